@@ -1,0 +1,1 @@
+"""daskscope: performance analytics for Dask."""

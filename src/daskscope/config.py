@@ -1,0 +1,94 @@
+"""daskscope's settings, kept in dask's own config system under the ``daskscope`` key.
+
+Defaults ship in ``daskscope.yaml`` beside this module; users override them in
+``~/.config/dask/*.yaml`` or with ``DASK_DASKSCOPE__<KEY>`` environment variables.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dask.config
+import yaml
+from dask.utils import parse_timedelta
+
+__all__ = ["CollectorSettings", "default_database_url", "get"]
+
+_DEFAULTS = Path(__file__).with_name("daskscope.yaml")
+
+with _DEFAULTS.open() as f:
+    dask.config.update_defaults(yaml.safe_load(f))
+
+
+def get(key: str, default: Any = None) -> Any:
+    """A value from the ``daskscope`` namespace of dask's config."""
+    return dask.config.get(f"daskscope.{key}", default=default)
+
+
+def default_database_url() -> str:
+    """The embedded store: an SQLite file in the user's data directory."""
+    import platformdirs
+
+    path = Path(platformdirs.user_data_dir("daskscope")) / "daskscope.db"
+    return f"sqlite:///{path}"
+
+
+def database_url(explicit: str | None = None) -> str:
+    """The store URL: the explicit one, else config, else the embedded default."""
+    return explicit or get("database") or default_database_url()
+
+
+def os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry, e.g. in some containers
+        return os.environ.get("USER", "unknown")
+
+
+@dataclass(frozen=True, slots=True)
+class CollectorSettings:
+    """Everything the scheduler-side collector needs, resolved once (it is pickled to
+    the scheduler by ``register`` so that the client's config is what applies)."""
+
+    database: str
+    account: str
+    user: str
+    cluster_name: str | None
+    flush_interval: float
+    worker_sampling_interval: float
+    profile_enabled: bool
+    profile_interval: float
+    max_code_chars: int
+    max_errors: int
+    max_traceback_chars: int
+    max_buffered_records: int
+
+    @classmethod
+    def from_config(cls, **overrides: Any) -> CollectorSettings:
+        values = dict(
+            database=database_url(),
+            account=get("account") or "default",
+            user=get("user") or os_user(),
+            cluster_name=get("cluster-name"),
+            flush_interval=parse_timedelta(get("flush-interval")),
+            worker_sampling_interval=parse_timedelta(get("worker-sampling-interval")),
+            profile_enabled=bool(get("profile.enabled")),
+            profile_interval=parse_timedelta(get("profile.interval")),
+            max_code_chars=int(get("max-code-chars")),
+            max_errors=int(get("max-errors")),
+            max_traceback_chars=int(get("max-traceback-chars")),
+            max_buffered_records=int(get("max-buffered-records")),
+        )
+        unknown = set(overrides) - set(values)
+        if unknown:
+            raise TypeError(f"unknown daskscope settings: {sorted(unknown)}; known: {sorted(values)}")
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        for key in ("flush_interval", "worker_sampling_interval", "profile_interval"):
+            values[key] = parse_timedelta(values[key])
+            if values[key] <= 0:
+                raise ValueError(f"daskscope setting {key} must be positive, got {values[key]}")
+        return cls(**values)
