@@ -1,0 +1,84 @@
+"""The user-facing calls: attach daskscope to a cluster and ask it to write now.
+
+Thin on purpose: the scheduler plugin does the work; these only configure it and talk to
+it through the scheduler's RPC handlers. Importing this module never imports the store.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import dask.config
+
+from daskscope import config
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+__all__ = ["flush", "register"]
+
+_NFRAMES = "distributed.diagnostics.computations.nframes"
+
+
+def _client(client: Client | None) -> Client:
+    if client is not None:
+        return client
+    from distributed import default_client
+
+    return default_client()
+
+
+def register(
+    client: Client | None = None,
+    *,
+    database: str | None = None,
+    name: str | None = None,
+    account: str | None = None,
+    user: str | None = None,
+    **settings: Any,
+) -> Any:
+    """Record the client's cluster into the daskscope store; returns the cluster id.
+
+    Settings come from the ``daskscope`` section of dask's config, resolved here in the
+    client's process, and keyword arguments override them (``database`` is a SQLAlchemy
+    URL). Registering twice keeps the first recorder. With an asynchronous client, await
+    the result.
+    """
+    from daskscope.collector.plugin import DaskscopePlugin
+
+    client = _client(client)
+    if not dask.config.get(_NFRAMES, 0):
+        # Dask sends the caller's code with each compute() only when asked to
+        dask.config.set({_NFRAMES: int(config.get("code-frames") or 1)})
+    plugin = DaskscopePlugin(
+        config.CollectorSettings.from_config(
+            database=database, cluster_name=name, account=account, user=user, **settings
+        )
+    )
+    return client.sync(_register, client, plugin)
+
+
+async def _register(client: Client, plugin: Any) -> str:
+    from distributed.protocol.pickle import dumps
+
+    # The scheduler's own handler: idempotent, so a second register keeps the first recorder
+    await client.scheduler.register_scheduler_plugin(
+        plugin=dumps(plugin), name=plugin.name, idempotent=True
+    )
+    info = await client.scheduler.daskscope_info()
+    return info["cluster_id"]
+
+
+def flush(
+    client: Client | None = None, *, wait_for_metrics: bool = True, timeout: float = 10.0
+) -> Any:
+    """Write everything recorded so far, and return the collector's status.
+
+    With ``wait_for_metrics`` the scheduler first waits (at most ``timeout`` seconds) for
+    every worker's next heartbeats, which carry the fine performance metrics of tasks that
+    just finished.
+    """
+    client = _client(client)
+    return client.sync(
+        client.scheduler.daskscope_flush, wait_for_metrics=wait_for_metrics, timeout=timeout
+    )

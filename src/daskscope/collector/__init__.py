@@ -1,0 +1,1 @@
+"""The scheduler side of daskscope: a SchedulerPlugin and what it writes to."""

@@ -1,0 +1,40 @@
+"""Where the collector's records go. Sinks are called from the collector's writer thread,
+never from the scheduler's event loop."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from daskscope.model import Record
+
+__all__ = ["Sink", "StoreSink"]
+
+
+class Sink(Protocol):
+    def write(self, records: Sequence[Record]) -> None:
+        """Store the records; raise on failure (the collector keeps them and retries)."""
+
+    def close(self) -> None: ...
+
+
+class StoreSink:
+    """Writes straight into a daskscope store (SQLite or PostgreSQL)."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self._store = None
+
+    def write(self, records: Sequence[Record]) -> None:
+        # The store is imported and opened lazily, in the writer thread: opening may run
+        # migrations, which must never happen on the scheduler's event loop.
+        from daskscope.store import open_store, write_records
+
+        if self._store is None:
+            self._store = open_store(self.url)
+        write_records(self._store, records)
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None

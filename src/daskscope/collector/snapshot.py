@@ -1,0 +1,192 @@
+"""Turn the scheduler's live objects into records.
+
+Pure conversions: each function reads attributes of a Dask object and returns a record.
+They run on the scheduler's event loop (the objects are not thread-safe), so they stay
+cheap: no I/O, no copying beyond what the record keeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from daskscope.model import (
+    SpanMetricRecord,
+    SpanRecord,
+    TaskGroupRecord,
+    WorkerSampleRecord,
+    stable_id,
+)
+
+if TYPE_CHECKING:
+    from distributed.scheduler import TaskGroup, WorkerState
+    from distributed.spans import Span
+
+
+#: Lines kept around the calling line when Dask sends a whole module as the "code"
+_LINES_BEFORE_CALL = 15
+_LINES_AFTER_CALL = 5
+
+
+def frame_text(frame: Any) -> str:
+    """One frame of Dask's ``SourceCode``: a header naming file and line, then the code.
+
+    For a call at module level Dask sends the whole file; keep a window around the
+    calling line (``lineno_relative`` is its 1-based position within ``code``).
+    """
+    lines = frame.code.splitlines()
+    first = 1
+    if len(lines) > _LINES_BEFORE_CALL + _LINES_AFTER_CALL + 1:
+        call = max(1, min(frame.lineno_relative, len(lines)))
+        first = max(1, call - _LINES_BEFORE_CALL)
+        lines = lines[first - 1 : call + _LINES_AFTER_CALL]
+    start_line = frame.lineno_frame - frame.lineno_relative + first
+    return f"# {frame.filename}:{frame.lineno_frame} (from line {start_line})\n" + "\n".join(
+        lines
+    )
+
+
+def code_snippets(code: Iterable[tuple[Any, ...]], max_chars: int) -> list[str]:
+    """Dask's code (tuples of ``SourceCode`` frames) as text, within ``max_chars`` in all."""
+    out: list[str] = []
+    budget = max_chars
+    for frames in code:
+        for frame in frames:
+            text = frame_text(frame)
+            if len(text) > budget:
+                out.append(text[: max(budget, 0)] + "\n# … (cut at daskscope.max-code-chars)")
+                return out
+            budget -= len(text)
+            out.append(text)
+    return out
+
+
+def nonzero(counts: Mapping[str, int]) -> dict[str, int]:
+    return {state: n for state, n in counts.items() if n}
+
+
+def task_group_record(
+    tg: TaskGroup,
+    *,
+    record_id: str,
+    cluster_id: str,
+    computation_id: str | None,
+    executed: int,
+    erred: int,
+) -> TaskGroupRecord:
+    return TaskGroupRecord(
+        id=record_id,
+        cluster_id=cluster_id,
+        name=tg.name,
+        prefix=tg.prefix.name,
+        computation_id=computation_id,
+        span_id=tg.span_id,
+        dependencies=sorted(dep.name for dep in tg.dependencies),
+        states=nonzero(tg.states),
+        tasks_total=len(tg),
+        tasks_executed=executed,
+        tasks_erred=erred,
+        nbytes_total=tg.nbytes_total,
+        duration_s=tg.duration,
+        durations=dict(tg.all_durations),
+        types=sorted(tg.types),
+        started_at=tg.start or None,
+        stopped_at=tg.stop or None,
+    )
+
+
+def span_record(span: Span, *, cluster_id: str, max_code_chars: int) -> SpanRecord:
+    """Dask's view of a span: its states, bytes and durations cover its whole subtree."""
+    parent = span.parent
+    done = span.done
+    return SpanRecord(
+        id=stable_id(cluster_id, "span", span.id),
+        cluster_id=cluster_id,
+        span_id=span.id,
+        parent_span_id=parent.id if parent is not None else None,
+        name=list(span.name),
+        enqueued_at=span.enqueued,
+        started_at=span.start or None,
+        # Span.stop is "now" while the span runs: only a finished span has a stop time
+        stopped_at=span.stop if done else None,
+        done=done,
+        states=nonzero(span.states),
+        nbytes_total=span.nbytes_total,
+        duration_s=span.duration,
+        durations=dict(span.all_durations),
+        active_cpu_seconds=span.active_cpu_seconds,
+        code=code_snippets(span.code, max_code_chars),
+        group_count=len(span.groups),
+    )
+
+
+def metric_parts(key: tuple[Hashable, ...]) -> tuple[str, str, str, str]:
+    """Split a fine-metric key into (context, prefix, activity, unit).
+
+    Dask's keys are ``(context, prefix, activity, unit)`` today; the set is open, so a
+    key of another length keeps its ends and joins whatever lies between into prefix.
+    """
+    parts = [str(p) for p in key]
+    if len(parts) == 4:
+        return parts[0], parts[1], parts[2], parts[3]
+    if len(parts) < 3:
+        parts = parts + [""] * (3 - len(parts))
+        return parts[0], "", parts[1], parts[2]
+    return parts[0], "/".join(parts[1:-2]), parts[-2], parts[-1]
+
+
+def span_metric_records(
+    span_id: str, own_metrics: Mapping[tuple[Hashable, ...], float], *, cluster_id: str
+) -> list[SpanMetricRecord]:
+    """The span's own metrics, exclusive of its children, so that sums over any set of
+    spans (e.g. every span tagged "load") never count a second twice."""
+    records = []
+    for key, value in own_metrics.items():
+        context, prefix, activity, unit = metric_parts(key)
+        records.append(
+            SpanMetricRecord(
+                id=stable_id(cluster_id, "span-metric", span_id, context, prefix, activity, unit),
+                cluster_id=cluster_id,
+                span_id=span_id,
+                context=context,
+                prefix=prefix,
+                activity=activity,
+                unit=unit,
+                value=float(value),
+            )
+        )
+    return records
+
+
+def _get(mapping: Mapping[str, Any], *path: str) -> Any:
+    value: Any = mapping
+    for key in path:
+        if not isinstance(value, Mapping) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def worker_sample(ws: WorkerState, *, cluster_id: str, at: float) -> WorkerSampleRecord:
+    metrics = ws.metrics
+    spilled = _get(metrics, "spilled_bytes", "disk")
+    return WorkerSampleRecord(
+        id=stable_id(cluster_id, "worker-sample", ws.address, at),
+        cluster_id=cluster_id,
+        worker=ws.address,
+        sampled_at=at,
+        nthreads=ws.nthreads,
+        memory_limit=ws.memory_limit or None,
+        memory=_get(metrics, "memory"),
+        managed_bytes=_get(metrics, "managed_bytes"),
+        spilled_bytes=spilled,
+        cpu_percent=_get(metrics, "cpu"),
+        executing=len(ws.executing),
+        processing=len(ws.processing),
+        transfer_incoming_bytes=_get(metrics, "transfer", "incoming_bytes"),
+        transfer_outgoing_bytes=_get(metrics, "transfer", "outgoing_bytes"),
+        net_read_bps=_get(metrics, "host_net_io", "read_bps"),
+        net_write_bps=_get(metrics, "host_net_io", "write_bps"),
+        disk_read_bps=_get(metrics, "host_disk_io", "read_bps"),
+        disk_write_bps=_get(metrics, "host_disk_io", "write_bps"),
+    )
