@@ -438,7 +438,11 @@ class DaskscopePlugin(SchedulerPlugin):
         """Write everything new since the last successful write; returns records written."""
         async with self._flush_lock:
             self._advance_integrals(time())
-            records, on_success = self._snapshot()
+            try:
+                records, on_success = self._snapshot()
+            except Exception as exc:  # a bug here must not stop the buffered records
+                self._hook_failed("snapshot", exc)
+                records, on_success = [], []
             taken = len(self._buffer)
             records.extend(self._buffer[:taken])
             del self._buffer[:taken]

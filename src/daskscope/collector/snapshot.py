@@ -41,9 +41,7 @@ def frame_text(frame: Any) -> str:
         first = max(1, call - _LINES_BEFORE_CALL)
         lines = lines[first - 1 : call + _LINES_AFTER_CALL]
     start_line = frame.lineno_frame - frame.lineno_relative + first
-    return f"# {frame.filename}:{frame.lineno_frame} (from line {start_line})\n" + "\n".join(
-        lines
-    )
+    return f"# {frame.filename}:{frame.lineno_frame} (from line {start_line})\n" + "\n".join(lines)
 
 
 def code_snippets(code: Iterable[tuple[Any, ...]], max_chars: int) -> list[str]:
