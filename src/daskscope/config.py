@@ -85,7 +85,9 @@ class CollectorSettings:
         )
         unknown = set(overrides) - set(values)
         if unknown:
-            raise TypeError(f"unknown daskscope settings: {sorted(unknown)}; known: {sorted(values)}")
+            raise TypeError(
+                f"unknown daskscope settings: {sorted(unknown)}; known: {sorted(values)}"
+            )
         values.update({k: v for k, v in overrides.items() if v is not None})
         for key in ("flush_interval", "worker_sampling_interval", "profile_interval"):
             values[key] = parse_timedelta(values[key])

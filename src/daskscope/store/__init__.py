@@ -1,0 +1,51 @@
+"""The store: daskscope's records kept in SQLite or PostgreSQL.
+
+>>> store = open_store("sqlite:///runs.db")   # creates or upgrades the schema
+>>> write_records(store, records)             # idempotent upserts, all or nothing
+>>> list_clusters(store)                      # plain dicts, newest first
+"""
+
+from __future__ import annotations
+
+from daskscope.store.engine import Store, open_store
+from daskscope.store.errors import (
+    AmbiguousCluster,
+    BadDatabaseURL,
+    DatabaseUnreachable,
+    MigrationFailed,
+    NotADaskscopeDatabase,
+    SchemaTooNew,
+    StoreError,
+    UnknownCluster,
+    WriteFailed,
+)
+from daskscope.store.queries import (
+    cluster_detail,
+    list_clusters,
+    profile_trees,
+    resolve_cluster_id,
+    table_counts,
+    worker_samples,
+)
+from daskscope.store.writer import write_records
+
+__all__ = [
+    "AmbiguousCluster",
+    "BadDatabaseURL",
+    "DatabaseUnreachable",
+    "MigrationFailed",
+    "NotADaskscopeDatabase",
+    "SchemaTooNew",
+    "Store",
+    "StoreError",
+    "UnknownCluster",
+    "WriteFailed",
+    "cluster_detail",
+    "list_clusters",
+    "open_store",
+    "profile_trees",
+    "resolve_cluster_id",
+    "table_counts",
+    "worker_samples",
+    "write_records",
+]

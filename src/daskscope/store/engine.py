@@ -1,0 +1,328 @@
+"""Opening a store: URL handling, engine setup, schema checks and migrations."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import weakref
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from daskscope import config
+from daskscope.store.errors import (
+    BadDatabaseURL,
+    DatabaseUnreachable,
+    MigrationFailed,
+    NotADaskscopeDatabase,
+    SchemaTooNew,
+    StoreError,
+)
+
+__all__ = ["Store", "as_engine", "open_store"]
+
+_URL_HINT = "use sqlite:///path/to/file.db or postgresql://user@host/dbname"
+_VERSION_TABLE = "alembic_version"
+# Serialises concurrent upgrades of one PostgreSQL database (any constant will do).
+_PG_UPGRADE_LOCK = 0x6461736B73636F70  # "daskscop"
+# SQLite engines whose file is known to be ours, so that WAL may be switched on.
+_sqlite_wal: weakref.WeakKeyDictionary[sa.Engine, bool] = weakref.WeakKeyDictionary()
+# Connection option asking the SQLite begin hook for a write lock up front.
+IMMEDIATE = "daskscope_sqlite_immediate"
+
+
+class Store:
+    """An open daskscope database: an engine plus the schema tools around it."""
+
+    def __init__(self, engine: sa.Engine, url: sa.URL) -> None:
+        self.engine = engine
+        self.url = url
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @property
+    def display_url(self) -> str:
+        """The URL with any password replaced by ``***``: safe for messages and logs."""
+        return display_url(self.url)
+
+    def __repr__(self) -> str:
+        return f"<Store {self.display_url}>"
+
+    def upgrade(self) -> None:
+        """Bring the schema to the newest revision (creating it on an empty database)."""
+        from alembic import command
+
+        cfg = _alembic_config()
+        try:
+            with self.engine.connect() as conn:
+                conn = conn.execution_options(**{IMMEDIATE: True})
+                with conn.begin():
+                    if self.dialect == "postgresql":
+                        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_UPGRADE_LOCK)))
+                    cfg.attributes["connection"] = conn
+                    command.upgrade(cfg, "head")
+        except sa.exc.DBAPIError as exc:
+            raise MigrationFailed(
+                f"upgrading the schema of {self.display_url} failed: {short_reason(exc)}; "
+                "nothing was changed, fix the cause and try again"
+            ) from exc
+
+    def current_revision(self) -> str | None:
+        """The schema revision stored in the database (None: no daskscope schema)."""
+        with self.engine.connect() as conn:
+            return _stored_revision(conn)
+
+    def head_revision(self) -> str:
+        """The newest schema revision this version of daskscope knows."""
+        return _script().get_current_head()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_store(url: str | None = None, *, upgrade: bool = True) -> Store:
+    """Open the store at ``url`` (default: the configured one), checking that it is
+    a daskscope database and, with ``upgrade``, bringing its schema up to date."""
+    parsed = parse_url(config.database_url(url))
+    engine = _create_engine(parsed)
+    store = Store(engine, parsed)
+    try:
+        with engine.connect() as conn:
+            _check_schema(conn, store.display_url, store.dialect)
+        if store.dialect == "sqlite":
+            _enable_wal(engine)
+        if upgrade:
+            store.upgrade()
+    except StoreError:
+        engine.dispose()
+        raise
+    except sa.exc.DBAPIError as exc:
+        engine.dispose()
+        raise _classify(exc, store) from exc
+    return store
+
+
+def as_engine(store_or_engine: Store | sa.Engine) -> sa.Engine:
+    if isinstance(store_or_engine, Store):
+        return store_or_engine.engine
+    if isinstance(store_or_engine, sa.Engine):
+        return store_or_engine
+    raise TypeError(f"expected a daskscope Store or an SQLAlchemy Engine, got {store_or_engine!r}")
+
+
+def parse_url(text: str) -> sa.URL:
+    """Parse and normalise a database URL; PostgreSQL URLs use psycopg 3."""
+    try:
+        url = sa.make_url(text)
+    except sa.exc.ArgumentError:
+        raise BadDatabaseURL(f"{text!r} is not a database URL; {_URL_HINT}") from None
+    backend = url.get_backend_name()
+    if backend in ("postgresql", "postgres"):
+        driver = url.get_driver_name() if "+" in url.drivername else "psycopg"
+        if driver != "psycopg":
+            raise BadDatabaseURL(
+                f"{display_url(url)}: daskscope talks to PostgreSQL through psycopg 3 only; "
+                "use postgresql://user@host/dbname"
+            )
+        return url.set(drivername="postgresql+psycopg")
+    if backend == "sqlite":
+        if url.drivername not in ("sqlite", "sqlite+pysqlite"):
+            raise BadDatabaseURL(f"{display_url(url)}: unsupported SQLite driver; {_URL_HINT}")
+        if url.database and url.database != ":memory:":
+            url = url.set(database=str(Path(url.database).expanduser()))
+        return url
+    raise BadDatabaseURL(
+        f"{display_url(url)}: daskscope stores data in SQLite or PostgreSQL; {_URL_HINT}"
+    )
+
+
+def display_url(url: sa.URL) -> str:
+    return url.render_as_string(hide_password=True)
+
+
+def _create_engine(url: sa.URL) -> sa.Engine:
+    if url.get_backend_name() == "sqlite":
+        return _create_sqlite_engine(url)
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        raise BadDatabaseURL(
+            f"{display_url(url)} needs psycopg 3, which is not installed; "
+            "pip install 'daskscope[postgres]'"
+        ) from None
+    return sa.create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 10})
+
+
+def _create_sqlite_engine(url: sa.URL) -> sa.Engine:
+    memory = url.database in (None, "", ":memory:")
+    if not memory:
+        parent = Path(url.database).parent
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DatabaseUnreachable(
+                f"cannot create the directory {parent} for {display_url(url)}: "
+                f"{exc.strerror}; pass another --database"
+            ) from None
+    kwargs: dict[str, Any] = {}
+    if memory:
+        # One shared connection, else every connection sees its own empty database.
+        kwargs["poolclass"] = sa.StaticPool
+        kwargs["connect_args"] = {"check_same_thread": False}
+    engine = sa.create_engine(url, **kwargs)
+    _sqlite_wal[engine] = False
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: sqlite3.Connection, record: Any) -> None:
+        # Let SQLAlchemy, not the sqlite3 module, decide where transactions begin,
+        # so that DDL (migrations) and DML share one real transaction.
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        if _sqlite_wal.get(engine):
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: sa.Connection) -> None:
+        # Writers take the lock up front: a deferred transaction that upgrades its
+        # read lock can fail with SQLITE_BUSY without waiting for busy_timeout.
+        immediate = conn.get_execution_options().get(IMMEDIATE)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+def _enable_wal(engine: sa.Engine) -> None:
+    # Only once the file is known to be ours: journal_mode=WAL rewrites its header.
+    _sqlite_wal[engine] = True
+    if engine.url.database in (None, "", ":memory:"):
+        return
+    engine.dispose()  # pooled connections predate the flag
+    with engine.connect():
+        pass  # the connect hook switches the file to WAL
+
+
+def _alembic_config() -> Any:
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", "daskscope.store:migrations")
+    return cfg
+
+
+def _script() -> Any:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(_alembic_config())
+
+
+def _known_revisions() -> set[str]:
+    return {rev.revision for rev in _script().walk_revisions()}
+
+
+def _stored_revision(conn: sa.Connection) -> str | None:
+    if not sa.inspect(conn).has_table(_VERSION_TABLE):
+        return None
+    return conn.execute(sa.text(f"SELECT version_num FROM {_VERSION_TABLE}")).scalar()
+
+
+def _check_schema(conn: sa.Connection, where: str, dialect: str) -> None:
+    """Refuse databases that hold something other than a daskscope schema we know."""
+    from daskscope.store.schema import TABLES
+
+    tables = set(sa.inspect(conn).get_table_names())
+    conn.rollback()
+    aside = (
+        "move the file aside" if dialect == "sqlite" else "create an empty database for daskscope"
+    )
+    if _VERSION_TABLE in tables:
+        revision = _stored_revision(conn)
+        conn.rollback()
+        if revision is None or revision in _known_revisions():
+            if revision is not None and "clusters" not in tables:
+                raise NotADaskscopeDatabase(
+                    f"{where} is not a daskscope database (its {_VERSION_TABLE} belongs to "
+                    f"another application); pass another --database or {aside}"
+                )
+            return
+        if "clusters" in tables:
+            raise SchemaTooNew(
+                f"{where} was written by a newer daskscope (schema revision {revision!r}, "
+                f"this one knows up to {_script().get_current_head()!r}); "
+                "upgrade daskscope: pip install -U daskscope"
+            )
+        raise NotADaskscopeDatabase(
+            f"{where} is not a daskscope database (schema revision {revision!r} of another "
+            f"application); pass another --database or {aside}"
+        )
+    if tables:
+        sample = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        clash = " including tables daskscope needs" if tables & set(TABLES) else ""
+        raise NotADaskscopeDatabase(
+            f"{where} is not a daskscope database (it holds other tables{clash}: {sample}); "
+            f"pass another --database or {aside}"
+        )
+
+
+def short_reason(exc: BaseException) -> str:
+    """The driver's message reduced to one short line."""
+    orig = getattr(exc, "orig", None) or exc
+    text = " ".join(str(orig).split())
+    lowered = text.lower()
+    for needle, short in (
+        ("connection refused", "connection refused"),
+        ("could not translate host name", "unknown host"),
+        ("name or service not known", "unknown host"),
+        ("timeout expired", "connection timed out"),
+        ("password authentication failed", "password authentication failed"),
+        ("no password supplied", "the server wants a password"),
+        ("file is not a database", "file is not a database"),
+        ("database disk image is malformed", "database disk image is malformed"),
+        ("unable to open database file", "unable to open database file"),
+        ("database is locked", "database is locked"),
+    ):
+        if needle in lowered:
+            return short
+    missing = re.search(r'database "([^"]+)" does not exist', text)
+    if missing:
+        return f"database {missing.group(1)!r} does not exist"
+    return text[:300]
+
+
+def _classify(exc: sa.exc.DBAPIError, store: Store) -> StoreError:
+    reason = short_reason(exc)
+    where = store.display_url
+    if reason in ("file is not a database", "database disk image is malformed"):
+        return NotADaskscopeDatabase(
+            f"{where} is not a daskscope database ({reason}); "
+            "pass another --database or move the file aside"
+        )
+    if store.dialect == "sqlite":
+        return DatabaseUnreachable(
+            f"cannot open {where}: {reason}; check that the path is right and writable"
+        )
+    if reason.startswith("database ") and reason.endswith("does not exist"):
+        name = store.url.database
+        return DatabaseUnreachable(
+            f"cannot connect to {where}: {reason}; create it (createdb {name}) or fix the URL"
+        )
+    if "password" in reason:
+        return DatabaseUnreachable(
+            f"cannot connect to {where}: {reason}; check the user name and password in the URL"
+        )
+    return DatabaseUnreachable(
+        f"cannot connect to {where}: {reason}; check that the server is running and the URL "
+        "is right"
+    )

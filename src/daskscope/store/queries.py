@@ -1,0 +1,234 @@
+"""Reading the store back: plain, JSON-serialisable dicts for the CLI and the pages.
+
+One Core select per table, each served by an index that leads with ``cluster_id``
+(or by the ``clusters`` indexes on ``started_at``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from daskscope.store import schema as s
+from daskscope.store.engine import Store, as_engine
+from daskscope.store.errors import AmbiguousCluster, UnknownCluster
+
+__all__ = [
+    "cluster_detail",
+    "list_clusters",
+    "profile_trees",
+    "resolve_cluster_id",
+    "table_counts",
+    "worker_samples",
+]
+
+MIN_PREFIX = 4
+_MAX_CANDIDATES = 10
+
+Row = dict[str, Any]
+
+
+def list_clusters(
+    store: Store | sa.Engine,
+    *,
+    limit: int | None = 100,
+    account: str | None = None,
+    user: str | None = None,
+    since: float | None = None,
+    until: float | None = None,
+) -> list[Row]:
+    """Clusters started in ``[since, until)``, newest first, each with ``duration_s``."""
+    c = s.clusters.c
+    query = sa.select(s.clusters).order_by(c.started_at.desc(), c.id.desc())
+    if account is not None:
+        query = query.where(c.account == account)
+    if user is not None:
+        query = query.where(c.user == user)
+    if since is not None:
+        query = query.where(c.started_at >= since)
+    if until is not None:
+        query = query.where(c.started_at < until)
+    if limit is not None:
+        query = query.limit(limit)
+    with as_engine(store).connect() as conn:
+        return [_with_duration(r) for r in _rows(conn, query)]
+
+
+def resolve_cluster_id(store: Store | sa.Engine, id_or_prefix: str) -> str:
+    """The full id of the cluster named by an exact id or a unique prefix."""
+    c = s.clusters.c
+    text = id_or_prefix.strip()
+    with as_engine(store).connect() as conn:
+        if conn.execute(sa.select(c.id).where(c.id == text)).first():
+            return text
+        if len(text) < MIN_PREFIX:
+            raise UnknownCluster(
+                f"no cluster with id {text!r} (a prefix needs at least {MIN_PREFIX} "
+                "characters); `daskscope clusters` lists them"
+            )
+        query = (
+            sa.select(c.id)
+            .where(c.id.startswith(text, autoescape=True))
+            .order_by(c.id)
+            .limit(_MAX_CANDIDATES + 1)
+        )
+        found = list(conn.execute(query).scalars())
+    if not found:
+        raise UnknownCluster(f"no cluster with id {text!r}; `daskscope clusters` lists them")
+    if len(found) > 1:
+        shown = ", ".join(found[:_MAX_CANDIDATES]) + (
+            ", ..." if len(found) > _MAX_CANDIDATES else ""
+        )
+        raise AmbiguousCluster(
+            f"{text!r} matches several clusters ({shown}); give more of the id", found
+        )
+    return found[0]
+
+
+def cluster_detail(store: Store | sa.Engine, cluster_id: str) -> Row:
+    """Everything recorded about one cluster except worker samples and profile trees."""
+    with as_engine(store).connect() as conn:
+        cluster = conn.execute(sa.select(s.clusters).where(s.clusters.c.id == cluster_id)).first()
+        if cluster is None:
+            raise UnknownCluster(
+                f"no cluster with id {cluster_id!r}; `daskscope clusters` lists them"
+            )
+        groups = _children(
+            conn,
+            s.task_groups,
+            cluster_id,
+            _nulls_last(s.task_groups.c.started_at),
+            s.task_groups.c.name,
+        )
+        computations = _children(conn, s.computations, cluster_id, s.computations.c.started_at)
+        by_computation: dict[str | None, list[str]] = {}
+        for group in groups:
+            by_computation.setdefault(group["computation_id"], []).append(group["name"])
+        for comp in computations:
+            comp["task_groups"] = by_computation.get(comp["id"], [])
+        prefixes = _children(
+            conn,
+            s.task_prefixes,
+            cluster_id,
+            s.task_prefixes.c.tasks_executed.desc(),
+            s.task_prefixes.c.name,
+        )
+        p = s.profiles.c
+        profiles = _rows(
+            conn,
+            sa.select(p.id, p.started_at, p.stopped_at, p.samples)
+            .where(p.cluster_id == cluster_id)
+            .order_by(p.started_at),
+        )
+        return {
+            "cluster": _with_duration(dict(cluster._mapping)),
+            "computations": computations,
+            "task_groups": groups,
+            "task_prefixes": prefixes,
+            "spans": _children(conn, s.spans, cluster_id, s.spans.c.enqueued_at, s.spans.c.span_id),
+            "span_metrics": _children(
+                conn,
+                s.span_metrics,
+                cluster_id,
+                s.span_metrics.c.span_id,
+                s.span_metrics.c.prefix,
+                s.span_metrics.c.activity,
+                s.span_metrics.c.unit,
+            ),
+            "errors": _children(conn, s.errors, cluster_id, s.errors.c.at, s.errors.c.key),
+            "events": _children(conn, s.events, cluster_id, s.events.c.at, s.events.c.id),
+            "workers": _workers(conn, cluster_id),
+            "profiles": profiles,
+        }
+
+
+def worker_samples(store: Store | sa.Engine, cluster_id: str) -> list[Row]:
+    """Every worker sample of a cluster, in time order."""
+    c = s.worker_samples.c
+    with as_engine(store).connect() as conn:
+        return _children(conn, s.worker_samples, cluster_id, c.sampled_at, c.worker)
+
+
+def profile_trees(
+    store: Store | sa.Engine,
+    cluster_id: str,
+    *,
+    start: float | None = None,
+    stop: float | None = None,
+) -> list[Row]:
+    """Profile windows (with their trees) that overlap ``[start, stop]``."""
+    p = s.profiles.c
+    query = sa.select(s.profiles).where(p.cluster_id == cluster_id).order_by(p.started_at)
+    if start is not None:
+        query = query.where(p.stopped_at >= start)
+    if stop is not None:
+        query = query.where(p.started_at <= stop)
+    with as_engine(store).connect() as conn:
+        return _rows(conn, query)
+
+
+def table_counts(store: Store | sa.Engine, cluster_id: str | None = None) -> dict[str, int]:
+    """Rows per table, for the whole store or one cluster."""
+    counts = {}
+    with as_engine(store).connect() as conn:
+        for name, table in s.TABLES.items():
+            query = sa.select(sa.func.count()).select_from(table)
+            if cluster_id is not None:
+                column = table.c.id if table is s.clusters else table.c.cluster_id
+                query = query.where(column == cluster_id)
+            counts[name] = conn.execute(query).scalar_one()
+    return counts
+
+
+def _rows(conn: sa.Connection, query: sa.Select) -> list[Row]:
+    return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def _children(conn: sa.Connection, table: sa.Table, cluster_id: str, *order: Any) -> list[Row]:
+    return _rows(conn, sa.select(table).where(table.c.cluster_id == cluster_id).order_by(*order))
+
+
+def _nulls_last(column: sa.ColumnElement) -> Any:
+    # SQLite sorts NULL first and PostgreSQL last; say it explicitly for both.
+    return sa.nulls_last(column.asc())
+
+
+def _with_duration(row: Row) -> Row:
+    end = row["stopped_at"] if row["stopped_at"] is not None else row["last_seen_at"]
+    row["duration_s"] = None if end is None else max(0.0, end - row["started_at"])
+    return row
+
+
+def _workers(conn: sa.Connection, cluster_id: str) -> list[Row]:
+    """Per worker: first/last sample, peak memory, sample count, and the last
+    sample's threads and memory limit (aggregated in the database)."""
+    w = s.worker_samples.c
+    agg = (
+        sa.select(
+            w.worker,
+            sa.func.min(w.sampled_at).label("first_sample_at"),
+            sa.func.max(w.sampled_at).label("last_sample_at"),
+            sa.func.max(w.memory).label("peak_memory"),
+            sa.func.count().label("samples"),
+        )
+        .where(w.cluster_id == cluster_id)
+        .group_by(w.worker)
+        .subquery()
+    )
+    query = (
+        sa.select(agg, w.nthreads, w.memory_limit)
+        .join(
+            s.worker_samples,
+            sa.and_(
+                w.cluster_id == cluster_id,
+                w.worker == agg.c.worker,
+                w.sampled_at == agg.c.last_sample_at,
+            ),
+        )
+        .order_by(agg.c.worker)
+    )
+    workers: dict[str, Row] = {}
+    for row in _rows(conn, query):
+        workers.setdefault(row["worker"], row)  # two samples at one instant: keep one
+    return list(workers.values())
