@@ -160,6 +160,8 @@ def test_records_match_dask_ground_truth(db_url: str) -> None:
         assert "the calling line" in codes
         assert sum(c["tasks_executed"] for c in detail["computations"]) == executed_truth
         assert sum(c["tasks_erred"] for c in detail["computations"]) == 3
+        grouped = [n for c in detail["computations"] for n in c["task_groups"]]
+        assert sorted(grouped) == sorted(truth_groups)  # each group in exactly one computation
 
         # workers and lifecycle
         kinds = [e["kind"] for e in detail["events"]]

@@ -571,3 +571,10 @@ def test_sqlite_uses_wal(tmp_path: Path) -> None:
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
         assert "sqlite" in repr(opened)
+
+
+def test_fast_path_revision_is_the_migrations_head(tmp_path: Path) -> None:
+    from daskscope.store.engine import HEAD_REVISION
+
+    with open_store(f"sqlite:///{tmp_path / 'head.db'}") as store:
+        assert store.head_revision() == HEAD_REVISION == store.current_revision()

@@ -191,6 +191,9 @@ class DaskscopePlugin(SchedulerPlugin):
         for ws in scheduler.workers.values():
             self._worker_added(ws.address, at=now, detail={"present_when_attached": True})
 
+        # Open the store (imports, schema check) in the writer thread now, not during the
+        # first flush in the middle of the user's work; a failure shows at the first write.
+        self._writer.submit(self._sink.open)
         scheduler.handlers["daskscope_flush"] = self.handle_flush
         scheduler.handlers["daskscope_info"] = self.handle_info
         self._loops = [
@@ -313,6 +316,9 @@ class DaskscopePlugin(SchedulerPlugin):
         elif track.computation_id is None and computation_id is not None:
             track.computation_id = computation_id
         return track
+
+    def _computation_record_id(self, computation_id: uuid.UUID) -> str:
+        return stable_id(self.cluster_id, "computation", computation_id)
 
     def _task_erred(self, key: Any, kwargs: dict[str, Any]) -> None:
         ts = self._tasks.get(key)
@@ -490,8 +496,9 @@ class DaskscopePlugin(SchedulerPlugin):
         records: list[Record] = []
         on_success: list[Callable[[], None]] = []
         for computation_id, computation in list(self._computations.items()):
+            record_id = self._computation_record_id(computation_id)
             for tg in computation.groups:
-                self._group_track(tg, str(computation_id))
+                self._group_track(tg, record_id)
         changed_spans = self._snapshot_groups(records, on_success)
         self._snapshot_computations(records, on_success)
         self._snapshot_spans(changed_spans, records, on_success)
@@ -591,7 +598,7 @@ class DaskscopePlugin(SchedulerPlugin):
             done = all(tg.done for tg in computation.groups)
             stop = computation.stop
             record = ComputationRecord(
-                id=stable_id(self.cluster_id, "computation", computation_id),
+                id=self._computation_record_id(computation_id),
                 cluster_id=self.cluster_id,
                 started_at=computation.start,
                 stopped_at=stop if done and stop > 0 else None,

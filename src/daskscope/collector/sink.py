@@ -3,6 +3,7 @@ never from the scheduler's event loop."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -12,6 +13,9 @@ __all__ = ["Sink", "StoreSink"]
 
 
 class Sink(Protocol):
+    def open(self) -> None:
+        """Prepare ahead of the first write; errors here are ignored (write reports them)."""
+
     def write(self, records: Sequence[Record]) -> None:
         """Store the records; raise on failure (the collector keeps them and retries)."""
 
@@ -25,13 +29,23 @@ class StoreSink:
         self.url = url
         self._store = None
 
-    def write(self, records: Sequence[Record]) -> None:
-        # The store is imported and opened lazily, in the writer thread: opening may run
-        # migrations, which must never happen on the scheduler's event loop.
-        from daskscope.store import open_store, write_records
+    def open(self) -> None:
+        # write() tries again and reports the error where it counts
+        with contextlib.suppress(Exception):
+            self._open()
+
+    def _open(self) -> None:
+        from daskscope.store import open_store
 
         if self._store is None:
             self._store = open_store(self.url)
+
+    def write(self, records: Sequence[Record]) -> None:
+        # The store is imported and opened lazily, in the writer thread: opening may run
+        # migrations, which must never happen on the scheduler's event loop.
+        from daskscope.store import write_records
+
+        self._open()
         write_records(self._store, records)
 
     def close(self) -> None:

@@ -1,0 +1,1 @@
+"""daskscope's command line (``daskscope ...``): see :mod:`daskscope.cli.main`."""

@@ -1,0 +1,197 @@
+"""``daskscope`` on the command line: thin commands over the store, analysis and render.
+
+Every :class:`~daskscope.store.StoreError` (bad URL, unreachable or foreign database,
+unknown cluster id) ends the command with one ``error: ...`` line on stderr and exit
+status 2; usage errors stay click's.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import click
+from rich.console import Console
+
+from daskscope.store import StoreError
+
+__all__ = ["cli", "main"]
+
+EXIT_STORE_ERROR = 2
+
+
+@dataclass
+class State:
+    database: str | None
+
+
+class _Group(click.Group):
+    """Turns store errors into one line on stderr, wherever a command raises them."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except StoreError as exc:
+            message = " ".join(str(exc).split()) or type(exc).__name__
+            click.echo(f"error: {message}", err=True)
+            ctx.exit(EXIT_STORE_ERROR)
+
+
+def _console() -> Console:
+    # soft_wrap off and a generous width when piped keep tables readable in logs.
+    return Console(width=None if sys.stdout.isatty() else 160)
+
+
+def _dump_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str, allow_nan=False))
+
+
+@click.group(cls=_Group)
+@click.option(
+    "--database",
+    metavar="URL",
+    envvar="DASKSCOPE_DATABASE",
+    show_envvar=True,
+    help="SQLAlchemy URL of the store (default: config daskscope.database, else the "
+    "embedded SQLite file in the user's data directory).",
+)
+@click.version_option(package_name="daskscope")
+@click.pass_context
+def cli(ctx: click.Context, database: str | None) -> None:
+    """daskscope: performance analytics for Dask clusters."""
+    ctx.obj = State(database=database or None)
+
+
+# -- reading ---------------------------------------------------------------------------
+
+
+def _with_statistics(row: dict[str, Any]) -> dict[str, Any]:
+    from daskscope.analysis import cluster_statistics, cost_rates
+
+    return {**row, "statistics": cluster_statistics(row, cost_rates(row.get("account")))}
+
+
+@cli.command("clusters")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.pass_obj
+def clusters_command(state: State, as_json: bool, limit: int) -> None:
+    """List recorded clusters, newest first."""
+    from daskscope.cli.render import clusters_table
+    from daskscope.store import list_clusters, open_store
+
+    with open_store(state.database) as store:
+        rows = [_with_statistics(r) for r in list_clusters(store, limit=limit)]
+    if as_json:
+        _dump_json(rows)
+    else:
+        _console().print(clusters_table(rows))
+
+
+def load_cluster(database: str | None, id_or_prefix: str) -> dict[str, Any]:
+    """The cluster_detail dict of one cluster plus its ``statistics``."""
+    from daskscope.analysis import cluster_statistics, cost_rates
+    from daskscope.store import cluster_detail, open_store, resolve_cluster_id
+
+    with open_store(database) as store:
+        detail = cluster_detail(store, resolve_cluster_id(store, id_or_prefix))
+    cluster = detail["cluster"]
+    detail["statistics"] = cluster_statistics(cluster, cost_rates(cluster.get("account")))
+    return detail
+
+
+def print_cluster(detail: dict[str, Any], console: Console | None = None) -> None:
+    from daskscope.analysis import fine_metrics_table, span_tree
+    from daskscope.cli.render import cluster_summary
+
+    tree = span_tree(detail["spans"], detail["span_metrics"])
+    # One fine-metrics table per root span: its whole subtree, activity x prefix.
+    per_root = []
+    for root in tree:
+        tag = (root.get("name") or [root["span_id"]])[0]
+        rows = fine_metrics_table(detail["span_metrics"], spans=detail["spans"], tag=tag)
+        per_root.append((f"fine metrics: span {tag!r}", rows))
+    (console or _console()).print(cluster_summary(detail, detail["statistics"], tree, per_root))
+
+
+@cli.command("show")
+@click.argument("cluster_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@click.pass_obj
+def show_command(state: State, cluster_id: str, as_json: bool) -> None:
+    """Everything recorded about one cluster (a unique id prefix is enough)."""
+    detail = load_cluster(state.database, cluster_id)
+    if as_json:
+        _dump_json(detail)
+    else:
+        print_cluster(detail)
+
+
+# -- the demo --------------------------------------------------------------------------
+
+
+@cli.command("demo")
+@click.option("--serve/--no-serve", default=True, help="Open the dashboard afterwards.")
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.pass_obj
+def demo_command(state: State, serve: bool, workers: int, seed: int) -> None:
+    """Run a small workload on a local cluster, record it, and show what was recorded."""
+    from daskscope.cli.demo import record_demo
+
+    console = _console()
+    cluster_id, _ = record_demo(state.database, workers=workers, seed=seed, console=console)
+    print_cluster(load_cluster(state.database, cluster_id), console)
+    if serve:
+        # Honest placeholder until the web dashboard lands.
+        console.print(
+            "The dashboard is not available yet (a later release adds `daskscope serve`); "
+            f"use `daskscope show {cluster_id[:8]}` to see this recording again."
+        )
+
+
+# -- schema ----------------------------------------------------------------------------
+
+
+@cli.group("db")
+def db_group() -> None:
+    """The store's schema."""
+
+
+@db_group.command("upgrade")
+@click.pass_obj
+def db_upgrade(state: State) -> None:
+    """Create the schema or bring it to the newest revision."""
+    from daskscope.store import open_store
+
+    with open_store(state.database, upgrade=False) as store:
+        before = store.current_revision()
+        store.upgrade()
+        after = store.current_revision()
+        where = store.display_url
+    if before == after:
+        click.echo(f"{where}: schema already at revision {after}")
+    else:
+        click.echo(f"{where}: schema upgraded from {before or 'empty'} to {after}")
+
+
+@db_group.command("current")
+@click.pass_obj
+def db_current(state: State) -> None:
+    """Print the schema revision stored in the database ("none" when it has none)."""
+    from daskscope.store import open_store
+
+    with open_store(state.database, upgrade=False) as store:
+        current, head = store.current_revision(), store.head_revision()
+    suffix = "" if current == head else f" (newest known: {head}; run `daskscope db upgrade`)"
+    click.echo(f"{current or 'none'}{suffix}")
+
+
+def main() -> None:
+    cli(prog_name="daskscope")
+
+
+if __name__ == "__main__":
+    main()
