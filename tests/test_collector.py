@@ -56,7 +56,10 @@ def metric_key(row: dict[str, Any]) -> tuple[str, ...]:
     return (row["context"], row["prefix"], row["activity"], row["unit"])
 
 
-def test_records_match_dask_ground_truth(db_url: str) -> None:
+def test_records_match_dask_ground_truth(database_url: str) -> None:
+    """On SQLite and PostgreSQL alike (``database_url`` is parametrized in conftest)."""
+    db_url = database_url
+
     async def body() -> None:
         cluster, client, cluster_id = await in_process_cluster(db_url)
         scheduler = cluster.scheduler
@@ -174,7 +177,9 @@ def test_records_match_dask_ground_truth(db_url: str) -> None:
     run(body)
 
 
-def test_flushing_twice_stores_each_record_once(db_url: str) -> None:
+def test_flushing_twice_stores_each_record_once(database_url: str) -> None:
+    db_url = database_url
+
     async def body() -> None:
         cluster, client, cluster_id = await in_process_cluster(db_url)
         async with cluster, client:
