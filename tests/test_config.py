@@ -45,7 +45,7 @@ def test_dask_config_set_and_keywords_override() -> None:
 
 
 def test_bad_settings_say_what_is_wrong() -> None:
-    with pytest.raises(TypeError, match="unknown daskscope settings.*flush_intervall"):
+    with pytest.raises(TypeError, match=r"unknown daskscope settings.*flush_intervall"):
         CollectorSettings.from_config(flush_intervall="1s")
     with pytest.raises(ValueError, match="flush_interval must be positive"):
         CollectorSettings.from_config(flush_interval=0)
