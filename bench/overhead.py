@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import operator
 import statistics
 import sys
 import tempfile
@@ -22,8 +23,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import dask
-import dask.array as da
 from distributed import Client, LocalCluster, span
 
 import daskscope
@@ -36,36 +35,48 @@ RECORD_EVERYTHING = dict(
 )
 
 
-def workload(n_tasks: int) -> Any:
-    """About ``n_tasks`` tiny tasks: n/2 chunks, an elementwise step, a tree reduction."""
-    chunks = n_tasks // 2
-    x = da.ones((chunks,), chunks=1)
-    return (x + 1).sum(split_every=16)
+def workload(n_tasks: int) -> tuple[dict[str, Any], str]:
+    """A raw graph of about ``n_tasks`` tiny tasks: leaves and a 16-way tree sum.
+
+    A raw graph keeps the client's own graph building out of the timing, so what is
+    measured is the scheduler's work per task, which is what daskscope adds to.
+    """
+    leaves = n_tasks * 15 // 16
+    graph: dict[str, Any] = {f"leaf-{i}": (operator.add, i, 1) for i in range(leaves)}
+    layer = list(graph)
+    level = 0
+    while len(layer) > 1:
+        parents = []
+        for j in range(0, len(layer), 16):
+            key = f"sum-{level}-{j // 16}"
+            graph[key] = (sum, layer[j : j + 16])
+            parents.append(key)
+        layer, level = parents, level + 1
+    return graph, layer[0]
 
 
 def one_run(n_tasks: int, url: str | None) -> dict[str, float]:
-    with dask.config.set({"optimization.fuse.active": False}):
-        with (
-            LocalCluster(
-                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-            ) as cluster,
-            Client(cluster) as client,
-        ):
-            if url:
-                daskscope.register(client, database=url, **RECORD_EVERYTHING)
-            graph = workload(n_tasks)
-            tasks = len(graph.__dask_graph__())
-            client.run(lambda: None)  # workers warm
-            wall0, cpu0 = time.perf_counter(), time.process_time()
-            with span("bench"):
-                result = graph.compute()
-            wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-            assert result == 2 * (n_tasks // 2)
-            written = daskscope.flush(client, wait_for_metrics=False) if url else None
+    graph, root = workload(n_tasks)
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        if url:
+            daskscope.register(client, database=url, **RECORD_EVERYTHING)
+        client.run(lambda: None)  # workers warm
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        with span("bench"):
+            result = client.get(graph, root)
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        leaves = n_tasks * 15 // 16
+        assert result == leaves * (leaves + 1) // 2
+        written = daskscope.flush(client, wait_for_metrics=False) if url else None
     return {
         "wall_s": wall,
         "cpu_s": cpu,
-        "tasks": tasks,
+        "tasks": len(graph),
         "records_written": written["records_written"] if written else 0,
     }
 
@@ -126,12 +137,11 @@ async def peak_memory_run(n_tasks: int, url: str) -> dict[str, Any]:
                 await asyncio.sleep(0.05)
 
         sampler = asyncio.create_task(sample())
-        with dask.config.set({"optimization.fuse.active": False}):
-            graph = workload(n_tasks)
-            tasks = len(graph.__dask_graph__())
-            # persist keeps the results, so the hook can be timed on real keys below
-            persisted = client.persist(graph)
-            await persisted
+        graph, _ = workload(n_tasks)
+        tasks = len(graph)
+        # every key is wanted, so results stay and the hook can be timed on real keys below
+        futures = client.get(graph, list(graph), sync=False)
+        await client.gather(futures)
         done = True
         await sampler
         hook = time_transition_hook(plugin, cluster.scheduler)
