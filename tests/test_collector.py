@@ -118,6 +118,7 @@ def test_records_match_dask_ground_truth(database_url: str) -> None:
         assert cluster_row["stopped_at"] >= cluster_row["started_at"]
         assert cluster_row["core_seconds"] > 0
         assert cluster_row["threads_peak"] == 4 and cluster_row["workers_peak"] == 2
+        assert cluster_row["name"] == f"LocalCluster {cluster.name}"
 
         # errors, with the exception text and the worker
         assert len(detail["errors"]) == 3

@@ -47,6 +47,9 @@ def register(
     from daskscope.collector.plugin import DaskscopePlugin
 
     client = _client(client)
+    if name is None and not config.get("cluster-name") and client.cluster is not None:
+        # e.g. "LocalCluster 6f2d9a1c": more telling than the scheduler's uuid
+        name = f"{type(client.cluster).__name__} {client.cluster.name}"
     if not dask.config.get(_NFRAMES, 0):
         # Dask sends the caller's code with each compute() only when asked to
         dask.config.set({_NFRAMES: int(config.get("code-frames") or 1)})
