@@ -145,11 +145,9 @@ def demo_command(state: State, serve: bool, workers: int, seed: int) -> None:
     cluster_id, _ = record_demo(state.database, workers=workers, seed=seed, console=console)
     print_cluster(load_cluster(state.database, cluster_id), console)
     if serve:
-        # Honest placeholder until the web dashboard lands.
-        console.print(
-            "The dashboard is not available yet (a later release adds `daskscope serve`); "
-            f"use `daskscope show {cluster_id[:8]}` to see this recording again."
-        )
+        from daskscope.cli.serve import run_server
+
+        run_server(state.database, "127.0.0.1", 8787, open_browser=True)
 
 
 # -- schema ----------------------------------------------------------------------------
@@ -187,6 +185,12 @@ def db_current(state: State) -> None:
         current, head = store.current_revision(), store.head_revision()
     suffix = "" if current == head else f" (newest known: {head}; run `daskscope db upgrade`)"
     click.echo(f"{current or 'none'}{suffix}")
+
+
+from daskscope.cli.serve import serve_command, upload_report_command  # noqa: E402
+
+cli.add_command(serve_command)
+cli.add_command(upload_report_command)
 
 
 def main() -> None:

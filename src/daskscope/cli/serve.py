@@ -1,0 +1,79 @@
+"""``daskscope serve`` (the web dashboard) and ``daskscope upload-report``."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+__all__ = ["run_server", "serve_command", "upload_report_command"]
+
+
+def _need_web() -> None:
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise click.ClickException(
+            "the dashboard needs the web extra: pip install 'daskscope[web]'"
+        ) from None
+
+
+def _open_browser(url: str) -> None:
+    # Only where a graphical browser can exist: on a headless box webbrowser would
+    # start a text browser in this terminal.
+    if (
+        sys.platform in ("darwin", "win32")
+        or os.environ.get("DISPLAY")
+        or os.environ.get("WAYLAND_DISPLAY")
+    ):
+        import webbrowser
+
+        webbrowser.open(url)
+
+
+def run_server(database: str | None, host: str, port: int, *, open_browser: bool = False) -> None:
+    """Serve the dashboard until interrupted (Ctrl-C)."""
+    _need_web()
+    import uvicorn
+
+    from daskscope.web import create_app
+
+    app = create_app(database)
+    shown = "localhost" if host in ("127.0.0.1", "::1") else host
+    url = f"http://{shown}:{port}/"
+    click.echo(f"daskscope dashboard of {app.state.store.display_url} at {url} (Ctrl-C stops it)")
+    if open_browser:
+        _open_browser(url)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+@click.command("serve")
+@click.option("--database", metavar="URL", help="Store URL (overrides the global --database).")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=8787, show_default=True)
+@click.pass_obj
+def serve_command(state: Any, database: str | None, host: str, port: int) -> None:
+    """Serve the web dashboard: account and cluster analytics, reports, runs."""
+    run_server(database or state.database, host, port)
+
+
+@click.command("upload-report")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--cluster", "cluster", metavar="ID", help="Its cluster (id or prefix).")
+@click.pass_obj
+def upload_report_command(state: Any, file: Path, cluster: str | None) -> None:
+    """Keep a Dask performance report (HTML) with the store, shown under /reports."""
+    from daskscope.store import open_store, resolve_cluster_id
+    from daskscope.store.reports import ReportTooLarge, save_report
+
+    with open_store(state.database) as store:
+        cluster_id = resolve_cluster_id(store, cluster) if cluster else None
+        try:
+            info = save_report(store, file.read_bytes(), name=file.name, cluster_id=cluster_id)
+        except ReportTooLarge as exc:
+            raise click.ClickException(f"{exc} (config daskscope.max-report-bytes)") from None
+    click.echo(f"report {info['id']} stored ({info['size']} bytes); open /reports/{info['id']}")

@@ -1,0 +1,200 @@
+"""Read queries behind the account page: totals over a time range, weekly usage per
+member, and the cluster listing filtered by member and week.
+
+Weeks are binned in SQL. Times are epoch-second floats, so a week is
+``floor((started_at - MONDAY) / WEEK)``; ``floor`` is spelled per dialect (see
+:class:`_floor`) because SQLite's math functions are an optional build feature.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import ColumnElement, FunctionElement
+
+from daskscope.store import schema as s
+from daskscope.store.engine import Store, as_engine
+from daskscope.store.queries import list_clusters
+
+__all__ = [
+    "MONDAY",
+    "WEEK",
+    "account_totals",
+    "clusters_in_week",
+    "computation_groups",
+    "span_rows",
+    "weekly_usage",
+    "worker_events",
+]
+
+#: 1970-01-05 00:00 UTC, the first Monday after the epoch: weeks start on Mondays (UTC).
+MONDAY = 4 * 86400.0
+WEEK = 7 * 86400.0
+
+Row = dict[str, Any]
+
+
+class _floor(FunctionElement):
+    """``floor(x)`` for x >= 0 on both dialects (only non-negative offsets are binned)."""
+
+    type = sa.BigInteger()
+    inherit_cache = True
+
+
+@compiles(_floor)
+def _floor_default(element: _floor, compiler: Any, **kw: Any) -> str:
+    return f"floor({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(_floor, "sqlite")
+def _floor_sqlite(element: _floor, compiler: Any, **kw: Any) -> str:
+    # CAST truncates toward zero in SQLite, which is floor for non-negative values.
+    return f"CAST({compiler.process(element.clauses, **kw)} AS INTEGER)"
+
+
+def _end(c: Any) -> ColumnElement:
+    return sa.func.coalesce(c.stopped_at, c.last_seen_at)
+
+
+def _range(query: sa.Select, since: float | None, until: float | None) -> sa.Select:
+    c = s.clusters.c
+    if since is not None:
+        query = query.where(c.started_at >= since)
+    if until is not None:
+        query = query.where(c.started_at < until)
+    return query
+
+
+def _sums() -> list[Any]:
+    c = s.clusters.c
+    return [
+        sa.func.count().label("clusters"),
+        sa.func.coalesce(sa.func.sum(_end(c) - c.started_at), 0.0).label("cluster_seconds"),
+        sa.func.coalesce(sa.func.sum(c.core_seconds), 0.0).label("core_seconds"),
+        sa.func.coalesce(sa.func.sum(c.compute_seconds), 0.0).label("compute_seconds"),
+        sa.func.coalesce(sa.func.sum(c.memory_limit_byte_seconds), 0.0).label(
+            "memory_limit_byte_seconds"
+        ),
+        sa.func.coalesce(sa.func.sum(c.bytes_processed), 0).label("bytes_processed"),
+        sa.func.coalesce(sa.func.sum(c.tasks_executed), 0).label("tasks_executed"),
+        sa.func.coalesce(sa.func.sum(c.tasks_erred), 0).label("tasks_erred"),
+    ]
+
+
+def _plain(row: Any) -> Row:
+    out = dict(row._mapping)
+    for key in ("clusters", "bytes_processed", "tasks_executed", "tasks_erred", "week"):
+        if key in out and out[key] is not None:
+            out[key] = int(out[key])
+    for key in ("cluster_seconds", "core_seconds", "compute_seconds", "memory_limit_byte_seconds"):
+        if key in out and out[key] is not None:
+            out[key] = float(out[key])
+    return out
+
+
+def account_totals(
+    store: Store | sa.Engine, *, since: float | None = None, until: float | None = None
+) -> list[Row]:
+    """Totals of the clusters started in ``[since, until)``, one row per account (cost
+    rates are per account); cluster seconds count to the stop, else the last sign of life."""
+    c = s.clusters.c
+    query = _range(sa.select(c.account, *_sums()), since, until).group_by(c.account)
+    with as_engine(store).connect() as conn:
+        return [_plain(r) for r in conn.execute(query.order_by(c.account))]
+
+
+def weekly_usage(
+    store: Store | sa.Engine, *, since: float | None = None, until: float | None = None
+) -> list[Row]:
+    """Per member (user, account) and week: the totals of :func:`account_totals`.
+
+    Each row has ``week`` (an index) and ``week_start`` (epoch seconds of its Monday);
+    a cluster counts in the week it started.
+    """
+    c = s.clusters.c
+    week = _floor((c.started_at - MONDAY) / WEEK).label("week")
+    query = _range(sa.select(c.user, c.account, week, *_sums()), since, until)
+    # Only non-negative offsets are binned, so the dialect-specific floor is exact.
+    query = query.where(c.started_at >= MONDAY).group_by(c.user, c.account, week)
+    rows = []
+    with as_engine(store).connect() as conn:
+        for row in conn.execute(query.order_by(week, c.user, c.account)):
+            out = _plain(row)
+            out["week_start"] = MONDAY + out["week"] * WEEK
+            rows.append(out)
+    return rows
+
+
+def clusters_in_week(
+    store: Store | sa.Engine,
+    *,
+    user: str | None = None,
+    week_start: float | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    limit: int | None = 100,
+) -> list[Row]:
+    """The cluster listing: newest first, optionally one member's and/or one week's.
+
+    ``week_start`` narrows ``[since, until)`` to that week (served by the
+    ``(user, started_at)`` and ``started_at`` indexes).
+    """
+    if week_start is not None:
+        since = week_start if since is None else max(since, week_start)
+        until = week_start + WEEK if until is None else min(until, week_start + WEEK)
+    return list_clusters(store, limit=limit, user=user, since=since, until=until)
+
+
+def computation_groups(
+    store: Store | sa.Engine, cluster_id: str, computation_id: str
+) -> tuple[Row, list[Row]] | None:
+    """One computation and its task groups (None when the cluster has no such one)."""
+    comp = s.computations.c
+    tg = s.task_groups.c
+    with as_engine(store).connect() as conn:
+        query = sa.select(s.computations).where(
+            comp.cluster_id == cluster_id, comp.id == computation_id
+        )
+        found = conn.execute(query).first()
+        if found is None:
+            return None
+        groups = conn.execute(
+            sa.select(s.task_groups)
+            .where(tg.cluster_id == cluster_id, tg.computation_id == computation_id)
+            .order_by(tg.name)
+        )
+        return dict(found._mapping), [dict(g._mapping) for g in groups]
+
+
+def worker_events(store: Store | sa.Engine, cluster_id: str) -> list[Row]:
+    """Worker arrivals and departures of a cluster, in time order."""
+    e = s.events.c
+    query = (
+        sa.select(e.at, e.kind, e.worker, e.detail)
+        .where(e.cluster_id == cluster_id, e.kind.in_(("worker-added", "worker-removed")))
+        .order_by(e.at)
+    )
+    with as_engine(store).connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def span_rows(store: Store | sa.Engine, cluster_id: str) -> tuple[list[Row], list[Row]]:
+    """A cluster's spans (id and tags only) and all its fine-metric rows."""
+    sp = s.spans.c
+    m = s.span_metrics.c
+    with as_engine(store).connect() as conn:
+        spans = [
+            dict(r._mapping)
+            for r in conn.execute(sa.select(sp.span_id, sp.name).where(sp.cluster_id == cluster_id))
+        ]
+        metrics = [
+            dict(r._mapping)
+            for r in conn.execute(
+                sa.select(m.span_id, m.context, m.prefix, m.activity, m.unit, m.value).where(
+                    m.cluster_id == cluster_id
+                )
+            )
+        ]
+    return spans, metrics

@@ -1,0 +1,116 @@
+"""Uploaded Dask performance reports, kept as files beside the database.
+
+Not a table: a report is one opaque HTML file. Where they live:
+
+- config ``daskscope.reports-dir`` when set (needed to share them between the servers
+  of one PostgreSQL database);
+- else, for an SQLite store, ``reports/`` next to the database file;
+- else (PostgreSQL, in-memory SQLite) ``reports/`` in the user's data directory.
+
+Each report is ``<id>.html`` plus ``<id>.json`` (name, size, cluster, upload time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from daskscope import config
+from daskscope.store.engine import Store
+
+__all__ = [
+    "ReportTooLarge",
+    "list_reports",
+    "max_report_bytes",
+    "read_report",
+    "report_info",
+    "reports_dir",
+    "save_report",
+]
+
+_ID = re.compile(r"^[0-9a-f]{32}$")
+DEFAULT_MAX_BYTES = 50 * 2**20
+
+
+class ReportTooLarge(ValueError):
+    """The upload exceeds ``daskscope.max-report-bytes``."""
+
+
+def max_report_bytes() -> int:
+    return int(config.get("max-report-bytes") or DEFAULT_MAX_BYTES)
+
+
+def reports_dir(store: Store) -> Path:
+    configured = config.get("reports-dir")
+    if configured:
+        return Path(configured).expanduser()
+    database = store.url.database if store.dialect == "sqlite" else None
+    if database and database != ":memory:":
+        return Path(database).parent / "reports"
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("daskscope")) / "reports"
+
+
+def save_report(
+    store: Store, content: bytes, *, name: str, cluster_id: str | None = None
+) -> dict[str, Any]:
+    """Store one report; returns its info. Raises ReportTooLarge past the limit."""
+    limit = max_report_bytes()
+    if len(content) > limit:
+        raise ReportTooLarge(f"the report has {len(content)} bytes; the limit is {limit}")
+    folder = reports_dir(store)
+    folder.mkdir(parents=True, exist_ok=True)
+    report_id = uuid.uuid4().hex
+    info = {
+        "id": report_id,
+        "name": Path(name).name[:200] or "report.html",
+        "size": len(content),
+        "cluster_id": cluster_id or None,
+        "uploaded_at": time.time(),
+    }
+    # Write the HTML first and the metadata last (atomically): a report is listed only
+    # once both exist.
+    (folder / f"{report_id}.html").write_bytes(content)
+    tmp = folder / f".{report_id}.json.tmp"
+    tmp.write_text(json.dumps(info))
+    os.replace(tmp, folder / f"{report_id}.json")
+    return info
+
+
+def report_info(store: Store, report_id: str) -> dict[str, Any] | None:
+    """The report's info, or None for an unknown (or malformed) id."""
+    if not _ID.match(report_id):
+        return None
+    path = reports_dir(store) / f"{report_id}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def read_report(store: Store, report_id: str) -> bytes | None:
+    if report_info(store, report_id) is None:
+        return None
+    try:
+        return (reports_dir(store) / f"{report_id}.html").read_bytes()
+    except OSError:
+        return None
+
+
+def list_reports(store: Store) -> list[dict[str, Any]]:
+    """All reports, newest first."""
+    folder = reports_dir(store)
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in folder.glob("*.json"):
+        info = report_info(store, path.stem)
+        if info is not None:
+            found.append(info)
+    return sorted(found, key=lambda r: r["uploaded_at"], reverse=True)

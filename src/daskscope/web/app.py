@@ -1,0 +1,37 @@
+"""The dashboard application: pages and their JSON twins over one store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from daskscope.store import Store, open_store
+from daskscope.web import errors
+from daskscope.web.routes import account, assets, clusters, reports, runs
+
+__all__ = ["create_app"]
+
+API_PREFIX = "/api/v1"
+
+
+def create_app(database: str | Store | None = None) -> FastAPI:
+    """An app serving the store at ``database`` (a URL, an open Store, or the
+    configured default). The store is opened (and migrated) here, once."""
+    store = database if isinstance(database, Store) else open_store(database)
+    app = FastAPI(
+        title="daskscope",
+        summary="Performance analytics for Dask: clusters, spans, reports.",
+        version="0.1.0",
+        docs_url="/api/docs",
+        redoc_url=None,
+    )
+    app.state.store = store
+    errors.install(app)
+    static = Path(__file__).with_name("static")
+    app.mount("/static", StaticFiles(directory=static), name="static")
+    for module in (assets, account, clusters, runs, reports):
+        app.include_router(module.pages)
+        app.include_router(module.api, prefix=API_PREFIX)
+    return app

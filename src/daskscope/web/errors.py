@@ -1,0 +1,100 @@
+"""HTTP errors: the status lives on the class; one handler turns any of them (and
+unknown routes, bad parameters, unknown clusters) into an HTML page or JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from daskscope.store import AmbiguousCluster, UnknownCluster
+
+__all__ = [
+    "BadRequest",
+    "HTTPError",
+    "NotFound",
+    "PayloadTooLarge",
+    "handle_exception",
+    "install",
+]
+
+
+class HTTPError(Exception):
+    """Base class: raise a subclass anywhere in a route; ``status`` says which."""
+
+    status = 500
+    title = "Internal error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequest(HTTPError):
+    status = 400
+    title = "Bad request"
+
+
+class NotFound(HTTPError):
+    status = 404
+    title = "Not found"
+
+
+class PayloadTooLarge(HTTPError):
+    status = 413
+    title = "Upload too large"
+
+
+def _as_http_error(exc: Exception) -> HTTPError:
+    if isinstance(exc, HTTPError):
+        return exc
+    if isinstance(exc, UnknownCluster):
+        return NotFound(str(exc))
+    if isinstance(exc, AmbiguousCluster):
+        return BadRequest(str(exc))
+    if isinstance(exc, RequestValidationError):
+        parts = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        return BadRequest("; ".join(parts) or "invalid request")
+    if isinstance(exc, StarletteHTTPException):
+        error = HTTPError(str(exc.detail))
+        error.status = exc.status_code
+        error.title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "Error")
+        if exc.status_code == 404:
+            error.message = "there is no page at this address"
+        return error
+    return HTTPError("the server failed; see its log")
+
+
+def _wants_json(request: Request) -> bool:
+    return request.url.path.startswith("/api/") or request.url.path == "/openapi.json"
+
+
+async def handle_exception(request: Request, exc: Exception) -> Response:
+    """The one place where errors become responses."""
+    error = _as_http_error(exc)
+    if error.status >= 500:
+        import logging
+
+        logging.getLogger("daskscope.web").exception("error serving %s", request.url.path)
+    if _wants_json(request):
+        body = {"error": {"status": error.status, "title": error.title, "message": error.message}}
+        return JSONResponse(body, status_code=error.status)
+    from daskscope.web.render import render_page
+
+    html = render_page(request, "error.html", title=error.title, error=error)
+    return HTMLResponse(html, status_code=error.status)
+
+
+def install(app: Any) -> None:
+    for exc_type in (
+        HTTPError,
+        UnknownCluster,
+        AmbiguousCluster,
+        RequestValidationError,
+        StarletteHTTPException,
+        Exception,
+    ):
+        app.add_exception_handler(exc_type, handle_exception)

@@ -1,0 +1,1 @@
+"""Routes split by noun; each module has ``pages`` (HTML) and ``api`` (JSON) routers."""

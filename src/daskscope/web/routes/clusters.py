@@ -1,0 +1,180 @@
+"""One cluster's page (``/clusters/{id}``) and its JSON: statistics, prefixes,
+computations with their task-group graphs, spans and fine metrics, workers, errors,
+and the profile as a flame graph."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dask.config
+from dask.utils import parse_timedelta
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse
+
+from daskscope.analysis import cluster_statistics, cost_rates, fine_metrics_table, span_tree
+from daskscope.analysis.flamegraph import icicle, merge_trees
+from daskscope.analysis.graph import ACTIVITY_COLOURS, task_group_graph
+from daskscope.store import Store, cluster_detail, profile_trees, resolve_cluster_id
+from daskscope.store import worker_samples as load_worker_samples
+from daskscope.store.analytics import computation_groups, span_rows, worker_events
+from daskscope.web.errors import NotFound
+from daskscope.web.render import page
+from daskscope.web.routes.common import store_of
+
+__all__ = ["api", "pages"]
+
+pages = APIRouter(include_in_schema=False)
+api = APIRouter(tags=["clusters"])
+
+TOP_PREFIXES = 25
+MAX_POINTS_PER_WORKER = 2000
+
+
+def _flatten_spans(nodes: list[dict[str, Any]], depth: int = 0) -> list[dict[str, Any]]:
+    out = []
+    for node in nodes:
+        states = node.get("states") or {}
+        out.append(
+            {
+                "span_id": node["span_id"],
+                "name": node.get("name") or [],
+                "depth": depth,
+                "started_at": node.get("started_at"),
+                "stopped_at": node.get("stopped_at"),
+                "duration_s": node.get("duration_s"),
+                "nbytes_total": node.get("nbytes_total"),
+                "tasks": sum(int(v) for v in states.values()),
+                "group_count": node.get("group_count"),
+                "active_cpu_seconds": node.get("active_cpu_seconds"),
+            }
+        )
+        out.extend(_flatten_spans(node["children"], depth + 1))
+    return out
+
+
+def cluster_data(store: Store, id_or_prefix: str) -> dict[str, Any]:
+    cluster_id = resolve_cluster_id(store, id_or_prefix)
+    detail = cluster_detail(store, cluster_id)
+    cluster = detail["cluster"]
+    comps = detail["computations"]
+    for comp in comps:
+        end = comp["stopped_at"]
+        comp["duration_s"] = None if end is None else max(0.0, end - comp["started_at"])
+    tags = sorted({t for sp in detail["spans"] for t in (sp.get("name") or [])})
+    prefixes = sorted(
+        detail["task_prefixes"], key=lambda p: (-p["tasks_executed"], -p["duration_s"], p["name"])
+    )[:TOP_PREFIXES]
+    return {
+        "cluster": cluster,
+        "statistics": cluster_statistics(cluster, cost_rates(cluster.get("account"))),
+        "task_prefixes": prefixes,
+        "computations": comps,
+        "spans": _flatten_spans(span_tree(detail["spans"], detail["span_metrics"])),
+        "span_tags": tags,
+        "fine_metrics": fine_metrics_table(detail["span_metrics"]),
+        "workers": detail["workers"],
+        "events": detail["events"],
+        "errors": detail["errors"],
+        "profiles": detail["profiles"],
+        "activity_colours": ACTIVITY_COLOURS,
+    }
+
+
+@pages.get("/clusters/{cluster_id}", response_class=HTMLResponse)
+def cluster_page(request: Request, cluster_id: str) -> HTMLResponse:
+    data = cluster_data(store_of(request), cluster_id)
+    return page(request, "cluster.html", title=data["cluster"]["name"], data=data)
+
+
+@api.get("/clusters/{cluster_id}", summary="Everything on one cluster's page")
+def cluster_json(request: Request, cluster_id: str) -> dict[str, Any]:
+    return cluster_data(store_of(request), cluster_id)
+
+
+@api.get("/clusters/{cluster_id}/workers", summary="Worker samples over time, and losses")
+def workers_json(request: Request, cluster_id: str) -> dict[str, Any]:
+    store = store_of(request)
+    cluster_id = resolve_cluster_id(store, cluster_id)
+    series: dict[str, dict[str, list[Any]]] = {}
+    for row in load_worker_samples(store, cluster_id):
+        s = series.setdefault(
+            row["worker"], {"t": [], "memory": [], "cpu_percent": [], "tasks": [], "nthreads": []}
+        )
+        s["t"].append(row["sampled_at"])
+        s["memory"].append(row["memory"])
+        s["cpu_percent"].append(row["cpu_percent"])
+        s["tasks"].append(int(row["executing"]) + int(row["processing"]))
+        s["nthreads"].append(row["nthreads"])
+    for s in series.values():
+        # Keep long recordings drawable: every n-th sample past the cap.
+        step = -(-len(s["t"]) // MAX_POINTS_PER_WORKER)
+        if step > 1:
+            for key in s:
+                s[key] = s[key][::step]
+    events = worker_events(store, cluster_id)
+    return {"cluster_id": cluster_id, "workers": series, "events": events}
+
+
+@api.get(
+    "/clusters/{cluster_id}/computations/{computation_id}/graph",
+    summary="A computation's task-group graph, laid out in layers",
+)
+def graph_json(request: Request, cluster_id: str, computation_id: str) -> dict[str, Any]:
+    store = store_of(request)
+    cluster_id = resolve_cluster_id(store, cluster_id)
+    found = computation_groups(store, cluster_id, computation_id)
+    if found is None:
+        raise NotFound(f"cluster {cluster_id} has no computation {computation_id!r}")
+    comp, groups = found
+    return {
+        "computation_id": comp["id"],
+        "code": comp["code"],
+        **task_group_graph(groups),
+        "activity_colours": ACTIVITY_COLOURS,
+    }
+
+
+def _profile_interval() -> float:
+    return parse_timedelta(dask.config.get("distributed.worker.profile.interval", "10ms"))
+
+
+@api.get("/clusters/{cluster_id}/profile", summary="The profile as flame-graph arrays")
+def profile_json(
+    request: Request,
+    cluster_id: str,
+    computation: str | None = Query(None, description="Only the windows of this computation."),
+) -> dict[str, Any]:
+    store = store_of(request)
+    cluster_id = resolve_cluster_id(store, cluster_id)
+    start = stop = None
+    if computation is not None:
+        found = computation_groups(store, cluster_id, computation)
+        if found is None:
+            raise NotFound(f"cluster {cluster_id} has no computation {computation!r}")
+        comp = found[0]
+        start = comp["started_at"]
+        stop = comp["stopped_at"]
+    windows = profile_trees(store, cluster_id, start=start, stop=stop)
+    tree = merge_trees(w["tree"] for w in windows)
+    return {
+        "cluster_id": cluster_id,
+        "computation": computation,
+        "windows": len(windows),
+        **icicle(tree, _profile_interval()),
+    }
+
+
+@api.get("/clusters/{cluster_id}/metrics", summary="Fine performance metrics, by span tag")
+def metrics_json(
+    request: Request,
+    cluster_id: str,
+    tag: str | None = Query(None, description='Only spans with this tag, e.g. "data load".'),
+) -> dict[str, Any]:
+    store = store_of(request)
+    cluster_id = resolve_cluster_id(store, cluster_id)
+    spans, metrics = span_rows(store, cluster_id)
+    return {
+        "cluster_id": cluster_id,
+        "tag": tag,
+        "metrics": fine_metrics_table(metrics, spans=spans, tag=tag),
+    }

@@ -1,0 +1,150 @@
+"""Uploaded Dask performance reports (``/reports``).
+
+A report is third-party HTML with scripts. It is only ever served from
+``/reports/{id}/raw`` with a ``Content-Security-Policy: sandbox allow-scripts`` header,
+so even opened directly it runs in an opaque origin: it cannot read the dashboard's
+cookies, storage or DOM, and the report page embeds it in an ``<iframe sandbox>``
+without ``allow-same-origin`` as a second fence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from daskscope.store import Store, resolve_cluster_id
+from daskscope.store.reports import (
+    ReportTooLarge,
+    list_reports,
+    max_report_bytes,
+    read_report,
+    report_info,
+    save_report,
+)
+from daskscope.web.errors import BadRequest, HTTPError, NotFound, PayloadTooLarge
+from daskscope.web.render import page
+from daskscope.web.routes.common import store_of
+
+__all__ = ["REPORT_CSP", "api", "pages"]
+
+pages = APIRouter(include_in_schema=False)
+api = APIRouter(tags=["reports"])
+
+#: The report runs its own inline scripts (Bokeh) in an opaque origin and may load
+#: Bokeh from its CDN if it was saved in CDN mode; it may fetch nothing else.
+REPORT_CSP = (
+    "sandbox allow-scripts; default-src 'none'; "
+    "script-src 'unsafe-inline' 'unsafe-eval' https://cdn.bokeh.org; "
+    "style-src 'unsafe-inline' https://cdn.bokeh.org; img-src data: blob:; font-src data:; "
+    "connect-src 'none'; form-action 'none'; base-uri 'none'; frame-ancestors 'self'"
+)
+# Room for the multipart envelope and the cluster field around the file itself.
+_ENVELOPE = 64 * 1024
+
+
+class LengthRequired(HTTPError):
+    status = 411
+    title = "Length required"
+
+
+async def _receive_upload(request: Request, store: Store) -> dict[str, Any]:
+    limit = max_report_bytes()
+    length = request.headers.get("content-length")
+    if length is None:
+        raise LengthRequired("send the upload with a Content-Length header")
+    if not length.isdigit():
+        raise BadRequest("invalid Content-Length")
+    if int(length) > limit + _ENVELOPE:
+        raise PayloadTooLarge(f"the upload has {length} bytes; reports may have {limit}")
+    form = await request.form(max_files=1, max_fields=5)
+    upload = form.get("file")
+    if upload is None or isinstance(upload, str):
+        raise BadRequest("send the report as the multipart form field 'file'")
+    content = await upload.read()
+    if not content:
+        raise BadRequest("the uploaded file is empty")
+    cluster = form.get("cluster")
+    cluster_id = None
+    if isinstance(cluster, str) and cluster.strip():
+        cluster_id = resolve_cluster_id(store, cluster.strip())
+    try:
+        return save_report(
+            store, content, name=upload.filename or "report.html", cluster_id=cluster_id
+        )
+    except ReportTooLarge as exc:
+        raise PayloadTooLarge(str(exc)) from None
+
+
+def _info(store: Store, report_id: str) -> dict[str, Any]:
+    info = report_info(store, report_id)
+    if info is None:
+        raise NotFound(f"no performance report with id {report_id!r}")
+    return info
+
+
+@pages.get("/reports", response_class=HTMLResponse)
+def reports_page(request: Request) -> HTMLResponse:
+    store = store_of(request)
+    return page(
+        request,
+        "reports.html",
+        title="Performance reports",
+        reports=list_reports(store),
+        limit=max_report_bytes(),
+    )
+
+
+@pages.post("/reports")
+async def upload_from_page(request: Request) -> RedirectResponse:
+    info = await _receive_upload(request, store_of(request))
+    return RedirectResponse(f"/reports/{info['id']}", status_code=303)
+
+
+@pages.get("/reports/{report_id}", response_class=HTMLResponse)
+def report_page(request: Request, report_id: str) -> HTMLResponse:
+    info = _info(store_of(request), report_id)
+    return page(request, "report.html", title=info["name"], report=info)
+
+
+@pages.get("/reports/{report_id}/raw")
+def report_raw(request: Request, report_id: str) -> Response:
+    content = read_report(store_of(request), report_id)
+    if content is None:
+        raise NotFound(f"no performance report with id {report_id!r}")
+    return Response(
+        content,
+        media_type="text/html; charset=utf-8",
+        headers={
+            "Content-Security-Policy": REPORT_CSP,
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer",
+            "Cross-Origin-Resource-Policy": "same-origin",
+            "Cache-Control": "no-store",
+        },
+    )
+
+
+@api.get("/reports", summary="Uploaded performance reports, newest first")
+def reports_json(request: Request) -> dict[str, Any]:
+    store = store_of(request)
+    return {"reports": list_reports(store), "max_bytes": max_report_bytes()}
+
+
+@api.post(
+    "/reports",
+    status_code=201,
+    summary="Upload a Dask performance report",
+    description="multipart/form-data with the HTML file in field `file` and optionally a "
+    "cluster id (or unique prefix) in field `cluster`. 413 past `daskscope.max-report-bytes`.",
+)
+async def upload_json(request: Request) -> JSONResponse:
+    info = await _receive_upload(request, store_of(request))
+    return JSONResponse({**info, "url": f"/reports/{info['id']}"}, status_code=201)
+
+
+@api.get("/reports/{report_id}", summary="One report's details")
+def report_json(request: Request, report_id: str) -> dict[str, Any]:
+    info = _info(store_of(request), report_id)
+    return {**info, "url": f"/reports/{report_id}", "raw_url": f"/reports/{report_id}/raw"}

@@ -1,0 +1,94 @@
+// Account page: weekly usage bars (click a bin: filter the listing; double-click: clear)
+// and the sortable cluster listing.
+"use strict";
+(() => {
+  const data = ds.data();
+  const table = document.getElementById("cluster-listing");
+  const filterLabel = document.getElementById("listing-filter");
+  let rows = data.clusters;
+  let sort = { key: null, desc: false };
+
+  function renderListing() {
+    if (!table) return;
+    const tbody = table.tBodies[0];
+    tbody.replaceChildren();
+    for (const c of rows) {
+      const tr = document.createElement("tr");
+      tr.dataset.id = c.id;
+      tr.append(
+        ds.cell(c.user), ds.cell(c.name, { href: `/clusters/${encodeURIComponent(c.id)}` }),
+        ds.cell(ds.utc(c.started_at)), ds.cell(ds.utc(c.stopped_at)),
+        ds.cell(ds.duration(c.duration_s), { cls: "num" }), ds.cell(c.workers, { cls: "num" }),
+        ds.cell(ds.money(c.cost, c.currency), { cls: "num" }), ds.cell(ds.num(c.tasks_executed), { cls: "num" }),
+        ds.cell(ds.num(c.tasks_erred), { cls: c.tasks_erred ? "num bad" : "num" }),
+        ds.cell(ds.bytes(c.bytes_processed), { cls: "num" }));
+      tbody.appendChild(tr);
+    }
+    if (!rows.length) {
+      const tr = document.createElement("tr");
+      const td = ds.cell("No clusters in this selection.", { cls: "empty" });
+      td.colSpan = 10; tr.appendChild(td); tbody.appendChild(tr);
+    }
+  }
+
+  function applySort() {
+    if (!sort.key) return;
+    const k = sort.key;
+    rows = [...rows].sort((a, b) => {
+      const x = a[k]; const y = b[k];
+      const cmp = x === y ? 0 : x === null ? -1 : y === null ? 1 : x < y ? -1 : 1;
+      return sort.desc ? -cmp : cmp;
+    });
+  }
+
+  if (table) {
+    for (const th of table.tHead.rows[0].cells) {
+      th.addEventListener("click", () => {
+        sort = { key: th.dataset.key, desc: sort.key === th.dataset.key ? !sort.desc : false };
+        for (const other of table.tHead.rows[0].cells) other.classList.remove("sorted-asc", "sorted-desc");
+        th.classList.add(sort.desc ? "sorted-desc" : "sorted-asc");
+        applySort(); renderListing();
+      });
+    }
+  }
+
+  async function loadListing(user, weekStart) {
+    const params = new URLSearchParams();
+    if (user !== null) { params.set("user", user); params.set("week_start", weekStart); }
+    const body = await ds.json(`/api/v1/clusters?${params}`);
+    rows = body.clusters; applySort(); renderListing();
+    if (user !== null) {
+      filterLabel.textContent = `${user}, week of ${ds.utc(weekStart).slice(0, 10)} (double-click the chart to clear)`;
+      document.body.dataset.filter = `${user}|${weekStart}`;
+    } else {
+      filterLabel.textContent = "the 100 most recent";
+      document.body.dataset.filter = "";
+    }
+  }
+
+  const chart = document.getElementById("usage-chart");
+  const metricSelect = document.getElementById("usage-metric");
+  function drawUsage() {
+    if (!chart) return;
+    const metric = metricSelect.value;
+    const weeks = data.usage.weeks.map((w) => new Date(w * 1000).toISOString().slice(0, 10));
+    const traces = data.usage.members.map((m) => ({
+      type: "bar", name: m.user, x: weeks, y: m[metric],
+      customdata: data.usage.weeks.map((w, i) => [w, m.clusters[i]]),
+      hovertemplate: `<b>${m.user}</b><br>week of %{x}<br>%{y:.2f} ${metric.replace("_", " ")}<br>%{customdata[1]} clusters<extra></extra>`,
+    }));
+    Plotly.react(chart, traces, ds.layout({
+      barmode: "stack", xaxis: { type: "category", title: "week (Monday, UTC)" },
+      yaxis: { title: metric.replace("_", " ") }, showlegend: true,
+    }), ds.config).then(() => { chart.dataset.ready = "1"; });
+  }
+  if (chart) {
+    drawUsage();
+    metricSelect.addEventListener("change", drawUsage);
+    chart.on("plotly_click", (ev) => {
+      const p = ev.points[0];
+      if (p && p.y > 0) loadListing(p.data.name, p.customdata[0]);
+    });
+    chart.on("plotly_doubleclick", () => { loadListing(null, null); });
+  }
+})();
