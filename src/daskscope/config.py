@@ -37,6 +37,12 @@ def default_database_url() -> str:
     return f"sqlite:///{path}"
 
 
+def default_spool_dir() -> str:
+    import platformdirs
+
+    return str(Path(platformdirs.user_cache_dir("daskscope")) / "spool")
+
+
 def database_url(explicit: str | None = None) -> str:
     """The store URL: the explicit one, else config, else the embedded default."""
     return explicit or get("database") or default_database_url()
@@ -55,6 +61,9 @@ class CollectorSettings:
     the scheduler by ``register`` so that the client's config is what applies)."""
 
     database: str
+    server: str | None
+    token: str | None
+    spool_dir: str
     account: str
     user: str
     cluster_name: str | None
@@ -71,6 +80,9 @@ class CollectorSettings:
     def from_config(cls, **overrides: Any) -> CollectorSettings:
         values = dict(
             database=database_url(),
+            server=get("server"),
+            token=get("token"),
+            spool_dir=get("spool-dir") or default_spool_dir(),
             account=get("account") or "default",
             user=get("user") or os_user(),
             cluster_name=get("cluster-name"),

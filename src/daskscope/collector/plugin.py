@@ -135,6 +135,10 @@ class DaskscopePlugin(SchedulerPlugin):
         self.__init__(state["settings"], cluster_id=state["cluster_id"])  # type: ignore[misc]
 
     def make_sink(self) -> Sink:
+        if self.settings.server:
+            from daskscope.collector.http_sink import HttpSink
+
+            return HttpSink(self.settings.server, self.settings.token, self.settings.spool_dir)
         return StoreSink(self.settings.database)
 
     # -- lifecycle -----------------------------------------------------------------------

@@ -1,0 +1,126 @@
+"""The batch format a collector sends to a server, and the spool that holds undelivered
+batches: real files, real JSON, every kind of record."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from daskscope.collector.spool import Spool
+from daskscope.model import (
+    EventRecord,
+    SpanMetricRecord,
+    TaskGroupRecord,
+    WorkerSampleRecord,
+    stable_id,
+)
+from daskscope.wire import WireError, decode_batch, encode_batch
+
+
+def sample_records() -> list:
+    c = "cluster-1"
+    return [
+        TaskGroupRecord(
+            id=stable_id(c, "tg", "inc"),
+            cluster_id=c,
+            name="inc-abc",
+            prefix="inc",
+            dependencies=["ones-def"],
+            states={"memory": 3},
+            tasks_executed=3,
+            nbytes_total=2**40,
+            durations={"compute": 0.5},
+            started_at=1.8e9,
+        ),
+        SpanMetricRecord(
+            id=stable_id(c, "m"),
+            cluster_id=c,
+            span_id="s",
+            context="execute",
+            prefix="inc",
+            activity="thread-cpu",
+            unit="seconds",
+            value=0.25,
+        ),
+        WorkerSampleRecord(
+            id=stable_id(c, "w"), cluster_id=c, worker="tcp://a:1", sampled_at=1.8e9, nthreads=2
+        ),
+        EventRecord(
+            id=stable_id(c, "e"), cluster_id=c, at=1.8e9, kind="worker-added", detail={"n": 1}
+        ),
+    ]
+
+
+def test_round_trip_is_lossless() -> None:
+    records = sample_records()
+    assert decode_batch(json.loads(encode_batch(records))) == records
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda d: d.update(version=99), "version"),
+        (lambda d: d.update(records="nope"), "records"),
+        (lambda d: d["records"][1].update(kind="gossip"), "records[1].kind"),
+        (lambda d: d["records"][1].update(data=[]), "records[1].data"),
+        (
+            lambda d: d["records"][0]["data"].update(tasks_executed="many"),
+            "records[0].data.tasks_executed",
+        ),
+        (
+            lambda d: d["records"][0]["data"].update(tasks_executed=-3),
+            "records[0].data.tasks_executed",
+        ),
+        (lambda d: d["records"][0]["data"].update(colour="red"), "records[0].data.colour"),
+        (lambda d: d["records"][0]["data"].pop("cluster_id"), "records[0].data.cluster_id"),
+        (lambda d: d["records"][2]["data"].update(sampled_at=1e20), "records[2].data.sampled_at"),
+        (lambda d: d["records"][1]["data"].update(value=float("nan")), "records[1].data.value"),
+        (lambda d: d["records"][3]["data"].update(detail=[1, 2]), "records[3].data.detail"),
+    ],
+)
+def test_bad_batches_name_the_field(mutate, field: str) -> None:
+    document = json.loads(encode_batch(sample_records()))
+    mutate(document)
+    with pytest.raises(WireError) as caught:
+        decode_batch(document)
+    assert caught.value.field == field
+
+
+def test_spool_keeps_order_and_survives_a_restart(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    for i in range(12):
+        spool.put(f"batch {i}".encode())
+    # a new process (a restarted scheduler) sees the same queue and appends after it
+    again = Spool(tmp_path)
+    again.put(b"batch 12")
+    assert [p.read_bytes() for p in again.pending()] == [f"batch {i}".encode() for i in range(13)]
+    first = again.pending()[0]
+    again.delivered(first)
+    rejected = again.reject(again.pending()[0])
+    assert rejected.read_bytes() == b"batch 1" and len(again) == 11
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def _hold_drain_lock(directory: str, ready, release) -> None:
+    with Spool(directory).draining() as mine:
+        assert mine
+        ready.set()
+        release.wait(10)
+
+
+def test_one_process_drains_at_a_time(tmp_path: Path) -> None:
+    ready, release = multiprocessing.Event(), multiprocessing.Event()
+    holder = multiprocessing.Process(target=_hold_drain_lock, args=(str(tmp_path), ready, release))
+    holder.start()
+    try:
+        assert ready.wait(10)
+        with Spool(tmp_path).draining() as mine:
+            assert not mine
+    finally:
+        release.set()
+        holder.join(10)
+    with Spool(tmp_path).draining() as mine:
+        assert mine
