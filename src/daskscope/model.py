@@ -27,6 +27,8 @@ __all__ = [
     "TaskGroupRecord",
     "TaskPrefixRecord",
     "WorkerSampleRecord",
+    "WorkflowChunkRecord",
+    "WorkflowRunRecord",
     "record_from_dict",
     "record_to_dict",
     "stable_id",
@@ -242,6 +244,59 @@ class ProfileRecord:
     tree: dict[str, Any]
 
 
+@dataclass(slots=True, kw_only=True)
+class WorkflowRunRecord:
+    """One ``MetricsCollector`` run: its workflow metrics and where it ran.
+
+    ``cluster_id`` is the recorded cluster's (None when no recorder was attached);
+    ``computation_ids`` are ids of computation records of that cluster.
+    """
+
+    KIND: ClassVar[str] = "workflow_run"
+    id: str
+    cluster_id: str | None = None
+    name: str
+    backend: str
+    started_at: float
+    stopped_at: float
+    wall_time_s: float
+    span_id: str | None = None
+    computation_ids: list[str] = field(default_factory=list)
+    chunk_count: int = 0
+    metrics: dict[str, Any] = field(default_factory=dict)
+    sections: dict[str, Any] = field(default_factory=dict)
+    coffea_report: dict[str, Any] | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class WorkflowChunkRecord:
+    """One chunk of a workflow run, as ``@track_metrics`` measured it."""
+
+    KIND: ClassVar[str] = "workflow_chunk"
+    id: str
+    run_id: str
+    cluster_id: str | None = None
+    chunk_index: int
+    started_at: float | None = None
+    stopped_at: float | None = None
+    dataset: str | None = None
+    filename: str | None = None
+    entry_start: int | None = None
+    entry_stop: int | None = None
+    events: int | None = None
+    bytes_read: int | None = None
+    wall_s: float | None = None
+    cpu_s: float | None = None
+    memory_before_bytes: int | None = None
+    memory_after_bytes: int | None = None
+    memory_peak_bytes: int | None = None
+    worker: str | None = None
+    task_key: str | None = None
+    #: sections, custom fields and anything else the chunk carried
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
 Record = (
     ClusterRecord
     | ComputationRecord
@@ -253,6 +308,8 @@ Record = (
     | EventRecord
     | ErrorRecord
     | ProfileRecord
+    | WorkflowRunRecord
+    | WorkflowChunkRecord
 )
 
 RECORD_TYPES: dict[str, type] = {
@@ -268,6 +325,8 @@ RECORD_TYPES: dict[str, type] = {
         EventRecord,
         ErrorRecord,
         ProfileRecord,
+        WorkflowRunRecord,
+        WorkflowChunkRecord,
     )
 }
 

@@ -15,6 +15,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from daskscope.cli.runs import run_command, runs_command
 from daskscope.store import StoreError
 
 __all__ = ["cli", "main"]
@@ -191,6 +192,10 @@ from daskscope.cli.serve import serve_command, upload_report_command  # noqa: E4
 
 cli.add_command(serve_command)
 cli.add_command(upload_report_command)
+
+
+for _command in (runs_command, run_command):  # workflow runs (cli/runs.py)
+    cli.add_command(_command)
 
 
 def main() -> None:

@@ -213,6 +213,55 @@ profiles = sa.Table(
     sa.Index("ix_profiles_cluster_id_started_at", "cluster_id", "started_at"),
 )
 
+workflow_runs = sa.Table(
+    "workflow_runs",
+    metadata,
+    _id(),
+    # Nullable: a run on a cluster without a recorder belongs to no recorded cluster
+    sa.Column("cluster_id", sa.String, nullable=True),
+    sa.Column("name", sa.String, nullable=False),
+    sa.Column("backend", sa.String, nullable=False),
+    sa.Column("started_at", Time, nullable=False),
+    sa.Column("stopped_at", Time, nullable=False),
+    sa.Column("wall_time_s", sa.Double, nullable=False),
+    sa.Column("span_id", sa.String, nullable=True),
+    sa.Column("computation_ids", JSON, nullable=False),
+    sa.Column("chunk_count", sa.Integer, nullable=False),
+    sa.Column("metrics", JSON, nullable=False),
+    sa.Column("sections", JSON, nullable=False),
+    sa.Column("coffea_report", JSON, nullable=True),
+    sa.Column("info", JSON, nullable=False),
+    sa.Index("ix_workflow_runs_started_at", "started_at"),
+    sa.Index("ix_workflow_runs_cluster_id_started_at", "cluster_id", "started_at"),
+)
+
+workflow_chunks = sa.Table(
+    "workflow_chunks",
+    metadata,
+    _id(),
+    sa.Column("run_id", sa.String, nullable=False),
+    sa.Column("cluster_id", sa.String, nullable=True),
+    sa.Column("chunk_index", sa.Integer, nullable=False),
+    sa.Column("started_at", Time, nullable=True),
+    sa.Column("stopped_at", Time, nullable=True),
+    sa.Column("dataset", sa.String, nullable=True),
+    sa.Column("filename", sa.Text, nullable=True),
+    sa.Column("entry_start", sa.BigInteger, nullable=True),
+    sa.Column("entry_stop", sa.BigInteger, nullable=True),
+    sa.Column("events", sa.BigInteger, nullable=True),
+    sa.Column("bytes_read", sa.BigInteger, nullable=True),
+    sa.Column("wall_s", sa.Double, nullable=True),
+    sa.Column("cpu_s", sa.Double, nullable=True),
+    sa.Column("memory_before_bytes", sa.BigInteger, nullable=True),
+    sa.Column("memory_after_bytes", sa.BigInteger, nullable=True),
+    sa.Column("memory_peak_bytes", sa.BigInteger, nullable=True),
+    sa.Column("worker", sa.String, nullable=True),
+    sa.Column("task_key", sa.Text, nullable=True),
+    sa.Column("detail", JSON, nullable=False),
+    sa.Index("ix_workflow_chunks_run_id_chunk_index", "run_id", "chunk_index"),
+    sa.Index("ix_workflow_chunks_cluster_id", "cluster_id"),
+)
+
 TABLE_FOR: dict[type, sa.Table] = {
     model.ClusterRecord: clusters,
     model.ComputationRecord: computations,
@@ -224,6 +273,8 @@ TABLE_FOR: dict[type, sa.Table] = {
     model.EventRecord: events,
     model.ErrorRecord: errors,
     model.ProfileRecord: profiles,
+    model.WorkflowRunRecord: workflow_runs,
+    model.WorkflowChunkRecord: workflow_chunks,
 }
 
 TABLES: dict[str, sa.Table] = {t.name: t for t in TABLE_FOR.values()}

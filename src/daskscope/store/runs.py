@@ -1,0 +1,91 @@
+"""Reading workflow runs back: plain, JSON-serialisable dicts for the CLI and pages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from daskscope.store import schema as s
+from daskscope.store.engine import Store, as_engine
+from daskscope.store.errors import StoreError
+
+__all__ = ["AmbiguousRun", "UnknownRun", "list_runs", "resolve_run_id", "run_detail"]
+
+MIN_PREFIX = 4
+_MAX_CANDIDATES = 10
+
+Row = dict[str, Any]
+
+
+class UnknownRun(StoreError, LookupError):
+    """No workflow run has this id or prefix."""
+
+
+class AmbiguousRun(StoreError, LookupError):
+    """A prefix names several runs."""
+
+    def __init__(self, message: str, candidates: list[str]):
+        super().__init__(message)
+        self.candidates = candidates
+
+
+def list_runs(
+    store: Store | sa.Engine, *, limit: int | None = 100, cluster_id: str | None = None
+) -> list[Row]:
+    """Workflow runs, newest first (``ix_workflow_runs_started_at``)."""
+    c = s.workflow_runs.c
+    query = sa.select(s.workflow_runs).order_by(c.started_at.desc(), c.id.desc())
+    if cluster_id is not None:
+        query = query.where(c.cluster_id == cluster_id)
+    if limit is not None:
+        query = query.limit(limit)
+    with as_engine(store).connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def resolve_run_id(store: Store | sa.Engine, id_or_prefix: str) -> str:
+    """The full id of the run named by an exact id or a unique prefix."""
+    c = s.workflow_runs.c
+    text = id_or_prefix.strip()
+    hint = "`daskscope runs` lists them"
+    with as_engine(store).connect() as conn:
+        if conn.execute(sa.select(c.id).where(c.id == text)).first():
+            return text
+        if len(text) < MIN_PREFIX:
+            raise UnknownRun(
+                f"no workflow run with id {text!r} (a prefix needs at least {MIN_PREFIX} "
+                f"characters); {hint}"
+            )
+        found = list(
+            conn.execute(
+                sa.select(c.id)
+                .where(c.id.startswith(text, autoescape=True))
+                .order_by(c.id)
+                .limit(_MAX_CANDIDATES + 1)
+            ).scalars()
+        )
+    if not found:
+        raise UnknownRun(f"no workflow run with id {text!r}; {hint}")
+    if len(found) > 1:
+        shown = ", ".join(found[:_MAX_CANDIDATES]) + (
+            ", ..." if len(found) > _MAX_CANDIDATES else ""
+        )
+        raise AmbiguousRun(f"{text!r} matches several runs ({shown}); give more of the id", found)
+    return found[0]
+
+
+def run_detail(store: Store | sa.Engine, run_id: str) -> Row:
+    """One run with its chunks (in chunk order)."""
+    r, ch = s.workflow_runs.c, s.workflow_chunks.c
+    with as_engine(store).connect() as conn:
+        run = conn.execute(sa.select(s.workflow_runs).where(r.id == run_id)).first()
+        if run is None:
+            raise UnknownRun(f"no workflow run with id {run_id!r}; `daskscope runs` lists them")
+        chunks = [
+            dict(row._mapping)
+            for row in conn.execute(
+                sa.select(s.workflow_chunks).where(ch.run_id == run_id).order_by(ch.chunk_index)
+            )
+        ]
+    return {"run": dict(run._mapping), "chunks": chunks}

@@ -1,0 +1,221 @@
+"""The scheduler half of the Dask backend: chunk routing and worker tracking.
+
+The functions at the bottom run inside the scheduler (``client.run_on_scheduler``).
+They install one small :class:`WorkflowSchedulerPlugin` whose ``log_event`` hook routes
+every chunk record to the collector whose span contains the task's span, so that two
+collectors on one scheduler never see each other's chunks; and a sampler per collector
+records the workers every ``interval`` seconds, on the scheduler's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.metrics import time
+
+from daskscope.collector import snapshot
+from daskscope.workflow.tracking import CHUNK_TOPIC
+
+__all__ = ["WorkflowSchedulerPlugin", "finish_run", "span_metrics", "start_run"]
+
+logger = logging.getLogger("daskscope")
+PLUGIN_NAME = "daskscope-workflow"
+
+
+@dataclass
+class _Run:
+    collector_id: str
+    span_id: str
+    interval: float
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    samples: dict[str, Any] = field(default_factory=dict)
+    task: asyncio.Task | None = None
+
+
+def _empty_series() -> dict[str, Any]:
+    return {
+        "time": [],
+        "workers": [],
+        "threads": [],
+        "memory_bytes": [],
+        "active_tasks": [],
+        "processing_tasks": [],
+        "cpu_percent": [],
+        "occupancy_s": [],
+        "per_worker": {},
+    }
+
+
+class WorkflowSchedulerPlugin(SchedulerPlugin):
+    """Routes chunk records and samples workers for every active ``MetricsCollector``."""
+
+    name = PLUGIN_NAME
+    idempotent = True
+
+    def __init__(self) -> None:
+        self.runs: dict[str, _Run] = {}
+        self.by_span: dict[str, str] = {}
+        self.scheduler: Any = None
+        self.failures = 0
+
+    async def start(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+
+    def log_event(self, topic: str, msg: Any) -> None:
+        if topic != CHUNK_TOPIC or not self.by_span:
+            return
+        try:
+            run = self._run_for_span(msg.get("span_id"))
+            if run is not None:
+                run.chunks.append(msg)
+        except Exception:  # never into Dask
+            self.failures += 1
+            logger.debug("daskscope: routing a chunk record failed", exc_info=True)
+
+    def _run_for_span(self, span_id: str | None) -> _Run | None:
+        # The task may sit in a span nested inside the collector's: walk up the tree
+        ext = self.scheduler.extensions.get("spans") if self.scheduler else None
+        while span_id is not None:
+            collector_id = self.by_span.get(span_id)
+            if collector_id is not None:
+                return self.runs.get(collector_id)
+            span = ext.spans.get(span_id) if ext is not None else None
+            parent = span.parent if span is not None else None
+            span_id = parent.id if parent is not None else None
+        return None
+
+    def sample(self, run: _Run) -> None:
+        now = time()
+        series = run.samples
+        workers = list(self.scheduler.workers.values())
+        series["time"].append(now)
+        series["workers"].append(len(workers))
+        series["threads"].append(sum(ws.nthreads for ws in workers))
+        memory = active = processing = 0
+        cpu: list[float] = []
+        occupancy = 0.0
+        n = len(series["time"])
+        for ws in workers:
+            s = snapshot.worker_sample(ws, cluster_id="", at=now)
+            memory += s.memory or 0
+            active += s.executing
+            processing += s.processing
+            occupancy += float(getattr(ws, "occupancy", 0.0) or 0.0)
+            if s.cpu_percent is not None:
+                cpu.append(float(s.cpu_percent))
+            per = series["per_worker"].setdefault(
+                ws.address,
+                {"memory_bytes": [None] * (n - 1), "cpu_percent": [None] * (n - 1),
+                 "active_tasks": [None] * (n - 1), "threads": [None] * (n - 1)},
+            )  # fmt: skip
+            per["memory_bytes"].append(s.memory)
+            per["cpu_percent"].append(s.cpu_percent)
+            per["active_tasks"].append(s.executing)
+            per["threads"].append(s.nthreads)
+        for per in series["per_worker"].values():  # workers that left: a gap
+            for values in per.values():
+                if len(values) < n:
+                    values.append(None)
+        series["memory_bytes"].append(memory)
+        series["active_tasks"].append(active)
+        series["processing_tasks"].append(processing)
+        series["cpu_percent"].append(sum(cpu) / len(cpu) if cpu else None)
+        series["occupancy_s"].append(occupancy)
+
+    async def _sampling(self, run: _Run) -> None:
+        while True:
+            await asyncio.sleep(run.interval)
+            try:
+                self.sample(run)
+            except Exception:
+                self.failures += 1
+                logger.debug("daskscope: a workflow sample failed", exc_info=True)
+
+
+def _plugin(scheduler: Any) -> WorkflowSchedulerPlugin:
+    plugin = scheduler.plugins.get(PLUGIN_NAME)
+    if plugin is None:
+        plugin = WorkflowSchedulerPlugin()
+        plugin.scheduler = scheduler
+        scheduler.add_plugin(plugin, name=PLUGIN_NAME)
+    return plugin
+
+
+def start_run(
+    collector_id: str, span_id: str, interval: float | None, dask_scheduler: Any = None
+) -> dict[str, Any]:
+    """Begin routing chunks of ``span_id`` to ``collector_id`` and sampling workers."""
+    plugin = _plugin(dask_scheduler)
+    run = _Run(collector_id, span_id, interval or 0.0, samples=_empty_series())
+    plugin.runs[collector_id] = run
+    plugin.by_span[span_id] = collector_id
+    if interval:
+        plugin.sample(run)
+        run.task = asyncio.get_running_loop().create_task(plugin._sampling(run))
+    recorder = dask_scheduler.plugins.get("daskscope")
+    return {
+        "cluster_id": getattr(recorder, "cluster_id", None),
+        "scheduler_time": time(),
+        "scheduler_address": dask_scheduler.address,
+        "database": getattr(getattr(recorder, "settings", None), "database", None),
+        "threads": sum(ws.nthreads for ws in dask_scheduler.workers.values()),
+    }
+
+
+def _span(scheduler: Any, span_id: str) -> Any:
+    ext = scheduler.extensions.get("spans")
+    return ext.spans.get(span_id) if ext is not None else None
+
+
+def span_metrics(span_id: str, dask_scheduler: Any = None) -> list[list[Any]] | None:
+    """The span's fine metrics (its whole subtree) as ``[[key parts], value]`` pairs:
+    tuple keys do not survive the trip as dict keys. None: the span has no tasks."""
+    span = _span(dask_scheduler, span_id)
+    if span is None:
+        return None
+    return [[list(k), float(v)] for k, v in span.cumulative_worker_metrics.items()]
+
+
+async def finish_run(collector_id: str, dask_scheduler: Any = None) -> dict[str, Any]:
+    """Stop the collector's sampler; return its samples, chunks, span and computations."""
+    plugin = _plugin(dask_scheduler)
+    run = plugin.runs.pop(collector_id, None)
+    if run is None:
+        return {"chunks": [], "samples": _empty_series(), "span": None, "computations": []}
+    plugin.by_span.pop(run.span_id, None)
+    if run.task is not None:
+        run.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await run.task
+        plugin.sample(run)  # the last picture, at the end of the run
+    span = _span(dask_scheduler, run.span_id)
+    info = None
+    computations: list[str] = []
+    if span is not None:
+        subtree = {s.id for s in span.traverse_spans()}
+        info = {
+            "span_id": span.id,
+            "name": list(span.name),
+            "subtree": sorted(subtree),
+            "enqueued": span.enqueued,
+            "start": span.start or None,
+            "stop": span.stop if span.done else None,
+            "nbytes_total": span.nbytes_total,
+            "active_cpu_seconds": span.active_cpu_seconds,
+            "metrics": [[list(k), float(v)] for k, v in span.cumulative_worker_metrics.items()],
+        }
+        for computation in dask_scheduler.computations:
+            if any(tg.span_id in subtree for tg in computation.groups):
+                computations.append(str(computation.id))
+    return {
+        "chunks": run.chunks,
+        "samples": run.samples,
+        "span": info,
+        "computations": computations,
+        "routing_failures": plugin.failures,
+    }

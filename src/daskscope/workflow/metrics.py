@@ -1,0 +1,218 @@
+"""Workflow metrics: pure functions from what was measured to the documented keys.
+
+Every key is defined in ``docs/workflow.md`` (unit, formula, source). A key whose inputs
+were not measured is left out: absent, never zero and never guessed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any
+
+from daskscope.collector.snapshot import metric_parts
+
+__all__ = [
+    "aggregate_sections",
+    "derived_metrics",
+    "parse_fine_metrics",
+    "register_derived_metric",
+    "time_weighted",
+    "workflow_metrics",
+]
+
+logger = logging.getLogger("daskscope")
+
+#: ``fn(metrics, worker_metrics) -> {new key: value}``
+DerivedMetric = Callable[[Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any]]
+_DERIVED: list[DerivedMetric] = []
+
+_IDLE = ("execute", "N/A", "idle or other spans", "seconds")
+# activity -> metric key stem, summed over every context and prefix
+_TRANSFER_ACTIVITIES = {
+    "serialize": "serialize",
+    "deserialize": "deserialize",
+    "compress": "compress",
+    "decompress": "decompress",
+}
+
+
+def register_derived_metric(fn: DerivedMetric) -> DerivedMetric:
+    """Add ``fn`` to every collector's metrics; usable as a decorator."""
+    if fn not in _DERIVED:
+        _DERIVED.append(fn)
+    return fn
+
+
+def derived_metrics() -> list[DerivedMetric]:
+    return list(_DERIVED)
+
+
+def parse_fine_metrics(
+    span_metrics: Mapping[tuple[Hashable, ...], float], processor_prefixes: Iterable[str] = ()
+) -> dict[str, float]:
+    """Dask's fine metrics of the run's span (whole subtree) as workflow keys.
+
+    ``cpu_seconds``/``noncpu_seconds`` are the ``thread-cpu``/``thread-noncpu`` seconds
+    of task execution; the ``processor_*``/``overhead_*`` split puts the task prefixes
+    in ``processor_prefixes`` on one side and all others on the other.
+    """
+    processor = set(processor_prefixes)
+    out: dict[str, float] = {
+        "cpu_seconds": 0.0,
+        "noncpu_seconds": 0.0,
+        "execute_seconds": 0.0,
+        "spill_read_bytes": 0.0,
+        "spill_write_bytes": 0.0,
+        "spill_read_seconds": 0.0,
+        "spill_write_seconds": 0.0,
+        **{f"{stem}_seconds": 0.0 for stem in _TRANSFER_ACTIVITIES.values()},
+    }
+    split = {f"{side}_{kind}": 0.0 for side in ("processor", "overhead")
+             for kind in ("seconds", "cpu_seconds", "noncpu_seconds")}  # fmt: skip
+    for key, value in span_metrics.items():
+        if tuple(key) == _IDLE:
+            continue
+        context, prefix, activity, unit = metric_parts(tuple(key))
+        if activity in ("disk-read", "disk-write"):
+            side = "read" if activity == "disk-read" else "write"
+            if unit in ("bytes", "seconds"):
+                out[f"spill_{side}_{unit}"] += value
+            continue
+        stem = _TRANSFER_ACTIVITIES.get(activity)
+        if stem is not None and unit == "seconds":
+            out[f"{stem}_seconds"] += value
+        if context != "execute" or unit != "seconds":
+            continue
+        out["execute_seconds"] += value
+        side = "processor" if prefix in processor else "overhead"
+        split[f"{side}_seconds"] += value
+        if activity == "thread-cpu":
+            out["cpu_seconds"] += value
+            split[f"{side}_cpu_seconds"] += value
+        elif activity == "thread-noncpu":
+            out["noncpu_seconds"] += value
+            split[f"{side}_noncpu_seconds"] += value
+    if processor:
+        out.update(split)
+    busy = out["cpu_seconds"] + out["noncpu_seconds"]
+    if busy > 0:
+        out["cpu_percent"] = 100.0 * out["cpu_seconds"] / busy
+    return out
+
+
+def time_weighted(times: list[float], values: list[Any]) -> tuple[float, float] | None:
+    """(time-weighted mean, peak) of a step series; None without any value."""
+    pairs = [(t, v) for t, v in zip(times, values, strict=False) if v is not None]
+    if not pairs:
+        return None
+    peak = max(v for _, v in pairs)
+    if len(pairs) == 1 or pairs[-1][0] <= pairs[0][0]:
+        return float(pairs[0][1]), float(peak)
+    area = sum(v * (t1 - t0) for (t0, v), (t1, _) in itertools.pairwise(pairs))
+    return area / (pairs[-1][0] - pairs[0][0]), float(peak)
+
+
+def _sum(chunks: list[dict[str, Any]], key: str) -> float | None:
+    values = [c.get(key) for c in chunks]
+    if not values or any(v is None for v in values):
+        return None  # one chunk without the number: the total is unknown
+    return sum(values)
+
+
+def workflow_metrics(
+    *,
+    wall_time_s: float,
+    chunks: list[dict[str, Any]],
+    report: Mapping[str, Any] | None = None,
+    span_metrics: Mapping[tuple[Hashable, ...], float] | None = None,
+    parser: Callable[..., dict[str, float]] | None = None,
+    tracking: Mapping[str, Any] | None = None,
+    info: Mapping[str, Any] | None = None,
+    processor_prefixes: Iterable[str] = (),
+    derived: Iterable[DerivedMetric] = (),
+) -> dict[str, Any]:
+    """The workflow-level metrics (see ``docs/workflow.md`` for each key)."""
+    info = info or {}
+    tracking = tracking or {}
+    out: dict[str, Any] = {"wall_time_s": wall_time_s}
+
+    def put(key: str, value: Any) -> None:
+        if value is not None:
+            out[key] = value
+
+    report = report or {}
+    put("total_events", report.get("entries", _sum(chunks, "events") if chunks else None))
+    put("bytes_read", report.get("bytesread", _sum(chunks, "bytes_read") if chunks else None))
+    put("num_chunks", report.get("chunks", len(chunks) if chunks else None))
+    processing = _sum(chunks, "wall_s") if chunks else report.get("processtime")
+    put("processing_time_s", processing)
+    if chunks:
+        put("chunk_cpu_seconds", _sum(chunks, "cpu_s"))
+        peaks = [c["memory_peak_bytes"] for c in chunks if c.get("memory_peak_bytes") is not None]
+        put("chunk_memory_peak_bytes", max(peaks) if peaks else None)
+
+    times = tracking.get("time") or []
+    threads = time_weighted(times, tracking.get("threads") or [])
+    cores = threads[0] if threads else info.get("cores")
+    put("cores", cores)
+    workers = time_weighted(times, tracking.get("workers") or [])
+    if workers:
+        out["workers_avg"], out["workers_peak"] = workers[0], int(workers[1])
+    memory = time_weighted(times, tracking.get("memory_bytes") or [])
+    if memory:
+        out["memory_avg_bytes"], out["memory_peak_bytes"] = memory[0], int(memory[1])
+
+    wall = wall_time_s if wall_time_s > 0 else None
+    events, nbytes = out.get("total_events"), out.get("bytes_read")
+    if wall:
+        if nbytes is not None:
+            out["data_rate_gbps"] = nbytes * 8 / wall / 1e9
+        if events is not None:
+            out["event_rate_wall_khz"] = events / wall / 1e3
+            if cores:
+                out["event_rate_core_khz"] = events / (wall * cores) / 1e3
+        if processing is not None:
+            out["speedup"] = processing / wall
+            if cores:
+                out["parallel_efficiency"] = processing / (wall * cores)
+    if events is not None and processing:
+        out["event_rate_aggregated_khz"] = events / processing / 1e3
+
+    if span_metrics and parser is not None:
+        out.update(parser(span_metrics, set(processor_prefixes)))
+    elif info.get("process_cpu_seconds") is not None:
+        out["cpu_seconds"] = info["process_cpu_seconds"]
+
+    for fn in derived:
+        try:
+            extra = fn(dict(out), dict(tracking))
+        except Exception:
+            logger.warning("daskscope: derived metric %r failed; skipped", fn, exc_info=True)
+            continue
+        out.update({k: v for k, v in (extra or {}).items() if v is not None})
+    return out
+
+
+def aggregate_sections(chunks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per section over all chunks: calls, chunks, Σ and mean of each measured value."""
+    out: dict[str, dict[str, Any]] = {}
+    for chunk in chunks:
+        for name, section in (chunk.get("sections") or {}).items():
+            agg = out.setdefault(name, {"kind": section.get("kind"), "chunks": 0, "count": 0})
+            agg["chunks"] += 1
+            for key, value in section.items():
+                if key == "kind":
+                    continue
+                if key == "memory_after_bytes":
+                    agg["memory_after_peak_bytes"] = max(
+                        agg.get("memory_after_peak_bytes", 0), value
+                    )
+                    continue
+                agg[key] = agg.get(key, 0) + value
+    for agg in out.values():
+        for key in ("wall_s", "cpu_s", "memory_delta_bytes"):
+            if key in agg and agg["count"]:
+                agg[f"mean_{key}"] = agg[key] / agg["count"]
+    return out

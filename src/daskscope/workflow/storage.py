@@ -1,0 +1,81 @@
+"""A finished run as store records, and writing them (called off the user's path)."""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from typing import Any
+
+from daskscope.model import WorkflowChunkRecord, WorkflowRunRecord, stable_id
+from daskscope.workflow.run import WorkflowRun
+
+__all__ = ["run_records", "store_run"]
+
+#: Threads still writing runs; joined at interpreter exit so that no run is lost
+pending: list[threading.Thread] = []
+
+_CHUNK_COLUMNS = (
+    "started_at", "stopped_at", "dataset", "filename", "events", "bytes_read", "wall_s",
+    "cpu_s", "memory_before_bytes", "memory_after_bytes", "memory_peak_bytes", "worker",
+    "task_key",
+)  # fmt: skip
+
+
+def _computation_ids(run: WorkflowRun, cluster_id: str | None) -> list[str]:
+    # The recorder's computation records are keyed by stable ids of Dask's ids
+    raw = run.info.get("computations", [])
+    if cluster_id is None:
+        return list(raw)
+    return [stable_id(cluster_id, "computation", c) for c in raw]
+
+
+def run_records(run: WorkflowRun) -> list[WorkflowRunRecord | WorkflowChunkRecord]:
+    cluster_id = run.info.get("cluster_id")
+    records: list[Any] = [
+        WorkflowRunRecord(
+            id=run.run_id,
+            cluster_id=cluster_id,
+            name=run.name,
+            backend=run.backend,
+            started_at=run.started_at,
+            stopped_at=run.stopped_at,
+            wall_time_s=run.wall_time_s,
+            span_id=run.info.get("span_id"),
+            computation_ids=_computation_ids(run, cluster_id),
+            chunk_count=len(run.chunk_metrics),
+            metrics=run.metrics,
+            sections=run.sections,
+            coffea_report=run.coffea_report,
+            info=run.info,
+        )
+    ]
+    for index, chunk in enumerate(run.chunk_metrics):
+        values = {k: chunk.get(k) for k in _CHUNK_COLUMNS}
+        detail = {k: v for k, v in chunk.items() if k not in _CHUNK_COLUMNS}
+        records.append(
+            WorkflowChunkRecord(
+                id=stable_id(run.run_id, "chunk", chunk.get("chunk_id", index)),
+                run_id=run.run_id,
+                cluster_id=cluster_id,
+                chunk_index=index,
+                entry_start=chunk.get("entry_start"),
+                entry_stop=chunk.get("entry_stop"),
+                detail=detail,
+                **values,
+            )
+        )
+    return records
+
+
+def store_run(run: WorkflowRun, database: str | None = None) -> int:
+    """Upsert the run and its chunks into the store at ``database``."""
+    from daskscope.store import open_store, write_records
+
+    with open_store(database) as store:
+        return write_records(store, run_records(run))
+
+
+@atexit.register
+def _join_pending() -> None:
+    for thread in pending:
+        thread.join(timeout=30)

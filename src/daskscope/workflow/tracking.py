@@ -1,0 +1,327 @@
+"""Per-chunk and per-section measurements, taken where the user's code runs.
+
+This module runs inside Dask workers and process-pool children: it imports nothing
+heavy (no store, no web, no coffea) and costs next to nothing when collection is off.
+
+A chunk record travels to its collector by the first channel that applies:
+
+1. inside a Dask task: the worker's event log (topic :data:`CHUNK_TOPIC`), tagged with
+   the task's span so that each collector picks out its own chunks;
+2. in the process of an active collector (coffea's ``IterativeExecutor``): handed over
+   directly;
+3. in a child process started under a local collector (``FuturesExecutor``): injected
+   into the output under :data:`INJECT_KEY`, which ``extract_metrics_from_output``
+   removes again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import inspect
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Any, TypeVar
+
+__all__ = [
+    "CHUNK_TOPIC",
+    "COLLECTOR_ENV",
+    "INJECT_KEY",
+    "ChunkContext",
+    "current_chunk",
+    "is_enabled",
+    "set_enabled",
+    "track_memory",
+    "track_metrics",
+    "track_time",
+]
+
+#: Dask event-log topic of chunk records
+CHUNK_TOPIC = "daskscope-chunk"
+#: Output key under which chunk records ride along where no other channel exists
+INJECT_KEY = "__daskscope_chunks__"
+#: Set by a local collector for the processes it starts: they inject their records
+COLLECTOR_ENV = "DASKSCOPE_WORKFLOW_COLLECTOR"
+#: dask config key of the switch (``DASK_DASKSCOPE__WORKFLOW__ENABLED=false``)
+ENABLED_KEY = "daskscope.workflow.enabled"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_enabled: bool | None = None  # None: not resolved from dask's config yet
+_current: contextvars.ContextVar[ChunkContext | None] = contextvars.ContextVar(
+    "daskscope_chunk", default=None
+)
+#: The in-process receiver of chunk records (set by a local collector)
+local_receiver: contextvars.ContextVar[Callable[[dict[str, Any]], None] | None] = (
+    contextvars.ContextVar("daskscope_receiver", default=None)
+)
+
+
+def set_enabled(flag: bool) -> None:
+    """Turn chunk and section tracking on or off in this process."""
+    global _enabled
+    _enabled = bool(flag)
+
+
+def is_enabled() -> bool:
+    global _enabled
+    if _enabled is None:
+        import dask.config
+
+        value = dask.config.get(ENABLED_KEY, True)
+        _enabled = str(value).lower() not in ("false", "0", "no", "off")
+    return _enabled
+
+
+def _rss() -> int | None:
+    try:
+        import psutil
+
+        return int(psutil.Process().memory_info().rss)
+    except Exception:
+        return None
+
+
+def _maxrss() -> int | None:
+    # The process's high-water mark; kibibytes on Linux.
+    try:
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    except Exception:
+        return None
+
+
+class ChunkContext:
+    """The chunk being processed: sections, custom fields and user-reported events."""
+
+    __slots__ = ("events", "fields", "rss_seen", "sections")
+
+    def __init__(self) -> None:
+        self.events: int | None = None
+        self.fields: dict[str, Any] = {}
+        self.sections: dict[str, dict[str, float]] = {}
+        self.rss_seen = 0
+
+    def set(self, name: str, value: Any) -> None:
+        """A custom field of this chunk (kept as is; non-JSON values become text)."""
+        self.fields[name] = value
+
+    def report_events(self, n: int) -> None:
+        """How many events this chunk holds, where the input cannot tell (plain Dask)."""
+        self.events = int(n)
+
+    def _section(self, name: str, kind: str, **values: float) -> None:
+        entry = self.sections.setdefault(name, {"kind": kind, "count": 0})  # type: ignore[dict-item]
+        entry["count"] += 1
+        for key, value in values.items():
+            entry[key] = entry.get(key, 0) + value
+
+
+def current_chunk() -> ChunkContext | None:
+    """The chunk of the innermost ``@track_metrics`` call in this thread, if any."""
+    return _current.get()
+
+
+@contextlib.contextmanager
+def track_time(owner: Any, name: str) -> Iterator[None]:
+    """Time a section of the current chunk: wall and thread-CPU seconds.
+
+    ``owner`` is the processor (``self``); it is accepted for symmetry with the
+    decorator and not used. Outside a tracked chunk this does nothing.
+    """
+    chunk = _current.get() if is_enabled() else None
+    if chunk is None:
+        yield
+        return
+    wall0, cpu0 = time.perf_counter(), time.thread_time()
+    try:
+        yield
+    finally:
+        chunk._section(
+            name,
+            "time",
+            wall_s=time.perf_counter() - wall0,
+            cpu_s=time.thread_time() - cpu0,
+        )
+
+
+@contextlib.contextmanager
+def track_memory(owner: Any, name: str) -> Iterator[None]:
+    """Measure a section's change of the process's resident memory (and its time)."""
+    chunk = _current.get() if is_enabled() else None
+    if chunk is None:
+        yield
+        return
+    before = _rss() or 0
+    wall0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        after = _rss() or 0
+        chunk.rss_seen = max(chunk.rss_seen, before, after)
+        chunk._section(
+            name,
+            "memory",
+            wall_s=time.perf_counter() - wall0,
+            memory_delta_bytes=after - before,
+            memory_after_bytes=after,
+        )
+
+
+def _events_arg_index(func: Callable[..., Any]) -> int:
+    try:
+        params = list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):
+        return 0
+    return 1 if params and params[0] in ("self", "cls") else 0
+
+
+def track_metrics(func: F) -> F:
+    """Measure every call of ``func`` (a processor's ``process``) as one chunk.
+
+    Records wall and thread-CPU time, memory before/after/peak, events, dataset, file,
+    entry range and bytes read (from a coffea/uproot input), start and end as epoch
+    times, the sections inside, and the fields set on :func:`current_chunk`. The return
+    value is unchanged, except in a process-pool child of a local collector, where the
+    record rides along in the output (see :data:`INJECT_KEY`).
+    """
+    index = _events_arg_index(func)
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not (_enabled if _enabled is not None else is_enabled()):
+            return func(*args, **kwargs)
+        events = args[index] if len(args) > index else None
+        return _run_chunk(func, args, kwargs, events)
+
+    wrapper.__daskscope_tracked__ = True  # type: ignore[attr-defined]
+    return wrapper  # type: ignore[return-value]
+
+
+def _run_chunk(func: Callable[..., Any], args: tuple, kwargs: dict, events: Any) -> Any:
+    chunk = ChunkContext()
+    token = _current.set(chunk)
+    info = describe_events(events)
+    rss0, maxrss0 = _rss(), _maxrss()
+    started_at = time.time()
+    wall0, cpu0 = time.perf_counter(), time.thread_time()
+    try:
+        out = func(*args, **kwargs)
+    finally:
+        wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
+        _current.reset(token)
+    rss1, maxrss1 = _rss(), _maxrss()
+    record: dict[str, Any] = {
+        "chunk_id": uuid.uuid4().hex,
+        "started_at": started_at,
+        "stopped_at": started_at + wall,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "memory_before_bytes": rss0,
+        "memory_after_bytes": rss1,
+        "memory_peak_bytes": _peak(rss0, rss1, maxrss0, maxrss1, chunk.rss_seen),
+        "pid": os.getpid(),
+        **info.pop("static"),
+    }
+    bytes_read = info["bytes_read"]() if info["bytes_read"] else None
+    record["bytes_read"] = bytes_read
+    if chunk.events is not None:
+        record["events"] = chunk.events
+    record["sections"] = chunk.sections
+    record["fields"] = _plain(chunk.fields)
+    return deliver(record, out)
+
+
+def _peak(
+    rss0: int | None, rss1: int | None, max0: int | None, max1: int | None, seen: int
+) -> int | None:
+    # A rise of the process's high-water mark happened during this chunk: it is the
+    # chunk's peak. Otherwise the highest value we saw ourselves is the best we know.
+    if max0 is not None and max1 is not None and max1 > max0:
+        return max1
+    values = [v for v in (rss0, rss1, seen or None) if v is not None]
+    return max(values) if values else None
+
+
+def describe_events(events: Any) -> dict[str, Any]:
+    """What the input says about the chunk, by duck typing (coffea is never imported).
+
+    ``static`` holds events, dataset, file and entry range; ``bytes_read`` is a callable
+    reading uproot's count of bytes requested through the chunk's file handle (coffea
+    opens one handle per chunk), or None.
+    """
+    static: dict[str, Any] = {}
+    out: dict[str, Any] = {"static": static, "bytes_read": None}
+    if events is None:
+        return out
+    metadata = getattr(events, "metadata", None)
+    if isinstance(metadata, dict):
+        static["events"] = _length(events)
+        static["dataset"] = metadata.get("dataset")
+        static["filename"] = metadata.get("filename")
+        static["treename"] = metadata.get("treename")
+        static["entry_start"] = metadata.get("entrystart")
+        static["entry_stop"] = metadata.get("entrystop")
+        static["fileuuid"] = metadata.get("fileuuid")
+    try:
+        factory = events.attrs.get("@events_factory")
+        source = factory.file_handle.file.source
+        if hasattr(source, "num_requested_bytes"):
+            out["bytes_read"] = lambda: int(source.num_requested_bytes)
+    except Exception:
+        pass
+    return out
+
+
+def _length(events: Any) -> int | None:
+    try:
+        return len(events)
+    except Exception:
+        return None
+
+
+def _plain(value: Any) -> Any:
+    """Something msgpack and JSON both carry: containers of str, numbers, bools, None."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    try:  # numpy scalars
+        return value.item()
+    except Exception:
+        return str(value)
+
+
+def deliver(record: dict[str, Any], out: Any) -> Any:
+    """Send one chunk record to its collector; returns the (maybe annotated) output."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):
+        worker = None
+    if worker is not None:
+        key = worker.get_current_task()
+        ts = worker.state.tasks.get(key) if key is not None else None
+        record["task_key"] = str(key)
+        record["task_prefix"] = ts.prefix if ts is not None else None
+        record["span_id"] = getattr(ts, "span_id", None)
+        record["worker"] = worker.address
+        worker.log_event(CHUNK_TOPIC, record)
+        return out
+    receiver = local_receiver.get()
+    if receiver is not None:
+        receiver(record)
+        return out
+    collector_id = os.environ.get(COLLECTOR_ENV)
+    if collector_id and isinstance(out, MutableMapping):
+        record["collector_id"] = collector_id
+        existing = out.get(INJECT_KEY)
+        out[INJECT_KEY] = [*existing, record] if isinstance(existing, list) else [record]
+    return out
