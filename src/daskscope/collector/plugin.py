@@ -198,8 +198,9 @@ class DaskscopePlugin(SchedulerPlugin):
         # Open the store (imports, schema check) in the writer thread now, not during the
         # first flush in the middle of the user's work; a failure shows at the first write.
         self._writer.submit(self._sink.open)
-        scheduler.handlers["daskscope_flush"] = self.handle_flush
-        scheduler.handlers["daskscope_info"] = self.handle_info
+        # A second recorder added under another name must not take over the handlers
+        scheduler.handlers.setdefault("daskscope_flush", self.handle_flush)
+        scheduler.handlers.setdefault("daskscope_info", self.handle_info)
         self._loops = [
             asyncio.create_task(self._every(self.settings.flush_interval, self.flush)),
             asyncio.create_task(
@@ -685,6 +686,7 @@ class DaskscopePlugin(SchedulerPlugin):
             "write_failures": self.write_failures,
             "last_write_error": self.last_write_error,
             "records_dropped": self.records_dropped,
+            "spooled": getattr(self._sink, "spooled", 0),
             "hook_failures": dict(self.hook_failures),
         }
 

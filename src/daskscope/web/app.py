@@ -9,7 +9,7 @@ from fastapi.staticfiles import StaticFiles
 
 from daskscope.store import Store, open_store
 from daskscope.web import errors
-from daskscope.web.routes import account, assets, clusters, reports, runs
+from daskscope.web.routes import account, assets, clusters, ingest, reports, runs
 
 __all__ = ["create_app"]
 
@@ -31,7 +31,7 @@ def create_app(database: str | Store | None = None) -> FastAPI:
     errors.install(app)
     static = Path(__file__).with_name("static")
     app.mount("/static", StaticFiles(directory=static), name="static")
-    for module in (assets, account, clusters, runs, reports):
+    for module in (assets, account, clusters, runs, reports, ingest):
         app.include_router(module.pages)
         app.include_router(module.api, prefix=API_PREFIX)
     return app

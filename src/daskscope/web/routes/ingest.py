@@ -1,0 +1,87 @@
+"""``POST /api/v1/ingest``: batches of records from collectors anywhere.
+
+A batch is stored whole or not at all. Answers tell a collector what to do next: 2xx
+stored; 4xx never send this batch again (the message names the field); 503 the store is
+unavailable, try again later (the collector's spool does).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+
+from daskscope import config
+from daskscope.store import WriteFailed, write_records
+from daskscope.web.errors import BadRequest, HTTPError, PayloadTooLarge
+from daskscope.web.routes.common import store_of
+from daskscope.wire import WireError, decode_batch
+
+__all__ = ["api", "pages"]
+
+pages = APIRouter(include_in_schema=False)
+api = APIRouter(tags=["ingest"])
+
+
+class UnprocessableBatch(HTTPError):
+    status = 422
+    title = "Batch refused"
+
+
+class StoreUnavailable(HTTPError):
+    status = 503
+    title = "Store unavailable"
+
+
+def max_batch_bytes() -> int:
+    return int(config.get("ingest.max-batch-bytes"))
+
+
+async def read_limited_body(request: Request, limit: int) -> bytes:
+    """The body, refusing with 413 as soon as it passes ``limit`` (whatever the header says)."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise PayloadTooLarge(f"a batch may have {limit} bytes; this one has {length}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"a batch may have {limit} bytes; split it")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@api.post(
+    "/ingest",
+    summary="Store a batch of records from a collector",
+    responses={
+        400: {"description": "the body is not JSON"},
+        413: {"description": "the batch is too large"},
+        422: {"description": "a record is invalid; the message names the field"},
+        503: {"description": "the store is unavailable; retry later"},
+    },
+)
+async def ingest(request: Request) -> dict[str, Any]:
+    body = await read_limited_body(request, max_batch_bytes())
+    # parsing and validating thousands of records takes a while: not on the event loop
+    records = await run_in_threadpool(parse_batch, body)
+    try:
+        stored = await run_in_threadpool(write_records, store_of(request), records)
+    except WriteFailed as exc:
+        if exc.retryable:
+            raise StoreUnavailable(f"{exc}; retry later") from None
+        raise UnprocessableBatch(str(exc)) from None
+    return {"stored": stored, "records": len(records)}
+
+
+def parse_batch(body: bytes) -> list[Any]:
+    try:
+        document = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadRequest(f"the body is not JSON: {exc}") from None
+    try:
+        return decode_batch(document, max_records=int(config.get("ingest.max-batch-records")))
+    except WireError as exc:
+        raise UnprocessableBatch(str(exc)) from None

@@ -1,0 +1,226 @@
+"""The ingest API and the collector's HTTP sink: bad input refused whole, and records
+delivered exactly once through a server that dies and comes back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dask
+import dask.array as da
+import httpx
+import pytest
+from distributed import Client, LocalCluster, span
+from distributed.protocol.pickle import dumps
+
+import daskscope
+from conftest import free_port
+from daskscope.collector.plugin import DaskscopePlugin
+from daskscope.config import CollectorSettings
+from daskscope.model import TaskGroupRecord, stable_id
+from daskscope.store import cluster_detail, open_store, table_counts
+from daskscope.web import create_app
+from daskscope.wire import encode_batch
+
+CHILD_TABLES = ("computations", "task_groups", "task_prefixes", "spans", "span_metrics", "errors")
+
+
+def group(i: int, **changes: Any) -> TaskGroupRecord:
+    values: dict[str, Any] = dict(
+        id=stable_id("c", "tg", i),
+        cluster_id="c",
+        name=f"inc-{i}",
+        prefix="inc",
+        tasks_executed=i,
+        durations={"compute": 0.5},
+    )
+    values.update(changes)
+    return TaskGroupRecord(**values)
+
+
+def post(app: Any, body: bytes, headers: dict[str, str] | None = None) -> httpx.Response:
+    async def call() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return await client.post("/api/v1/ingest", content=body, headers=headers or {})
+
+    return asyncio.run(call())
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Any:
+    return create_app(f"sqlite:///{tmp_path / 'server.db'}")
+
+
+def test_a_batch_posted_twice_is_stored_once(app: Any) -> None:
+    batch = encode_batch([group(i) for i in range(50)])
+    for _ in range(2):
+        response = post(app, batch)
+        assert response.status_code == 200, response.text
+        assert response.json() == {"stored": 50, "records": 50}
+    assert table_counts(app.state.store)["task_groups"] == 50
+
+
+def _document(**changes: Any) -> bytes:
+    document = json.loads(encode_batch([group(1), group(2)]))
+    for path, value in changes.items():
+        target = document
+        *parents, last = path.split("__")
+        for part in parents:
+            target = target[int(part)] if part.isdigit() else target[part]
+        target[int(last) if last.isdigit() else last] = value
+    return json.dumps(document).encode()
+
+
+MALFORMED = [
+    ("not json", b"{records: oops", 400, "not JSON"),
+    ("not an object", b"[1, 2]", 422, "body"),
+    ("wrong version", _document(version=7), 422, "version"),
+    ("records not a list", _document(records={"a": 1}), 422, "records"),
+    ("unknown kind", _document(records__1__kind="gossip"), 422, "records[1].kind"),
+    ("wrong type", _document(records__0__data__tasks_executed="ten"), 422, "tasks_executed"),
+    ("out of range", _document(records__1__data__nbytes_total=-5), 422, "nbytes_total"),
+    ("not a time", _document(records__0__data__started_at=1e30), 422, "started_at"),
+    ("missing field", _document(records__0__data__name=None), 422, "records[0].data.name"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "body", "status", "names"), MALFORMED, ids=[m[0] for m in MALFORMED]
+)
+def test_malformed_batches_are_refused_whole(
+    app: Any, case: str, body: bytes, status: int, names: str
+) -> None:
+    response = post(app, body, {"content-type": "application/json"})
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert names in error["message"]
+    assert table_counts(app.state.store)["task_groups"] == 0  # nothing partial
+
+
+def test_oversized_batches_get_413(app: Any) -> None:
+    with dask.config.set({"daskscope.ingest.max-batch-bytes": 1000}):
+        response = post(app, encode_batch([group(i) for i in range(100)]))
+    assert response.status_code == 413
+    assert table_counts(app.state.store)["task_groups"] == 0
+
+
+# -- a real server process, killed in the middle of a recorded computation ---------------
+
+
+class Server:
+    """``daskscope serve`` in its own process, which the test can kill and restart."""
+
+    def __init__(self, database: str, port: int, log: Path):
+        self.database, self.port, self.log = database, port, log
+        self.process: subprocess.Popen | None = None
+        self.url = f"http://127.0.0.1:{port}"
+
+    def start(self) -> None:
+        command = [sys.executable, "-m", "daskscope.cli.main", "--database", self.database]
+        command += ["serve", "--host", "127.0.0.1", "--port", str(self.port)]
+        with self.log.open("a") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/openapi.json", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError(f"daskscope serve did not start: {self.log.read_text()[-2000:]}")
+
+    def kill(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    url = f"sqlite:///{tmp_path / 'server.db'}"
+    open_store(url).close()
+    instance = Server(url, free_port(), tmp_path / "server.log")
+    instance.start()
+    yield instance
+    instance.stop()
+
+
+def slow(x: int) -> int:
+    time.sleep(0.05)
+    return x + 1
+
+
+async def _flush_direct(dask_scheduler: Any) -> dict:
+    return await dask_scheduler.plugins["daskscope-direct"].handle_flush()
+
+
+def test_server_killed_mid_computation_loses_and_duplicates_nothing(
+    server: Server, tmp_path: Path
+) -> None:
+    """One cluster, two recorders: one sends to the server (which dies and comes back),
+    one writes straight to a database. Afterwards both stores hold the same."""
+    direct_url = f"sqlite:///{tmp_path / 'direct.db'}"
+    spool = tmp_path / "spool"
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=2, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        fast = dict(flush_interval=0.2, worker_sampling_interval=0.2, profile_interval=0.5)
+        via_server = daskscope.register(
+            client, server=server.url, spool_dir=str(spool), name="via server", **fast
+        )
+        direct = DaskscopePlugin(CollectorSettings.from_config(database=direct_url, **fast))
+
+        client.sync(
+            client.scheduler.register_scheduler_plugin,
+            plugin=dumps(direct),
+            name="daskscope-direct",
+            idempotent=False,
+        )
+        with dask.config.set({"optimization.fuse.active": False}), span("before"):
+            assert client.gather(client.map(slow, range(40))) == list(range(1, 41))
+        futures = client.map(slow, range(100, 200))
+        time.sleep(0.3)
+        server.kill()  # in the middle of the computation
+        with dask.config.set({"optimization.fuse.active": False}), span("during outage"):
+            x = da.ones((200, 200), chunks=50)
+            assert (x + 1).sum().compute() == 2 * 200 * 200
+        assert len(client.gather(futures)) == 100
+        status = daskscope.flush(client)
+        assert status["spooled"] > 0  # the outage was real: batches are waiting
+        server.start()
+        deadline = time.monotonic() + 60
+        while daskscope.flush(client, wait_for_metrics=False)["spooled"]:
+            assert time.monotonic() < deadline, "the spool never drained"
+            time.sleep(0.5)
+        client.run_on_scheduler(_flush_direct)
+    server.stop()
+
+    served, direct_store = open_store(server.database), open_store(direct_url)
+    direct_id = direct.cluster_id
+    assert table_counts(served, via_server).keys() == table_counts(direct_store, direct_id).keys()
+    for table in CHILD_TABLES:
+        assert (
+            table_counts(served, via_server)[table] == table_counts(direct_store, direct_id)[table]
+        ), table
+    mine, theirs = cluster_detail(served, via_server), cluster_detail(direct_store, direct_id)
+    for key in ("tasks_executed", "tasks_erred", "bytes_processed", "workers_peak"):
+        assert mine["cluster"][key] == theirs["cluster"][key], key
+    assert mine["cluster"]["stopped_at"] is not None  # the close was delivered too
+    assert sorted(s["name"] for s in mine["spans"]) == sorted(s["name"] for s in theirs["spans"])
