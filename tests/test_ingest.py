@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import operator
 import os
 import signal
 import subprocess
@@ -224,3 +225,100 @@ def test_server_killed_mid_computation_loses_and_duplicates_nothing(
         assert mine["cluster"][key] == theirs["cluster"][key], key
     assert mine["cluster"]["stopped_at"] is not None  # the close was delivered too
     assert sorted(s["name"] for s in mine["spans"]) == sorted(s["name"] for s in theirs["spans"])
+
+
+# -- a scheduler that dies abruptly ---------------------------------------------------
+
+
+class DaskProcesses:
+    """A ``dask scheduler --preload daskscope`` and one ``dask worker``, in processes."""
+
+    def __init__(self, env: dict[str, str], log: Path):
+        self.env, self.log = env, log
+        self.port = free_port()
+        self.address = f"tcp://127.0.0.1:{self.port}"
+        self.processes: list[subprocess.Popen] = []
+
+    def start(self, *, worker: bool = True) -> None:
+        bin_dir = Path(sys.executable).parent
+        commands = [
+            [bin_dir / "dask", "scheduler", "--port", str(self.port), "--no-dashboard", "--preload"]
+        ]
+        commands[0].append("daskscope")
+        if worker:
+            commands.append([bin_dir / "dask", "worker", self.address, "--nthreads", "2"])
+            commands[-1] += ["--no-dashboard", "--nworkers", "1"]
+        with self.log.open("a") as log:
+            for command in commands:
+                self.processes.append(
+                    subprocess.Popen(
+                        [str(c) for c in command],
+                        env={**os.environ, **self.env},
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
+                time.sleep(0.5)
+
+    def kill(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                os.kill(process.pid, signal.SIGKILL)
+                process.wait(10)
+
+
+def _run_and_die(processes: DaskProcesses) -> tuple[str, dict]:
+    """Run 50 tasks, write, then kill the scheduler without warning."""
+    processes.start()
+    with Client(processes.address, timeout=30) as client:
+        client.wait_for_workers(1, timeout=30)
+        # a builtin: these processes cannot import the test module
+        assert client.gather(client.map(operator.add, range(50), [1] * 50)) == list(range(1, 51))
+        status = daskscope.flush(client)
+    processes.kill()
+    return status["cluster_id"], status
+
+
+def _wait_for(predicate: Any, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.3)
+
+
+def test_records_flushed_before_an_abrupt_death_are_kept(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'direct.db'}"
+    env = {"DASK_DASKSCOPE__DATABASE": url, "DASK_DASKSCOPE__FLUSH_INTERVAL": "0.2s"}
+    cluster_id, _ = _run_and_die(DaskProcesses(env, tmp_path / "dask.log"))
+    detail = cluster_detail(open_store(url), cluster_id)
+    assert detail["cluster"]["tasks_executed"] == 50
+    assert detail["cluster"]["stopped_at"] is None  # it never closed
+    assert detail["cluster"]["last_seen_at"] > detail["cluster"]["started_at"]
+
+
+def test_the_spool_delivers_on_the_next_scheduler_start(tmp_path: Path) -> None:
+    database = f"sqlite:///{tmp_path / 'server.db'}"
+    server = Server(database, free_port(), tmp_path / "server.log")  # not started: down
+    env = {
+        "DASK_DASKSCOPE__SERVER": server.url,
+        "DASK_DASKSCOPE__SPOOL_DIR": str(tmp_path / "spool"),
+        "DASK_DASKSCOPE__FLUSH_INTERVAL": "0.2s",
+    }
+    cluster_id, status = _run_and_die(DaskProcesses(env, tmp_path / "dask-1.log"))
+    assert status["spooled"] > 0
+    server.start()
+    try:
+        # a new scheduler on this host drains what the dead one left behind
+        second = DaskProcesses(env, tmp_path / "dask-2.log")
+        second.start(worker=False)
+        try:
+            store = open_store(database)
+            _wait_for(lambda: table_counts(store, cluster_id)["clusters"] == 1)
+            _wait_for(lambda: not list((tmp_path / "spool").glob("*.batch")))
+            detail = cluster_detail(store, cluster_id)
+            assert detail["cluster"]["tasks_executed"] == 50
+            assert sum(g["tasks_executed"] for g in detail["task_groups"]) == 50
+        finally:
+            second.kill()
+    finally:
+        server.stop()
