@@ -52,10 +52,14 @@
     }
   }
 
+  // A double-click also fires a click: only the latest request may fill the table.
+  let latest = 0;
   async function loadListing(user, weekStart) {
     const params = new URLSearchParams();
     if (user !== null) { params.set("user", user); params.set("week_start", weekStart); }
+    const mine = ++latest;
     const body = await ds.json(`/api/v1/clusters?${params}`);
+    if (mine !== latest) return;
     rows = body.clusters; applySort(); renderListing();
     if (user !== null) {
       filterLabel.textContent = `${user}, week of ${ds.utc(weekStart).slice(0, 10)} (double-click the chart to clear)`;
@@ -85,10 +89,20 @@
   if (chart) {
     drawUsage();
     metricSelect.addEventListener("change", drawUsage);
+    // Plotly reports a double-click as click, doubleclick, click: wait out the
+    // double-click window before filtering, and ignore the click that trails it.
+    let pending = null;
+    let ignoreUntil = 0;
     chart.on("plotly_click", (ev) => {
       const p = ev.points[0];
-      if (p && p.y > 0) loadListing(p.data.name, p.customdata[0]);
+      if (!p || !(p.y > 0) || Date.now() < ignoreUntil) return;
+      clearTimeout(pending);
+      pending = setTimeout(() => loadListing(p.data.name, p.customdata[0]), 350);
     });
-    chart.on("plotly_doubleclick", () => { loadListing(null, null); });
+    chart.on("plotly_doubleclick", () => {
+      clearTimeout(pending);
+      ignoreUntil = Date.now() + 500;
+      loadListing(null, null);
+    });
   }
 })();
