@@ -35,41 +35,77 @@ def unused_port() -> int:
     return free_port()
 
 
+class PostgresServer:
+    """A throwaway PostgreSQL server in a temporary directory; tests may stop and start it."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="daskscope-pg-"))
+        if os.geteuid() == 0:
+            shutil.chown(self.root, "postgres", "postgres")
+        self.data, self.port = self.root / "data", free_port()
+        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}"
+        subprocess.run(
+            _as_postgres(PG_BIN / "initdb", "-D", self.data, "-U", "postgres", "-A", "trust",
+                         "-E", "UTF8", "--locale=C", "--no-sync"),
+            check=True, capture_output=True,
+        )  # fmt: skip
+
+    def start(self) -> None:
+        options = f"-k {self.root} -h 127.0.0.1 -p {self.port} -c fsync=off -c full_page_writes=off"
+        try:
+            subprocess.run(
+                _as_postgres(PG_BIN / "pg_ctl", "-D", self.data, "-o", options, "-l",
+                             self.root / "log", "-w", "-t", "30", "start"),
+                check=True, capture_output=True,
+            )  # fmt: skip
+        except subprocess.CalledProcessError as exc:
+            log = (self.root / "log").read_text() if (self.root / "log").exists() else ""
+            raise RuntimeError(f"could not start PostgreSQL: {exc.stderr.decode()}\n{log}") from exc
+
+    def stop(self) -> None:
+        """Stop at once, as a crash would (no clean shutdown)."""
+        subprocess.run(
+            _as_postgres(PG_BIN / "pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop"),
+            capture_output=True,
+        )
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _new_postgres_server() -> PostgresServer:
+    if not (PG_BIN / "initdb").exists():
+        pytest.skip(f"PostgreSQL server binaries not found in {PG_BIN}: apt install postgresql-15")
+    server = PostgresServer()
+    try:
+        server.start()
+    except RuntimeError:
+        server.remove()
+        raise
+    return server
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[str]:
     """A PostgreSQL 15 server for this test session; yields its admin URL (no database)."""
-    if not (PG_BIN / "initdb").exists():
-        pytest.skip(f"PostgreSQL server binaries not found in {PG_BIN}: apt install postgresql-15")
     started = time.perf_counter()
-    root = Path(tempfile.mkdtemp(prefix="daskscope-pg-"))
-    if os.geteuid() == 0:
-        shutil.chown(root, "postgres", "postgres")
-    data, port = root / "data", free_port()
-    options = f"-k {root} -h 127.0.0.1 -p {port} -c fsync=off -c full_page_writes=off"
-    try:
-        subprocess.run(
-            _as_postgres(PG_BIN / "initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E",
-                         "UTF8", "--locale=C", "--no-sync"),
-            check=True, capture_output=True,
-        )  # fmt: skip
-        subprocess.run(
-            _as_postgres(PG_BIN / "pg_ctl", "-D", data, "-o", options, "-l", root / "log",
-                         "-w", "-t", "30", "start"),
-            check=True, capture_output=True,
-        )  # fmt: skip
-    except subprocess.CalledProcessError as exc:
-        log = (root / "log").read_text() if (root / "log").exists() else ""
-        shutil.rmtree(root, ignore_errors=True)
-        raise RuntimeError(f"could not start PostgreSQL: {exc.stderr.decode()}\n{log}") from exc
+    server = _new_postgres_server()
     print(f"\nPostgreSQL test server started in {time.perf_counter() - started:.1f} s")
     try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
+        yield server.url
     finally:
-        subprocess.run(
-            _as_postgres(PG_BIN / "pg_ctl", "-D", data, "-m", "immediate", "-w", "stop"),
-            capture_output=True,
-        )
-        shutil.rmtree(root, ignore_errors=True)
+        server.remove()
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[PostgresServer]:
+    """A PostgreSQL server of this test's own, which it may stop and start."""
+    server = _new_postgres_server()
+    try:
+        yield server
+    finally:
+        server.remove()
 
 
 def _admin(server: str, sql: str) -> None:

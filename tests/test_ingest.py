@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from distributed import Client, LocalCluster, span
 from distributed.protocol.pickle import dumps
 
 import daskscope
-from conftest import free_port
+from conftest import PostgresServer, _admin, free_port
 from daskscope.collector.plugin import DaskscopePlugin
 from daskscope.config import CollectorSettings
 from daskscope.model import TaskGroupRecord, stable_id
@@ -169,13 +169,15 @@ async def _flush_direct(dask_scheduler: Any) -> dict:
     return await dask_scheduler.plugins["daskscope-direct"].handle_flush()
 
 
-def test_server_killed_mid_computation_loses_and_duplicates_nothing(
-    server: Server, tmp_path: Path
+def record_through_a_fault(
+    server: Server, tmp_path: Path, fault: tuple[Callable[[], None], Callable[[], None]]
 ) -> None:
-    """One cluster, two recorders: one sends to the server (which dies and comes back),
-    one writes straight to a database. Afterwards both stores hold the same."""
+    """One cluster, two recorders: one sends to the server, one writes straight to a
+    database. ``fault`` breaks the server's side in the middle of the computation and
+    mends it afterwards. In the end both stores must hold the same."""
     direct_url = f"sqlite:///{tmp_path / 'direct.db'}"
     spool = tmp_path / "spool"
+    breaks, mends = fault
     with (
         LocalCluster(
             n_workers=2, threads_per_worker=2, processes=False, dashboard_address=":0"
@@ -187,7 +189,6 @@ def test_server_killed_mid_computation_loses_and_duplicates_nothing(
             client, server=server.url, spool_dir=str(spool), name="via server", **fast
         )
         direct = DaskscopePlugin(CollectorSettings.from_config(database=direct_url, **fast))
-
         client.sync(
             client.scheduler.register_scheduler_plugin,
             plugin=dumps(direct),
@@ -198,14 +199,14 @@ def test_server_killed_mid_computation_loses_and_duplicates_nothing(
             assert client.gather(client.map(slow, range(40))) == list(range(1, 41))
         futures = client.map(slow, range(100, 200))
         time.sleep(0.3)
-        server.kill()  # in the middle of the computation
+        breaks()  # in the middle of the computation
         with dask.config.set({"optimization.fuse.active": False}), span("during outage"):
             x = da.ones((200, 200), chunks=50)
             assert (x + 1).sum().compute() == 2 * 200 * 200
         assert len(client.gather(futures)) == 100
         status = daskscope.flush(client)
         assert status["spooled"] > 0  # the outage was real: batches are waiting
-        server.start()
+        mends()
         deadline = time.monotonic() + 60
         while daskscope.flush(client, wait_for_metrics=False)["spooled"]:
             assert time.monotonic() < deadline, "the spool never drained"
@@ -215,16 +216,34 @@ def test_server_killed_mid_computation_loses_and_duplicates_nothing(
 
     served, direct_store = open_store(server.database), open_store(direct_url)
     direct_id = direct.cluster_id
-    assert table_counts(served, via_server).keys() == table_counts(direct_store, direct_id).keys()
+    mine, theirs = table_counts(served, via_server), table_counts(direct_store, direct_id)
     for table in CHILD_TABLES:
-        assert (
-            table_counts(served, via_server)[table] == table_counts(direct_store, direct_id)[table]
-        ), table
+        assert mine[table] == theirs[table], table
     mine, theirs = cluster_detail(served, via_server), cluster_detail(direct_store, direct_id)
     for key in ("tasks_executed", "tasks_erred", "bytes_processed", "workers_peak"):
         assert mine["cluster"][key] == theirs["cluster"][key], key
     assert mine["cluster"]["stopped_at"] is not None  # the close was delivered too
     assert sorted(s["name"] for s in mine["spans"]) == sorted(s["name"] for s in theirs["spans"])
+
+
+def test_server_killed_mid_computation_loses_and_duplicates_nothing(
+    server: Server, tmp_path: Path
+) -> None:
+    record_through_a_fault(server, tmp_path, (server.kill, server.start))
+
+
+def test_postgres_restarted_mid_ingest_loses_and_duplicates_nothing(
+    own_postgres: PostgresServer, tmp_path: Path
+) -> None:
+    _admin(own_postgres.url, "CREATE DATABASE ingest")
+    database = f"{own_postgres.url}/ingest"
+    open_store(database).close()
+    server = Server(database, free_port(), tmp_path / "server.log")
+    server.start()
+    try:
+        record_through_a_fault(server, tmp_path, (own_postgres.stop, own_postgres.start))
+    finally:
+        server.stop()
 
 
 # -- a scheduler that dies abruptly ---------------------------------------------------
