@@ -14,6 +14,8 @@ uproot = pytest.importorskip("uproot")
 ak = pytest.importorskip("awkward")
 np = pytest.importorskip("numpy")
 
+import itertools
+
 from distributed import Client, LocalCluster  # noqa: E402
 
 from daskscope import MetricsCollector, track_memory, track_metrics, track_time  # noqa: E402
@@ -138,7 +140,7 @@ def check_against_ground_truth(
     for name, ranges in by_file.items():
         ranges.sort()
         assert ranges[0][0] == 0 and ranges[-1][1] == ENTRIES[name]
-        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
     datasets = {c["dataset"] for c in chunks}
     assert datasets == set(fileset)
     # bytes: uproot's own count of requested bytes, per chunk handle, summed by coffea

@@ -99,6 +99,7 @@ class MetricsCollector:
             self._t0 = time.perf_counter()
             return self
         assert self.backend is not None
+        entered = time.perf_counter()
         self._info: dict[str, Any] = dict(self.backend.open(self.id))
         self._span_cm = self.backend.create_span(self.name)
         self._span = self._span_cm.__enter__()
@@ -112,6 +113,7 @@ class MetricsCollector:
         # The clock starts after our own setup and stops before our exit work
         self._started_at = time.time()
         self._t0 = time.perf_counter()
+        self._info["enter_s"] = self._t0 - entered
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -151,6 +153,8 @@ class MetricsCollector:
         self._refresh()
         if self.store:
             self._store_in_background()
+        # the collector's own exit work, outside wall_time_s (the store writes in background)
+        self.run.info["exit_s"] = time.perf_counter() - self._t0 - wall
 
     # -- chunk records ----------------------------------------------------------------
 

@@ -76,11 +76,18 @@ def is_enabled() -> bool:
     return _enabled
 
 
-def _rss() -> int | None:
-    try:
-        import psutil
+_process: Any = None
 
-        return int(psutil.Process().memory_info().rss)
+
+def _rss() -> int | None:
+    global _process
+    try:
+        # One psutil.Process per pid: building it costs more than the reading itself
+        if _process is None or _process.pid != os.getpid():
+            import psutil
+
+            _process = psutil.Process()
+        return int(_process.memory_info().rss)
     except Exception:
         return None
 
