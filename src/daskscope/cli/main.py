@@ -15,6 +15,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from daskscope.cli.identity import account_group, token_group, user_group
 from daskscope.cli.runs import run_command, runs_command
 from daskscope.store import StoreError
 
@@ -191,6 +192,9 @@ def db_current(state: State) -> None:
 from daskscope.cli.serve import serve_command, upload_report_command  # noqa: E402
 
 cli.add_command(serve_command)
+cli.add_command(account_group)
+cli.add_command(user_group)
+cli.add_command(token_group)
 cli.add_command(upload_report_command)
 
 

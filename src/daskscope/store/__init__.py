@@ -29,6 +29,9 @@ from daskscope.store.queries import (
 )
 from daskscope.store.writer import write_records
 
+# Accounts, users and tokens: their tables join the schema's metadata when imported.
+from daskscope.store import identity  # noqa: F401  isort: skip
+
 __all__ = [
     "AmbiguousCluster",
     "BadDatabaseURL",

@@ -1,0 +1,192 @@
+"""Accounts, their members and the members' tokens, for a shared daskscope server.
+
+A token is shown once when it is made and only its SHA-256 is kept: tokens are 256
+random bits, so a fast hash is enough (nothing to guess), and a leaked database leaks no
+usable token. The identity a token resolves to is what labels the clusters sent with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from daskscope.model import stable_id
+from daskscope.store.engine import Store
+from daskscope.store.errors import StoreError
+from daskscope.store.schema import metadata
+
+__all__ = [
+    "Identity",
+    "IdentityError",
+    "add_user",
+    "create_account",
+    "create_token",
+    "identity_for_token",
+    "list_members",
+    "revoke_token",
+]
+
+TOKEN_PREFIX = "dsk_"
+
+accounts = sa.Table(
+    "accounts",
+    metadata,
+    sa.Column("id", sa.String, primary_key=True),
+    sa.Column("name", sa.String, nullable=False, unique=True),
+    sa.Column("created_at", sa.Double, nullable=False),
+)
+
+users = sa.Table(
+    "users",
+    metadata,
+    sa.Column("id", sa.String, primary_key=True),
+    sa.Column("name", sa.String, nullable=False, unique=True),
+    sa.Column("account", sa.String, nullable=False),
+    sa.Column("is_admin", sa.Boolean, nullable=False),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Index("ix_users_account", "account"),
+)
+
+tokens = sa.Table(
+    "tokens",
+    metadata,
+    sa.Column("id", sa.String, primary_key=True),
+    sa.Column("user", sa.String, nullable=False),
+    sa.Column("token_hash", sa.String, nullable=False, unique=True),
+    sa.Column("hint", sa.String, nullable=False),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("revoked_at", sa.Double, nullable=True),
+    sa.Index("ix_tokens_user", "user"),
+)
+
+
+class IdentityError(StoreError):
+    """An account, user or token that does not exist, or already does."""
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    user: str
+    account: str
+    is_admin: bool
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_account(store: Store, name: str) -> None:
+    name = _valid_name(name, "account")
+    with store.engine.begin() as conn:
+        if conn.execute(sa.select(accounts.c.id).where(accounts.c.name == name)).first():
+            raise IdentityError(f"account {name!r} exists already")
+        conn.execute(
+            accounts.insert().values(
+                id=stable_id("account", name), name=name, created_at=time.time()
+            )
+        )
+
+
+def add_user(store: Store, name: str, *, account: str, admin: bool = False) -> None:
+    name = _valid_name(name, "user")
+    with store.engine.begin() as conn:
+        if not conn.execute(sa.select(accounts.c.id).where(accounts.c.name == account)).first():
+            raise IdentityError(
+                f"no account {account!r}; create it first: daskscope account create {account}"
+            )
+        if conn.execute(sa.select(users.c.id).where(users.c.name == name)).first():
+            raise IdentityError(f"user {name!r} exists already")
+        conn.execute(
+            users.insert().values(
+                id=stable_id("user", name),
+                name=name,
+                account=account,
+                is_admin=admin,
+                created_at=time.time(),
+            )
+        )
+
+
+def create_token(store: Store, user: str) -> str:
+    """A new token for ``user``; the only time it is ever shown."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    with store.engine.begin() as conn:
+        if not conn.execute(sa.select(users.c.id).where(users.c.name == user)).first():
+            raise IdentityError(
+                f"no user {user!r}; add them first: daskscope user add {user} --account ACCOUNT"
+            )
+        conn.execute(
+            tokens.insert().values(
+                id=stable_id("token", _hash(token)),
+                user=user,
+                token_hash=_hash(token),
+                hint=token[: len(TOKEN_PREFIX) + 6],
+                created_at=time.time(),
+                revoked_at=None,
+            )
+        )
+    return token
+
+
+def revoke_token(store: Store, *, token: str | None = None, user: str | None = None) -> int:
+    """Revoke one token (by its value or its hint), or every token of a user."""
+    if (token is None) == (user is None):
+        raise IdentityError("revoke either one token or all tokens of one user")
+    condition = (
+        tokens.c.user == user
+        if user is not None
+        else sa.or_(tokens.c.token_hash == _hash(token or ""), tokens.c.hint == token)
+    )
+    with store.engine.begin() as conn:
+        result = conn.execute(
+            tokens.update()
+            .where(condition, tokens.c.revoked_at.is_(None))
+            .values(revoked_at=time.time())
+        )
+    if not result.rowcount:
+        raise IdentityError("no such active token; daskscope user list shows the hints")
+    return result.rowcount
+
+
+def identity_for_token(store: Store, token: str) -> Identity | None:
+    """Who a token belongs to, or None for an unknown or revoked token."""
+    query = (
+        sa.select(users.c.name, users.c.account, users.c.is_admin)
+        .select_from(tokens.join(users, users.c.name == tokens.c.user))
+        .where(tokens.c.token_hash == _hash(token), tokens.c.revoked_at.is_(None))
+    )
+    with store.engine.connect() as conn:
+        row = conn.execute(query).first()
+    return (
+        Identity(user=row.name, account=row.account, is_admin=bool(row.is_admin)) if row else None
+    )
+
+
+def list_members(store: Store, account: str | None = None) -> list[dict]:
+    """Users with their account, role and token hints (never the tokens)."""
+    query = sa.select(users).order_by(users.c.account, users.c.name)
+    if account is not None:
+        query = query.where(users.c.account == account)
+    with store.engine.connect() as conn:
+        members = [dict(r._mapping) for r in conn.execute(query)]
+        hints = conn.execute(
+            sa.select(tokens.c.user, tokens.c.hint, tokens.c.created_at, tokens.c.revoked_at)
+        ).all()
+    for member in members:
+        member["tokens"] = [
+            {"hint": h.hint, "created_at": h.created_at, "revoked_at": h.revoked_at}
+            for h in hints
+            if h.user == member["name"]
+        ]
+    return members
+
+
+def _valid_name(name: str, what: str) -> str:
+    name = name.strip()
+    if not name or len(name) > 100 or any(c in name for c in "\n\r\t"):
+        raise IdentityError(f"{what} name must be 1 to 100 characters on one line, got {name!r}")
+    return name
