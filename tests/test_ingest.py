@@ -23,13 +23,14 @@ from distributed import Client, LocalCluster, span
 from distributed.protocol.pickle import dumps
 
 import daskscope
-from conftest import PostgresServer, _admin, free_port
+from conftest import _admin
 from daskscope.collector.plugin import DaskscopePlugin
 from daskscope.config import CollectorSettings
 from daskscope.model import TaskGroupRecord, stable_id
 from daskscope.store import cluster_detail, open_store, table_counts
 from daskscope.web import create_app
 from daskscope.wire import encode_batch
+from pgserver import PostgresServer, free_port
 
 CHILD_TABLES = ("computations", "task_groups", "task_prefixes", "spans", "span_metrics", "errors")
 

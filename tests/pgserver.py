@@ -1,0 +1,67 @@
+"""A throwaway PostgreSQL server in a temporary directory, for tests and benchmarks.
+
+The server binaries come from Debian's postgresql package; as root, initdb and pg_ctl run
+as the postgres user (initdb refuses root).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+PG_BIN = Path(os.environ.get("DASKSCOPE_PG_BIN", "/usr/lib/postgresql/15/bin"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _as_postgres(*args: str | os.PathLike) -> list[str]:
+    # initdb refuses to run as root: drop to the postgres OS user when we are root.
+    cmd = [str(a) for a in args]
+    return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else cmd
+
+
+class PostgresServer:
+    """A throwaway PostgreSQL server in a temporary directory; tests may stop and start it."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="daskscope-pg-"))
+        if os.geteuid() == 0:
+            shutil.chown(self.root, "postgres", "postgres")
+        self.data, self.port = self.root / "data", free_port()
+        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}"
+        subprocess.run(
+            _as_postgres(PG_BIN / "initdb", "-D", self.data, "-U", "postgres", "-A", "trust",
+                         "-E", "UTF8", "--locale=C", "--no-sync"),
+            check=True, capture_output=True,
+        )  # fmt: skip
+
+    def start(self) -> None:
+        options = f"-k {self.root} -h 127.0.0.1 -p {self.port} -c fsync=off -c full_page_writes=off"
+        try:
+            subprocess.run(
+                _as_postgres(PG_BIN / "pg_ctl", "-D", self.data, "-o", options, "-l",
+                             self.root / "log", "-w", "-t", "30", "start"),
+                check=True, capture_output=True,
+            )  # fmt: skip
+        except subprocess.CalledProcessError as exc:
+            log = (self.root / "log").read_text() if (self.root / "log").exists() else ""
+            raise RuntimeError(f"could not start PostgreSQL: {exc.stderr.decode()}\n{log}") from exc
+
+    def stop(self) -> None:
+        """Stop at once, as a crash would (no clean shutdown)."""
+        subprocess.run(
+            _as_postgres(PG_BIN / "pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop"),
+            capture_output=True,
+        )
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
