@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 
 from daskscope.analysis import cluster_statistics, cost_rates
 from daskscope.analysis.usage import account_statistics, member_usage
@@ -21,7 +21,7 @@ from daskscope.store.analytics import (
 )
 from daskscope.web.errors import BadRequest
 from daskscope.web.render import page
-from daskscope.web.routes.common import store_of
+from daskscope.web.routes.common import json_response, store_of
 
 __all__ = ["api", "pages"]
 
@@ -120,7 +120,9 @@ def account_json(
     until: float | None = UNTIL,
     weeks: int = WEEKS,
 ) -> dict[str, Any]:
-    return account_data(store_of(request), days=days, since=since, until=until, weeks=weeks)
+    return json_response(
+        account_data(store_of(request), days=days, since=since, until=until, weeks=weeks)
+    )
 
 
 @api.get("/statistics", summary="Account totals over a time range, with cost")
@@ -131,15 +133,17 @@ def statistics_json(
     until: float | None = UNTIL,
 ) -> dict[str, Any]:
     chosen = _range(days, since, until)
-    return {
-        "range": chosen,
-        "statistics": statistics(store_of(request), chosen["since"], chosen["until"]),
-    }
+    return json_response(
+        {
+            "range": chosen,
+            "statistics": statistics(store_of(request), chosen["since"], chosen["until"]),
+        }
+    )
 
 
 @api.get("/usage", summary="Weekly cluster time, compute time and cost per member")
-def usage_json(request: Request, weeks: int = WEEKS) -> dict[str, Any]:
-    return usage(store_of(request), weeks)
+def usage_json(request: Request, weeks: int = WEEKS) -> JSONResponse:
+    return json_response(usage(store_of(request), weeks))
 
 
 @api.get("/clusters", summary="The cluster listing, optionally one member's week")
@@ -150,4 +154,4 @@ def clusters_json(
     limit: int = LIMIT,
 ) -> dict[str, Any]:
     rows = listing(store_of(request), user=user, week_start=week_start, limit=limit)
-    return {"user": user, "week_start": week_start, "clusters": rows}
+    return json_response({"user": user, "week_start": week_start, "clusters": rows})

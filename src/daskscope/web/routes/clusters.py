@@ -9,7 +9,7 @@ from typing import Any
 import dask.config
 from dask.utils import parse_timedelta
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 
 from daskscope.analysis import cluster_statistics, cost_rates, fine_metrics_table, span_tree
 from daskscope.analysis.flamegraph import icicle, merge_trees
@@ -19,7 +19,7 @@ from daskscope.store import worker_samples as load_worker_samples
 from daskscope.store.analytics import computation_groups, span_rows, worker_events
 from daskscope.web.errors import NotFound
 from daskscope.web.render import page
-from daskscope.web.routes.common import store_of
+from daskscope.web.routes.common import json_response, store_of
 
 __all__ = ["api", "pages"]
 
@@ -87,12 +87,12 @@ def cluster_page(request: Request, cluster_id: str) -> HTMLResponse:
 
 
 @api.get("/clusters/{cluster_id}", summary="Everything on one cluster's page")
-def cluster_json(request: Request, cluster_id: str) -> dict[str, Any]:
-    return cluster_data(store_of(request), cluster_id)
+def cluster_json(request: Request, cluster_id: str) -> JSONResponse:
+    return json_response(cluster_data(store_of(request), cluster_id))
 
 
 @api.get("/clusters/{cluster_id}/workers", summary="Worker samples over time, and losses")
-def workers_json(request: Request, cluster_id: str) -> dict[str, Any]:
+def workers_json(request: Request, cluster_id: str) -> JSONResponse:
     store = store_of(request)
     cluster_id = resolve_cluster_id(store, cluster_id)
     series: dict[str, dict[str, list[Any]]] = {}
@@ -112,26 +112,28 @@ def workers_json(request: Request, cluster_id: str) -> dict[str, Any]:
             for key in s:
                 s[key] = s[key][::step]
     events = worker_events(store, cluster_id)
-    return {"cluster_id": cluster_id, "workers": series, "events": events}
+    return json_response({"cluster_id": cluster_id, "workers": series, "events": events})
 
 
 @api.get(
     "/clusters/{cluster_id}/computations/{computation_id}/graph",
     summary="A computation's task-group graph, laid out in layers",
 )
-def graph_json(request: Request, cluster_id: str, computation_id: str) -> dict[str, Any]:
+def graph_json(request: Request, cluster_id: str, computation_id: str) -> JSONResponse:
     store = store_of(request)
     cluster_id = resolve_cluster_id(store, cluster_id)
     found = computation_groups(store, cluster_id, computation_id)
     if found is None:
         raise NotFound(f"cluster {cluster_id} has no computation {computation_id!r}")
     comp, groups = found
-    return {
-        "computation_id": comp["id"],
-        "code": comp["code"],
-        **task_group_graph(groups),
-        "activity_colours": ACTIVITY_COLOURS,
-    }
+    return json_response(
+        {
+            "computation_id": comp["id"],
+            "code": comp["code"],
+            **task_group_graph(groups),
+            "activity_colours": ACTIVITY_COLOURS,
+        }
+    )
 
 
 def _profile_interval() -> float:
@@ -156,12 +158,14 @@ def profile_json(
         stop = comp["stopped_at"]
     windows = profile_trees(store, cluster_id, start=start, stop=stop)
     tree = merge_trees(w["tree"] for w in windows)
-    return {
-        "cluster_id": cluster_id,
-        "computation": computation,
-        "windows": len(windows),
-        **icicle(tree, _profile_interval()),
-    }
+    return json_response(
+        {
+            "cluster_id": cluster_id,
+            "computation": computation,
+            "windows": len(windows),
+            **icicle(tree, _profile_interval()),
+        }
+    )
 
 
 @api.get("/clusters/{cluster_id}/metrics", summary="Fine performance metrics, by span tag")
@@ -173,8 +177,10 @@ def metrics_json(
     store = store_of(request)
     cluster_id = resolve_cluster_id(store, cluster_id)
     spans, metrics = span_rows(store, cluster_id)
-    return {
-        "cluster_id": cluster_id,
-        "tag": tag,
-        "metrics": fine_metrics_table(metrics, spans=spans, tag=tag),
-    }
+    return json_response(
+        {
+            "cluster_id": cluster_id,
+            "tag": tag,
+            "metrics": fine_metrics_table(metrics, spans=spans, tag=tag),
+        }
+    )

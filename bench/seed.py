@@ -1,0 +1,212 @@
+"""Fill a store with synthetic history at dashboard scale, fast.
+
+Default size: 10,000 clusters of 100 members over the last 26 weeks, each with 10
+computations of 10 task groups (1,000,000 groups), 10 task prefixes, 5 spans with 20
+fine metrics, 2 workers x 50 samples (1,000,000 samples), 4 events, 2 profile windows,
+and an error in every tenth cluster. Rows go in with the driver's bulk path (SQLite:
+``executemany`` in one transaction per table; PostgreSQL: ``COPY``), not through the
+upserting writer.
+
+    python bench/seed.py sqlite:////tmp/dash.db [--clusters 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from daskscope.model import stable_id
+from daskscope.store import open_store
+from daskscope.store import schema as s
+
+GIB = 2**30
+CHUNK = 50_000
+PROFILE_TREE = {
+    "identifier": "root", "count": 400, "description": {}, "children": {
+        "run;worker.py;10": {"identifier": "run;worker.py;10", "count": 400,
+            "description": {"filename": "worker.py", "name": "run", "line_number": 12,
+                            "line": "result = func()"},
+            "children": {
+                "load;io.py;5": {"identifier": "load;io.py;5", "count": 250, "children": {},
+                    "description": {"filename": "io.py", "name": "load", "line_number": 7,
+                                    "line": "return read(path)"}},
+                "mean;np.py;3": {"identifier": "mean;np.py;3", "count": 120, "children": {},
+                    "description": {"filename": "np.py", "name": "mean", "line_number": 3,
+                                    "line": "return a.sum() / n"}}}}},
+}  # fmt: skip
+PREFIXES = ["read", "getitem", "add", "mul", "sum", "mean", "concat", "shuffle", "merge", "store"]
+ACTIVITIES = ["thread-cpu", "thread-noncpu", "executor", "other", "memory-read"]
+
+
+def _j(value: Any) -> str:
+    return json.dumps(value)
+
+
+def generate(clusters: int, members: int, weeks: int, seed: int) -> dict[str, Iterator[tuple]]:
+    """One lazily generated stream of row tuples per table, in schema column order."""
+    rng = random.Random(seed)
+    now = time.time()
+    starts = sorted(now - rng.random() * weeks * 7 * 86400 for _ in range(clusters))
+    ids = [stable_id("bench", i) for i in range(clusters)]
+
+    def cluster_rows() -> Iterator[tuple]:
+        for i, (cid, start) in enumerate(zip(ids, starts, strict=True)):
+            length = 600 + (i * 7919) % 7200
+            threads = 4 + (i % 4) * 4
+            yield (cid, f"cluster {i}", f"acct{i % 5}", f"user{i % members:03d}",
+                   "tcp://10.0.0.1:8786", "2026.8.0", "2026.8.0", "3.11", start, start + length,
+                   start + length, 2, threads, 16 * GIB, float(threads * length),
+                   16.0 * GIB * length, 1000 + i % 500, i % 10 == 0, threads * length * 0.6,
+                   (i % 100 + 1) * 2**24)  # fmt: skip
+
+    def computation_rows() -> Iterator[tuple]:
+        code = _j(["# analysis.py:42\nresult = frame.groupby('key').value.mean().compute()\n"])
+        for cid, start in zip(ids, starts, strict=True):
+            for c in range(10):
+                yield (stable_id(cid, "comp", c), cid, start + c * 60, start + c * 60 + 50, code,
+                       "{}", 100, 1 if c == 9 else 0, 10)  # fmt: skip
+
+    def group_rows() -> Iterator[tuple]:
+        for cid, start in zip(ids, starts, strict=True):
+            for c in range(10):
+                comp = stable_id(cid, "comp", c)
+                for g in range(10):
+                    name = f"{PREFIXES[g]}-{c:02d}{g:02d}"
+                    deps = _j([f"{PREFIXES[g - 1]}-{c:02d}{g - 1:02d}"] if g else [])
+                    erred = 1 if c == 9 and g == 9 else 0
+                    yield (stable_id(cid, "tg", c, g), cid, name, PREFIXES[g], comp,
+                           stable_id(cid, "span", g % 5), deps, '{"memory": 10}', 10, 10 - erred,
+                           erred, 2**20 * (g + 1), 1.5 * (g + 1),
+                           _j({"compute": 1.0 * (g + 1), "transfer": 0.5 * (g % 3)}),
+                           '["numpy.ndarray"]', start + c * 60 + g,
+                           start + c * 60 + g + 5)  # fmt: skip
+
+    def prefix_rows() -> Iterator[tuple]:
+        for cid in ids:
+            for g, name in enumerate(PREFIXES):
+                yield (stable_id(cid, "tp", g), cid, name, 10, 100, 0, 10 * 2**20 * (g + 1),
+                       15.0 * (g + 1), _j({"compute": 10.0 * (g + 1)}))  # fmt: skip
+
+    def span_rows() -> Iterator[tuple]:
+        for cid, start in zip(ids, starts, strict=True):
+            for k in range(5):
+                parent = stable_id(cid, "span", 0) if k else None
+                name = _j(["data load"] if k == 0 else ["data load", f"step {k}"])
+                yield (stable_id(cid, "sprow", k), cid, stable_id(cid, "span", k), parent, name,
+                       start + k, start + k, start + k + 100, True, '{"memory": 200}',
+                       2**24, 100.0, '{"compute": 90.0}', 80.0, "[]", 2)  # fmt: skip
+
+    def metric_rows() -> Iterator[tuple]:
+        for cid in ids:
+            for k in range(5):
+                for a, activity in enumerate(ACTIVITIES[:4]):
+                    yield (stable_id(cid, "m", k, a), cid, stable_id(cid, "span", k), "execute",
+                           PREFIXES[k], activity, "seconds", 1.0 + a + k)  # fmt: skip
+
+    def sample_rows() -> Iterator[tuple]:
+        for cid, start in zip(ids, starts, strict=True):
+            for w in range(2):
+                worker = f"tcp://10.0.0.{w + 2}:4000"
+                for n in range(50):
+                    yield (stable_id(cid, "ws", w, n), cid, worker, start + n * 10, 4, 8 * GIB,
+                           GIB + n * 2**20, GIB, 0, 50.0 + n % 40, n % 4, n % 6, 0, 0, 0.0, 0.0,
+                           0.0, 0.0)  # fmt: skip
+
+    def event_rows() -> Iterator[tuple]:
+        for cid, start in zip(ids, starts, strict=True):
+            yield (stable_id(cid, "ev", 0), cid, start, "cluster-started", None, "{}")
+            for w in range(2):
+                yield (stable_id(cid, "ev", w + 1), cid, start + 1, "worker-added",
+                       f"tcp://10.0.0.{w + 2}:4000", "{}")  # fmt: skip
+            yield (stable_id(cid, "ev", 9), cid, start + 500, "cluster-closed", None, "{}")
+
+    def error_rows() -> Iterator[tuple]:
+        for i, (cid, start) in enumerate(zip(ids, starts, strict=True)):
+            if i % 10 == 0:
+                yield (stable_id(cid, "err"), cid, "('store-0909', 3)", start + 550, "store-0909",
+                       "store", stable_id(cid, "tg", 9, 9), "tcp://10.0.0.2:4000",
+                       "OSError('disk full')", "Traceback ...\nOSError: disk full")  # fmt: skip
+
+    def profile_rows() -> Iterator[tuple]:
+        tree = _j(PROFILE_TREE)
+        for cid, start in zip(ids, starts, strict=True):
+            for p in range(2):
+                yield (stable_id(cid, "prof", p), cid, start + p * 300, start + p * 300 + 300,
+                       400, tree)  # fmt: skip
+
+    return {
+        "clusters": cluster_rows(), "computations": computation_rows(),
+        "task_groups": group_rows(), "task_prefixes": prefix_rows(), "spans": span_rows(),
+        "span_metrics": metric_rows(), "worker_samples": sample_rows(), "events": event_rows(),
+        "errors": error_rows(), "profiles": profile_rows(),
+    }  # fmt: skip
+
+
+def _chunks(rows: Iterator[tuple]) -> Iterator[list[tuple]]:
+    chunk: list[tuple] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def load(url: str, streams: dict[str, Iterator[tuple]]) -> dict[str, int]:
+    store = open_store(url)
+    counts = {}
+    raw = store.engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        for name, rows in streams.items():
+            table = s.TABLES[name]
+            columns = [c.name for c in table.columns]
+            quoted = ", ".join(f'"{c}"' for c in columns)
+            n = 0
+            if store.dialect == "postgresql":
+                with cursor.copy(f"COPY {name} ({quoted}) FROM STDIN") as copy:
+                    for row in rows:
+                        copy.write_row(row)
+                        n += 1
+            else:
+                cursor.execute("BEGIN")
+                sql = f"INSERT INTO {name} ({quoted}) VALUES ({', '.join('?' * len(columns))})"
+                for chunk in _chunks(rows):
+                    cursor.executemany(sql, chunk)
+                    n += len(chunk)
+            raw.commit()
+            counts[name] = n
+        cursor.execute("ANALYZE")  # fresh statistics for the query planner
+        raw.commit()
+    finally:
+        raw.close()
+        store.close()
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("url", help="an empty database: sqlite:///path or postgresql://...")
+    parser.add_argument("--clusters", type=int, default=10_000)
+    parser.add_argument("--members", type=int, default=100)
+    parser.add_argument("--weeks", type=int, default=26)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    counts = load(args.url, generate(args.clusters, args.members, args.weeks, args.seed))
+    took = time.perf_counter() - started
+    for name, n in counts.items():
+        print(f"{name:>15}: {n:>10,} rows")
+    total = sum(counts.values())
+    print(f"{total:,} rows in {took:.1f} s ({total / took:,.0f} rows/s)", file=sys.stderr)
+    print(json.dumps({"rows": counts, "seconds": round(took, 2)}))
+
+
+if __name__ == "__main__":
+    main()
