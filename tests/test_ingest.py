@@ -290,12 +290,15 @@ class DaskProcesses:
 def _run_and_die(processes: DaskProcesses) -> tuple[str, dict]:
     """Run 50 tasks, write, then kill the scheduler without warning."""
     processes.start()
-    with Client(processes.address, timeout=30) as client:
-        client.wait_for_workers(1, timeout=30)
-        # a builtin: these processes cannot import the test module
-        assert client.gather(client.map(operator.add, range(50), [1] * 50)) == list(range(1, 51))
-        status = daskscope.flush(client)
-    processes.kill()
+    try:
+        with Client(processes.address, timeout=30) as client:
+            client.wait_for_workers(1, timeout=30)
+            # a builtin: these processes cannot import the test module
+            results = client.gather(client.map(operator.add, range(50), [1] * 50))
+            assert results == list(range(1, 51))
+            status = daskscope.flush(client)
+    finally:
+        processes.kill()
     return status["cluster_id"], status
 
 

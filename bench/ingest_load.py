@@ -1,0 +1,264 @@
+"""Ingest under load: simulated clusters post batches to a real server while a reader
+loads dashboard pages.
+
+For each database (SQLite, a throwaway PostgreSQL), starts ``daskscope serve`` in its
+own process; ``--clusters`` simulated collectors post batches back to back for
+``--seconds``; one reader loads the account and cluster pages' JSON at the same time.
+Then it counts what the store holds against what was acknowledged. Prints accepted
+records/s, p95 ingest and page latency, errors, lost and duplicated records, and ends
+with one line of JSON.
+
+    python bench/ingest_load.py [--seconds 60] [--clusters 20] [--databases sqlite,postgres]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from daskscope.model import (
+    ClusterRecord,
+    SpanMetricRecord,
+    TaskGroupRecord,
+    WorkerSampleRecord,
+)
+from daskscope.store import open_store, table_counts
+from daskscope.wire import encode_batch
+from pgserver import PostgresServer, free_port
+
+GROUPS, METRICS, SAMPLES = 200, 200, 100
+SEQ = "SEQ0000000"  # replaced in the encoded batch: fresh ids without re-encoding
+
+
+def batch_template(cluster: int) -> bytes:
+    """One batch as a real collector sends it: the cluster row, task groups, fine metrics
+    and worker samples; ``SEQ`` in the ids becomes the batch number."""
+    cid = f"load-cluster-{cluster:03d}"
+    now = time.time()
+    records: list[Any] = [
+        ClusterRecord(
+            id=cid,
+            name=f"load {cluster}",
+            account="default",
+            user=f"user{cluster % 5}",
+            scheduler_address=f"tcp://10.0.0.{cluster}:8786",
+            dask_version="2026.8.0",
+            distributed_version="2026.8.0",
+            python_version="3.11.7",
+            started_at=now,
+            last_seen_at=now,
+            workers_peak=4,
+            threads_peak=16,
+            core_seconds=1000.0,
+            tasks_executed=100_000,
+        )
+    ]
+    records += [
+        TaskGroupRecord(
+            id=f"{cid}-tg-{i}-{SEQ}",
+            cluster_id=cid,
+            name=f"inc-{i}-{SEQ}",
+            prefix=f"inc{i % 20}",
+            dependencies=[f"ones-{i}-{SEQ}"],
+            states={"memory": 10},
+            tasks_total=10,
+            tasks_executed=10,
+            nbytes_total=80_000,
+            duration_s=0.05,
+            durations={"compute": 0.04, "transfer": 0.01},
+            types=["numpy.ndarray"],
+            started_at=now,
+            stopped_at=now + 1,
+        )
+        for i in range(GROUPS)
+    ]
+    records += [
+        SpanMetricRecord(
+            id=f"{cid}-m-{i}-{SEQ}",
+            cluster_id=cid,
+            span_id=f"span-{SEQ}",
+            context="execute",
+            prefix=f"inc{i % 20}",
+            activity=f"activity-{i}",
+            unit="seconds",
+            value=0.5,
+        )
+        for i in range(METRICS)
+    ]
+    records += [
+        WorkerSampleRecord(
+            id=f"{cid}-w-{i}-{SEQ}",
+            cluster_id=cid,
+            worker=f"tcp://10.0.1.{i % 4}:40000",
+            sampled_at=now + i,
+            nthreads=4,
+            memory=2**30,
+            cpu_percent=95.0,
+            executing=4,
+            processing=8,
+        )
+        for i in range(SAMPLES)
+    ]
+    return encode_batch(records)
+
+
+RECORDS_PER_BATCH = 1 + GROUPS + METRICS + SAMPLES
+
+
+def start_server(database: str, port: int, log: Path) -> subprocess.Popen:
+    command = [sys.executable, "-m", "daskscope.cli.main", "--database", database]
+    command += ["serve", "--host", "127.0.0.1", "--port", str(port)]
+    process = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    process.kill()
+    raise RuntimeError(f"the server did not start: {log.read_text()[-2000:]}")
+
+
+async def run_load(base: str, clusters: int, seconds: float) -> dict[str, Any]:
+    templates = [batch_template(i) for i in range(clusters)]
+    ingest_latencies: list[float] = []
+    page_latencies: dict[str, list[float]] = {}
+    errors: list[str] = []
+    acknowledged = 0
+    deadline = time.monotonic() + seconds
+    limits = httpx.Limits(max_connections=clusters + 4)
+
+    async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client:
+
+        async def collector(i: int) -> None:
+            nonlocal acknowledged
+            seq = 0
+            while time.monotonic() < deadline:
+                body = templates[i].replace(SEQ.encode(), f"{seq:010d}".encode())
+                seq += 1
+                t0 = time.perf_counter()
+                response = await client.post(
+                    "/api/v1/ingest", content=body, headers={"content-type": "application/json"}
+                )
+                ingest_latencies.append(time.perf_counter() - t0)
+                if response.status_code == 200:
+                    acknowledged += response.json()["records"]
+                else:
+                    errors.append(f"{response.status_code} {response.text[:200]}")
+
+        async def reader() -> None:
+            routes = ["/api/v1/account", "/api/v1/statistics", "/api/v1/usage", "/api/v1/clusters"]
+            routes += [f"/api/v1/clusters/load-cluster-{i:03d}" for i in range(3)]
+            while time.monotonic() < deadline:
+                for route in routes:
+                    t0 = time.perf_counter()
+                    response = await client.get(route)
+                    page_latencies.setdefault(route, []).append(time.perf_counter() - t0)
+                    if response.status_code >= 500:
+                        errors.append(f"{route}: {response.status_code}")
+
+        started = time.perf_counter()
+        await asyncio.gather(reader(), *(collector(i) for i in range(clusters)))
+        elapsed = time.perf_counter() - started
+    return {
+        "elapsed_s": elapsed,
+        "acknowledged": acknowledged,
+        "ingest_latencies": ingest_latencies,
+        "page_latencies": page_latencies,
+        "errors": errors,
+    }
+
+
+def p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=20)[-1] if len(values) >= 2 else values[0]
+
+
+def measure(database: str, label: str, clusters: int, seconds: float, tmp: Path) -> dict:
+    open_store(database).close()
+    port = free_port()
+    server = start_server(database, port, tmp / f"server-{label}.log")
+    try:
+        load = asyncio.run(run_load(f"http://127.0.0.1:{port}", clusters, seconds))
+    finally:
+        server.terminate()
+        server.wait(30)
+    counts = table_counts(open_store(database))
+    # Each batch's rows have fresh ids but the cluster row, which is updated in place.
+    batches = load["acknowledged"] // RECORDS_PER_BATCH
+    expected_rows = batches * (RECORDS_PER_BATCH - 1) + min(batches, clusters)
+    stored_rows = sum(
+        counts[t] for t in ("clusters", "task_groups", "span_metrics", "worker_samples")
+    )
+    pages = [v for values in load["page_latencies"].values() for v in values]
+    return {
+        "database": label,
+        "clusters": clusters,
+        "seconds": round(load["elapsed_s"], 1),
+        "records_per_s": round(load["acknowledged"] / load["elapsed_s"]),
+        "batches": batches,
+        "p95_ingest_ms": round(p95(load["ingest_latencies"]) * 1000, 1),
+        "p95_page_ms": round(p95(pages) * 1000, 1),
+        "page_requests": len(pages),
+        "errors": len(load["errors"]),
+        "first_errors": load["errors"][:3],
+        "lost": max(0, expected_rows - stored_rows),
+        "duplicates": max(0, stored_rows - expected_rows),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--clusters", type=int, default=20)
+    parser.add_argument("--databases", default="sqlite,postgres")
+    args = parser.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        for label in args.databases.split(","):
+            if label == "sqlite":
+                results.append(
+                    measure(f"sqlite:///{tmp / 'load.db'}", label, args.clusters, args.seconds, tmp)
+                )
+            elif label == "postgres":
+                pg = PostgresServer()
+                pg.start()
+                try:
+                    import psycopg
+
+                    with psycopg.connect(f"postgresql://postgres@127.0.0.1:{pg.port}/postgres",
+                                         autocommit=True) as conn:  # fmt: skip
+                        conn.execute("CREATE DATABASE load")
+                    url = f"{pg.url}/load"
+                    results.append(measure(url, label, args.clusters, args.seconds, tmp))
+                finally:
+                    pg.remove()
+            else:
+                raise SystemExit(f"unknown database {label!r}: use sqlite and/or postgres")
+    for r in results:
+        print(
+            f"{r['database']:>8}: {r['records_per_s']:>8,} records/s accepted over {r['seconds']} s"
+            f" from {r['clusters']} clusters | p95 ingest {r['p95_ingest_ms']} ms"
+            f" | p95 page {r['p95_page_ms']} ms ({r['page_requests']} pages)"
+            f" | errors {r['errors']} lost {r['lost']} duplicates {r['duplicates']}"
+        )
+        for error in r["first_errors"]:
+            print(f"          {error}")
+    print(json.dumps({"cpu_count": os.cpu_count(), "results": results}))
+
+
+if __name__ == "__main__":
+    main()
