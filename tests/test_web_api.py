@@ -277,3 +277,40 @@ def test_empty_store(tmp_path: Path) -> None:
     assert "No clusters recorded yet" in get(app, "/").text
     assert "No performance reports uploaded yet" in get(app, "/reports").text
     app.state.store.close()
+
+
+def test_workflow_run_pages(filled: dict[str, Any], tmp_path: Path) -> None:
+    from daskscope import model
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    run = model.WorkflowRunRecord(
+        id="run-0001-web",
+        cluster_id=filled["cluster_id"],
+        name="web test run",
+        backend="local",
+        started_at=filled["now"],
+        stopped_at=filled["now"] + 10,
+        wall_time_s=10.0,
+        chunk_count=2,
+        metrics={"events": 2000, "event_rate_wall_hz": 200.0},
+    )
+    chunks = [
+        model.WorkflowChunkRecord(
+            id=f"chunk-{i}", run_id=run.id, chunk_index=i, events=1000, wall_s=4.0 + i
+        )
+        for i in range(2)
+    ]
+    with open_store(url) as store:
+        write_records(store, [run, *chunks])
+    app = create_app(url)
+    try:
+        listed = get(app, "/api/v1/runs").json()
+        assert [r["id"] for r in listed["runs"]] == [run.id] and listed["message"] is None
+        detail = get(app, "/api/v1/runs/run-0001").json()
+        assert [c["chunk_index"] for c in detail["chunks"]] == [0, 1]
+        page = get(app, f"/runs/{run.id}").text
+        assert "event_rate_wall_hz" in page and f"/clusters/{filled['cluster_id']}" in page
+        assert "web test run" in get(app, "/runs").text
+        get(app, "/api/v1/runs/nope-nope", status=404)
+    finally:
+        app.state.store.close()

@@ -1,18 +1,17 @@
-"""Workflow runs (``/runs``, ``/runs/{id}``).
-
-The workflow-run records (issue 3) are not in the store yet: these pages say so
-honestly, and every run id is unknown (404), until that store module lands.
-"""
+"""Workflow runs (``/runs``, ``/runs/{id}``), read through ``store.runs``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse
 
-from daskscope.web.errors import NotFound
+from daskscope.store import Store
+from daskscope.store.runs import AmbiguousRun, UnknownRun, list_runs, resolve_run_id, run_detail
+from daskscope.web.errors import BadRequest, NotFound
 from daskscope.web.render import page
+from daskscope.web.routes.common import json_response, store_of
 
 __all__ = ["api", "pages"]
 
@@ -20,28 +19,40 @@ pages = APIRouter(include_in_schema=False)
 api = APIRouter(tags=["runs"])
 
 EMPTY = "no workflow runs recorded yet"
+CHUNK_COLUMNS = ("chunk_index", "dataset", "events", "bytes_read", "wall_s", "cpu_s")
 
 
-def _runs() -> list[dict[str, Any]]:
-    return []
+def _runs(store: Store, limit: int) -> list[dict[str, Any]]:
+    return list_runs(store, limit=limit)
+
+
+def _run(store: Store, run_id: str) -> dict[str, Any]:
+    try:
+        return run_detail(store, resolve_run_id(store, run_id))
+    except UnknownRun as exc:
+        raise NotFound(str(exc)) from None
+    except AmbiguousRun as exc:
+        raise BadRequest(str(exc)) from None
 
 
 @pages.get("/runs", response_class=HTMLResponse)
 def runs_page(request: Request) -> HTMLResponse:
-    return page(request, "runs.html", title="Workflow runs", runs=_runs(), empty=EMPTY)
+    runs = _runs(store_of(request), 100)
+    return page(request, "runs.html", title="Workflow runs", runs=runs, empty=EMPTY)
 
 
 @pages.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(request: Request, run_id: str) -> HTMLResponse:
-    raise NotFound(f"no workflow run with id {run_id!r}; {EMPTY}")
+    data = _run(store_of(request), run_id)
+    return page(request, "run.html", title=data["run"]["name"], data=data, columns=CHUNK_COLUMNS)
 
 
 @api.get("/runs", summary="Workflow runs, newest first")
-def runs_json() -> dict[str, Any]:
-    runs = _runs()
-    return {"runs": runs, "message": None if runs else EMPTY}
+def runs_json(request: Request, limit: int = Query(100, ge=1, le=10_000)) -> JSONResponse:
+    runs = _runs(store_of(request), limit)
+    return json_response({"runs": runs, "message": None if runs else EMPTY})
 
 
-@api.get("/runs/{run_id}", summary="One workflow run")
-def run_json(run_id: str) -> dict[str, Any]:
-    raise NotFound(f"no workflow run with id {run_id!r}; {EMPTY}")
+@api.get("/runs/{run_id}", summary="One workflow run with its chunks")
+def run_json(request: Request, run_id: str) -> JSONResponse:
+    return json_response(_run(store_of(request), run_id))
