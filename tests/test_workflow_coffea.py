@@ -3,6 +3,7 @@ ground truth: entries written, uproot's byte counts, chunk tiling, chunk sums.""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,6 @@ pytest.importorskip("coffea")
 uproot = pytest.importorskip("uproot")
 ak = pytest.importorskip("awkward")
 np = pytest.importorskip("numpy")
-
-import itertools
 
 from distributed import Client, LocalCluster  # noqa: E402
 

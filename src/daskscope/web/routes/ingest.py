@@ -53,9 +53,39 @@ async def read_limited_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _batch_schema() -> dict[str, Any]:
+    from daskscope.model import RECORD_TYPES
+    from daskscope.wire import WIRE_VERSION
+
+    record = {
+        "type": "object",
+        "required": ["kind", "data"],
+        "properties": {
+            "kind": {"type": "string", "enum": sorted(RECORD_TYPES)},
+            "data": {"type": "object", "description": "the record's fields (docs/metrics.md)"},
+        },
+    }
+    return {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["version", "records"],
+                    "properties": {
+                        "version": {"type": "integer", "enum": [WIRE_VERSION]},
+                        "records": {"type": "array", "items": record},
+                    },
+                }
+            }
+        },
+    }
+
+
 @api.post(
     "/ingest",
     summary="Store a batch of records from a collector",
+    openapi_extra={"requestBody": _batch_schema()},
     responses={
         400: {"description": "the body is not JSON"},
         413: {"description": "the batch is too large"},
