@@ -35,17 +35,43 @@ def _open_browser(url: str) -> None:
         webbrowser.open(url)
 
 
-def run_server(database: str | None, host: str, port: int, *, open_browser: bool = False) -> None:
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def auth_wanted(choice: bool | None, host: str) -> bool:
+    """Authentication: as asked, else from config ``daskscope.auth`` (``auto``: on
+    unless the server listens on loopback only, the single-user embedded mode)."""
+    if choice is not None:
+        return choice
+    from daskscope import config
+
+    setting = str(config.get("auth", "auto")).lower()
+    if setting == "auto":
+        return host not in LOOPBACK
+    return setting in ("true", "1", "yes", "on")
+
+
+def run_server(
+    database: str | None,
+    host: str,
+    port: int,
+    *,
+    open_browser: bool = False,
+    auth: bool | None = None,
+) -> None:
     """Serve the dashboard until interrupted (Ctrl-C)."""
     _need_web()
     import uvicorn
 
     from daskscope.web import create_app
 
-    app = create_app(database)
+    app = create_app(database, auth=auth_wanted(auth, host))
     shown = "localhost" if host in ("127.0.0.1", "::1") else host
     url = f"http://{shown}:{port}/"
-    click.echo(f"daskscope dashboard of {app.state.store.display_url} at {url} (Ctrl-C stops it)")
+    mode = "tokens required" if app.state.auth else "no authentication"
+    click.echo(
+        f"daskscope dashboard of {app.state.store.display_url} at {url} ({mode}; Ctrl-C stops it)"
+    )
     if open_browser:
         _open_browser(url)
     uvicorn.run(app, host=host, port=port, log_level="warning")
@@ -55,10 +81,18 @@ def run_server(database: str | None, host: str, port: int, *, open_browser: bool
 @click.option("--database", metavar="URL", help="Store URL (overrides the global --database).")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=8787, show_default=True)
+@click.option(
+    "--auth/--no-auth",
+    default=None,
+    help="Require members' tokens (default: config daskscope.auth, 'auto' = on unless "
+    "--host is a loopback address).",
+)
 @click.pass_obj
-def serve_command(state: Any, database: str | None, host: str, port: int) -> None:
+def serve_command(
+    state: Any, database: str | None, host: str, port: int, auth: bool | None
+) -> None:
     """Serve the web dashboard: account and cluster analytics, reports, runs."""
-    run_server(database or state.database, host, port)
+    run_server(database or state.database, host, port, auth=auth)
 
 
 @click.command("upload-report")

@@ -95,20 +95,33 @@ def _plain(row: Any) -> Row:
 
 
 def account_totals(
-    store: Store | sa.Engine, *, since: float | None = None, until: float | None = None
+    store: Store | sa.Engine,
+    *,
+    since: float | None = None,
+    until: float | None = None,
+    account: str | None = None,
 ) -> list[Row]:
     """Totals of the clusters started in ``[since, until)``, one row per account (cost
-    rates are per account); cluster seconds count to the stop, else the last sign of life."""
+    rates are per account); cluster seconds count to the stop, else the last sign of life.
+    ``account`` keeps only that account's row."""
     c = s.clusters.c
     query = _range(sa.select(c.account, *_sums()), since, until).group_by(c.account)
+    if account is not None:
+        query = query.where(c.account == account)
     with as_engine(store).connect() as conn:
         return [_plain(r) for r in conn.execute(query.order_by(c.account))]
 
 
 def weekly_usage(
-    store: Store | sa.Engine, *, since: float | None = None, until: float | None = None
+    store: Store | sa.Engine,
+    *,
+    since: float | None = None,
+    until: float | None = None,
+    account: str | None = None,
+    user: str | None = None,
 ) -> list[Row]:
-    """Per member (user, account) and week: the totals of :func:`account_totals`.
+    """Per member (user, account) and week: the totals of :func:`account_totals`,
+    optionally of one account and/or one member.
 
     Each row has ``week`` (an index) and ``week_start`` (epoch seconds of its Monday);
     a cluster counts in the week it started.
@@ -116,6 +129,10 @@ def weekly_usage(
     c = s.clusters.c
     week = _floor((c.started_at - MONDAY) / WEEK).label("week")
     query = _range(sa.select(c.user, c.account, week, *_sums()), since, until)
+    if account is not None:
+        query = query.where(c.account == account)
+    if user is not None:
+        query = query.where(c.user == user)
     # Only non-negative offsets are binned, so the dialect-specific floor is exact.
     query = query.where(c.started_at >= MONDAY).group_by(c.user, c.account, week)
     rows = []
@@ -135,6 +152,7 @@ def clusters_in_week(
     since: float | None = None,
     until: float | None = None,
     limit: int | None = 100,
+    account: str | None = None,
 ) -> list[Row]:
     """The cluster listing: newest first, optionally one member's and/or one week's.
 
@@ -144,7 +162,7 @@ def clusters_in_week(
     if week_start is not None:
         since = week_start if since is None else max(since, week_start)
         until = week_start + WEEK if until is None else min(until, week_start + WEEK)
-    return list_clusters(store, limit=limit, user=user, since=since, until=until)
+    return list_clusters(store, limit=limit, user=user, since=since, until=until, account=account)
 
 
 def computation_groups(

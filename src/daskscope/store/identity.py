@@ -31,6 +31,7 @@ __all__ = [
 ]
 
 TOKEN_PREFIX = "dsk_"
+_IN_CHUNK = 10_000
 
 accounts = sa.Table(
     "accounts",
@@ -190,3 +191,76 @@ def _valid_name(name: str, what: str) -> str:
     if not name or len(name) > 100 or any(c in name for c in "\n\r\t"):
         raise IdentityError(f"{what} name must be 1 to 100 characters on one line, got {name!r}")
     return name
+
+
+class ForeignRecord(IdentityError):
+    """A record of a batch that would touch another account's data."""
+
+    def __init__(self, index: int, field: str, message: str):
+        super().__init__(f"records[{index}].data.{field}: {message}")
+        self.index = index
+        self.field = field
+
+
+def claim_batch(store: Store, records: list, identity: Identity) -> list:
+    """The batch as ``identity`` may store it: clusters labelled with the token's account
+    and user (whatever the collector claimed), and nothing that belongs to another
+    account — neither a cluster id nor a record id. Raises :class:`ForeignRecord`."""
+    import dataclasses
+
+    from daskscope.model import ClusterRecord
+    from daskscope.store.schema import TABLE_FOR, clusters
+
+    claimed = [
+        dataclasses.replace(r, account=identity.account, user=identity.user)
+        if isinstance(r, ClusterRecord)
+        else r
+        for r in records
+    ]
+    sent_clusters = {r.id for r in claimed if isinstance(r, ClusterRecord)}
+    referenced = {getattr(r, "cluster_id", None) for r in claimed} - {None}
+    with store.engine.connect() as conn:
+        owners = dict(
+            conn.execute(
+                sa.select(clusters.c.id, clusters.c.account).where(
+                    clusters.c.id.in_(sent_clusters | referenced)
+                )
+            ).all()
+        )
+        mine = {cid for cid, account in owners.items() if account == identity.account}
+        for i, record in enumerate(claimed):
+            cid = (
+                record.id
+                if isinstance(record, ClusterRecord)
+                else getattr(record, "cluster_id", None)
+            )
+            field = "id" if isinstance(record, ClusterRecord) else "cluster_id"
+            if cid is None:
+                continue
+            if cid in owners and cid not in mine:
+                raise ForeignRecord(i, field, "this cluster id is taken by another account")
+            if cid not in owners and cid not in sent_clusters:
+                raise ForeignRecord(
+                    i, field, "unknown cluster: send its cluster record first (or in this batch)"
+                )
+        # A record id that exists under another cluster would move that row: refuse it.
+        allowed = mine | sent_clusters
+        for cls, table in TABLE_FOR.items():
+            if cls is ClusterRecord or "cluster_id" not in table.c:
+                continue
+            positions = {r.id: i for i, r in enumerate(claimed) if type(r) is cls}
+            if not positions:
+                continue
+            ids = list(positions)
+            for start in range(0, len(ids), _IN_CHUNK):  # SQLite caps bound parameters
+                clash = conn.execute(
+                    sa.select(table.c.id).where(
+                        table.c.id.in_(ids[start : start + _IN_CHUNK]),
+                        sa.or_(table.c.cluster_id.is_(None), table.c.cluster_id.not_in(allowed)),
+                    )
+                ).first()
+                if clash is not None:
+                    raise ForeignRecord(
+                        positions[clash.id], "id", "this record id belongs to another cluster"
+                    )
+    return claimed

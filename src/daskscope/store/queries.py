@@ -55,12 +55,16 @@ def list_clusters(
         return [_with_duration(r) for r in _rows(conn, query)]
 
 
-def resolve_cluster_id(store: Store | sa.Engine, id_or_prefix: str) -> str:
-    """The full id of the cluster named by an exact id or a unique prefix."""
+def resolve_cluster_id(
+    store: Store | sa.Engine, id_or_prefix: str, *, account: str | None = None
+) -> str:
+    """The full id of the cluster named by an exact id or a unique prefix; with
+    ``account``, only that account's clusters exist for this lookup."""
     c = s.clusters.c
     text = id_or_prefix.strip()
+    scope = c.account == account if account is not None else sa.true()
     with as_engine(store).connect() as conn:
-        if conn.execute(sa.select(c.id).where(c.id == text)).first():
+        if conn.execute(sa.select(c.id).where(c.id == text, scope)).first():
             return text
         if len(text) < MIN_PREFIX:
             raise UnknownCluster(
@@ -69,7 +73,7 @@ def resolve_cluster_id(store: Store | sa.Engine, id_or_prefix: str) -> str:
             )
         query = (
             sa.select(c.id)
-            .where(c.id.startswith(text, autoescape=True))
+            .where(c.id.startswith(text, autoescape=True), scope)
             .order_by(c.id)
             .limit(_MAX_CANDIDATES + 1)
         )

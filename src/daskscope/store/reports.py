@@ -58,9 +58,15 @@ def reports_dir(store: Store) -> Path:
 
 
 def save_report(
-    store: Store, content: bytes, *, name: str, cluster_id: str | None = None
+    store: Store,
+    content: bytes,
+    *,
+    name: str,
+    cluster_id: str | None = None,
+    account: str | None = None,
 ) -> dict[str, Any]:
-    """Store one report; returns its info. Raises ReportTooLarge past the limit."""
+    """Store one report; returns its info. Raises ReportTooLarge past the limit.
+    ``account`` is the uploader's on a server with authentication (None: embedded)."""
     limit = max_report_bytes()
     if len(content) > limit:
         raise ReportTooLarge(f"the report has {len(content)} bytes; the limit is {limit}")
@@ -73,6 +79,7 @@ def save_report(
         "size": len(content),
         "cluster_id": cluster_id or None,
         "uploaded_at": time.time(),
+        "account": account,
     }
     # Write the HTML first and the metadata last (atomically): a report is listed only
     # once both exist.
@@ -83,19 +90,25 @@ def save_report(
     return info
 
 
-def report_info(store: Store, report_id: str) -> dict[str, Any] | None:
-    """The report's info, or None for an unknown (or malformed) id."""
+def report_info(
+    store: Store, report_id: str, *, account: str | None = None
+) -> dict[str, Any] | None:
+    """The report's info, or None for an unknown (or malformed) id, or one that is not
+    ``account``'s when an account is given."""
     if not _ID.match(report_id):
         return None
     path = reports_dir(store) / f"{report_id}.json"
     try:
-        return json.loads(path.read_text())
+        info = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    if account is not None and info.get("account") != account:
+        return None
+    return info
 
 
-def read_report(store: Store, report_id: str) -> bytes | None:
-    if report_info(store, report_id) is None:
+def read_report(store: Store, report_id: str, *, account: str | None = None) -> bytes | None:
+    if report_info(store, report_id, account=account) is None:
         return None
     try:
         return (reports_dir(store) / f"{report_id}.html").read_bytes()
@@ -103,14 +116,14 @@ def read_report(store: Store, report_id: str) -> bytes | None:
         return None
 
 
-def list_reports(store: Store) -> list[dict[str, Any]]:
-    """All reports, newest first."""
+def list_reports(store: Store, *, account: str | None = None) -> list[dict[str, Any]]:
+    """All reports (or ``account``'s), newest first."""
     folder = reports_dir(store)
     if not folder.is_dir():
         return []
     found = []
     for path in folder.glob("*.json"):
-        info = report_info(store, path.stem)
+        info = report_info(store, path.stem, account=account)
         if info is not None:
             found.append(info)
     return sorted(found, key=lambda r: r["uploaded_at"], reverse=True)

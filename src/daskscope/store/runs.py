@@ -31,26 +31,41 @@ class AmbiguousRun(StoreError, LookupError):
 
 
 def list_runs(
-    store: Store | sa.Engine, *, limit: int | None = 100, cluster_id: str | None = None
+    store: Store | sa.Engine,
+    *,
+    limit: int | None = 100,
+    cluster_id: str | None = None,
+    account: str | None = None,
 ) -> list[Row]:
-    """Workflow runs, newest first (``ix_workflow_runs_started_at``)."""
+    """Workflow runs, newest first (``ix_workflow_runs_started_at``); with ``account``,
+    only runs on that account's clusters."""
     c = s.workflow_runs.c
     query = sa.select(s.workflow_runs).order_by(c.started_at.desc(), c.id.desc())
     if cluster_id is not None:
         query = query.where(c.cluster_id == cluster_id)
+    if account is not None:
+        query = query.where(c.cluster_id.in_(_account_clusters(account)))
     if limit is not None:
         query = query.limit(limit)
     with as_engine(store).connect() as conn:
         return [dict(r._mapping) for r in conn.execute(query)]
 
 
-def resolve_run_id(store: Store | sa.Engine, id_or_prefix: str) -> str:
-    """The full id of the run named by an exact id or a unique prefix."""
+def _account_clusters(account: str) -> sa.Select:
+    return sa.select(s.clusters.c.id).where(s.clusters.c.account == account)
+
+
+def resolve_run_id(
+    store: Store | sa.Engine, id_or_prefix: str, *, account: str | None = None
+) -> str:
+    """The full id of the run named by an exact id or a unique prefix; with ``account``,
+    only runs on that account's clusters exist for this lookup."""
     c = s.workflow_runs.c
     text = id_or_prefix.strip()
     hint = "`daskscope runs` lists them"
+    scope = c.cluster_id.in_(_account_clusters(account)) if account is not None else sa.true()
     with as_engine(store).connect() as conn:
-        if conn.execute(sa.select(c.id).where(c.id == text)).first():
+        if conn.execute(sa.select(c.id).where(c.id == text, scope)).first():
             return text
         if len(text) < MIN_PREFIX:
             raise UnknownRun(
@@ -60,7 +75,7 @@ def resolve_run_id(store: Store | sa.Engine, id_or_prefix: str) -> str:
         found = list(
             conn.execute(
                 sa.select(c.id)
-                .where(c.id.startswith(text, autoescape=True))
+                .where(c.id.startswith(text, autoescape=True), scope)
                 .order_by(c.id)
                 .limit(_MAX_CANDIDATES + 1)
             ).scalars()

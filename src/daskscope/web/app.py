@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from daskscope.store import Store, open_store
 from daskscope.web import errors
+from daskscope.web.auth import authenticate
+from daskscope.web.auth import pages as login_pages
 from daskscope.web.routes import account, assets, clusters, ingest, reports, runs
 
 __all__ = ["create_app"]
@@ -16,9 +18,10 @@ __all__ = ["create_app"]
 API_PREFIX = "/api/v1"
 
 
-def create_app(database: str | Store | None = None) -> FastAPI:
+def create_app(database: str | Store | None = None, *, auth: bool = False) -> FastAPI:
     """An app serving the store at ``database`` (a URL, an open Store, or the
-    configured default). The store is opened (and migrated) here, once."""
+    configured default). The store is opened (and migrated) here, once. With ``auth``
+    every route but the login page and static files needs a member's token."""
     store = database if isinstance(database, Store) else open_store(database)
     app = FastAPI(
         title="daskscope",
@@ -26,11 +29,14 @@ def create_app(database: str | Store | None = None) -> FastAPI:
         version="0.1.0",
         docs_url="/api/docs",
         redoc_url=None,
+        dependencies=[Depends(authenticate)],
     )
     app.state.store = store
+    app.state.auth = auth
     errors.install(app)
     static = Path(__file__).with_name("static")
     app.mount("/static", StaticFiles(directory=static), name="static")
+    app.include_router(login_pages)
     for module in (assets, account, clusters, runs, reports, ingest):
         app.include_router(module.pages)
         app.include_router(module.api, prefix=API_PREFIX)

@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from daskscope.store import AmbiguousCluster, UnknownCluster
@@ -17,6 +17,7 @@ __all__ = [
     "HTTPError",
     "NotFound",
     "PayloadTooLarge",
+    "Unauthorized",
     "handle_exception",
     "install",
 ]
@@ -36,6 +37,11 @@ class HTTPError(Exception):
 class BadRequest(HTTPError):
     status = 400
     title = "Bad request"
+
+
+class Unauthorized(HTTPError):
+    status = 401
+    title = "Log in first"
 
 
 class NotFound(HTTPError):
@@ -79,6 +85,11 @@ async def handle_exception(request: Request, exc: Exception) -> Response:
         import logging
 
         logging.getLogger("daskscope.web").exception("error serving %s", request.url.path)
+    if isinstance(error, Unauthorized) and not _wants_json(request):
+        from urllib.parse import quote
+
+        target = quote(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
+        return RedirectResponse(f"/login?next={target}", status_code=303)
     if _wants_json(request):
         body = {"error": {"status": error.status, "title": error.title, "message": error.message}}
         return JSONResponse(body, status_code=error.status)

@@ -94,7 +94,13 @@ def environment() -> jinja2.Environment:
 
 def render_page(request: Request, template: str, **context: Any) -> str:
     nav = request.url.path.split("/")[1] if request.url.path != "/" else ""
-    return environment().get_template(template).render(request=request, nav=nav, **context)
+    # The viewer is unset when a request failed before authentication (unknown route)
+    viewer = getattr(request.state, "viewer", None)
+    return (
+        environment()
+        .get_template(template)
+        .render(request=request, nav=nav, viewer=viewer, **context)
+    )
 
 
 def page(request: Request, template: str, **context: Any) -> HTMLResponse:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -19,6 +20,7 @@ from daskscope.store.analytics import (
     clusters_in_week,
     weekly_usage,
 )
+from daskscope.web.auth import viewer_of
 from daskscope.web.errors import BadRequest
 from daskscope.web.render import page
 from daskscope.web.routes.common import json_response, store_of
@@ -45,24 +47,51 @@ def _range(days: int, since: float | None, until: float | None) -> dict[str, Any
     return {"since": since, "until": until, "days": days}
 
 
-def statistics(store: Store, since: float | None, until: float | None) -> dict[str, Any]:
-    return account_statistics(account_totals(store, since=since, until=until))
+@dataclass(frozen=True)
+class Scope:
+    """What one viewer may see: one account (None: all), and whose usage (None: every
+    member's; a member who is not an admin sees only their own)."""
+
+    account: str | None = None
+    usage_of: str | None = None
 
 
-def usage(store: Store, weeks: int) -> dict[str, Any]:
+def scope_of(request: Request) -> Scope:
+    viewer = viewer_of(request)
+    if viewer is None:
+        return Scope()
+    return Scope(account=viewer.account, usage_of=None if viewer.is_admin else viewer.user)
+
+
+def statistics(
+    store: Store, since: float | None, until: float | None, scope: Scope = Scope()
+) -> dict[str, Any]:
+    totals = account_totals(store, since=since, until=until, account=scope.account)
+    return account_statistics(totals)
+
+
+def usage(store: Store, weeks: int, scope: Scope = Scope()) -> dict[str, Any]:
     this_week = math.floor((time.time() - MONDAY) / WEEK)
     since = MONDAY + (this_week - weeks + 1) * WEEK
-    data = member_usage(weekly_usage(store, since=since))
-    return {**data, "since": since, "weeks_shown": weeks}
+    rows = weekly_usage(store, since=since, account=scope.account, user=scope.usage_of)
+    return {**member_usage(rows), "since": since, "weeks_shown": weeks}
 
 
 def listing(
-    store: Store, *, user: str | None, week_start: float | None, limit: int
+    store: Store,
+    *,
+    user: str | None,
+    week_start: float | None,
+    limit: int,
+    scope: Scope = Scope(),
 ) -> list[dict[str, Any]]:
     """The listing's columns for each cluster, newest first, cost priced per account."""
     rates: dict[str, Any] = {}
     rows = []
-    for c in clusters_in_week(store, user=user, week_start=week_start, limit=limit):
+    found = clusters_in_week(
+        store, user=user, week_start=week_start, limit=limit, account=scope.account
+    )
+    for c in found:
         account = c["account"]
         if account not in rates:
             rates[account] = cost_rates(account)
@@ -89,14 +118,20 @@ def listing(
 
 
 def account_data(
-    store: Store, *, days: int, since: float | None, until: float | None, weeks: int
+    store: Store,
+    *,
+    days: int,
+    since: float | None,
+    until: float | None,
+    weeks: int,
+    scope: Scope = Scope(),
 ) -> dict[str, Any]:
     chosen = _range(days, since, until)
     return {
         "range": chosen,
-        "statistics": statistics(store, chosen["since"], chosen["until"]),
-        "usage": usage(store, weeks),
-        "clusters": listing(store, user=None, week_start=None, limit=100),
+        "statistics": statistics(store, chosen["since"], chosen["until"], scope),
+        "usage": usage(store, weeks, scope),
+        "clusters": listing(store, user=None, week_start=None, limit=100, scope=scope),
     }
 
 
@@ -108,7 +143,14 @@ def account_page(
     until: float | None = UNTIL,
     weeks: int = WEEKS,
 ) -> HTMLResponse:
-    data = account_data(store_of(request), days=days, since=since, until=until, weeks=weeks)
+    data = account_data(
+        store_of(request),
+        days=days,
+        since=since,
+        until=until,
+        weeks=weeks,
+        scope=scope_of(request),
+    )
     return page(request, "account.html", title="Account", data=data)
 
 
@@ -121,7 +163,14 @@ def account_json(
     weeks: int = WEEKS,
 ) -> dict[str, Any]:
     return json_response(
-        account_data(store_of(request), days=days, since=since, until=until, weeks=weeks)
+        account_data(
+            store_of(request),
+            days=days,
+            since=since,
+            until=until,
+            weeks=weeks,
+            scope=scope_of(request),
+        )
     )
 
 
@@ -136,14 +185,16 @@ def statistics_json(
     return json_response(
         {
             "range": chosen,
-            "statistics": statistics(store_of(request), chosen["since"], chosen["until"]),
+            "statistics": statistics(
+                store_of(request), chosen["since"], chosen["until"], scope_of(request)
+            ),
         }
     )
 
 
 @api.get("/usage", summary="Weekly cluster time, compute time and cost per member")
 def usage_json(request: Request, weeks: int = WEEKS) -> JSONResponse:
-    return json_response(usage(store_of(request), weeks))
+    return json_response(usage(store_of(request), weeks, scope_of(request)))
 
 
 @api.get("/clusters", summary="The cluster listing, optionally one member's week")
@@ -153,5 +204,11 @@ def clusters_json(
     week_start: float | None = WEEK_START,
     limit: int = LIMIT,
 ) -> dict[str, Any]:
-    rows = listing(store_of(request), user=user, week_start=week_start, limit=limit)
+    rows = listing(
+        store_of(request),
+        user=user,
+        week_start=week_start,
+        limit=limit,
+        scope=scope_of(request),
+    )
     return json_response({"user": user, "week_start": week_start, "clusters": rows})

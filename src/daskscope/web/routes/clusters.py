@@ -14,12 +14,12 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from daskscope.analysis import cluster_statistics, cost_rates, fine_metrics_table, span_tree
 from daskscope.analysis.flamegraph import icicle, merge_trees
 from daskscope.analysis.graph import ACTIVITY_COLOURS, task_group_graph
-from daskscope.store import Store, cluster_detail, profile_trees, resolve_cluster_id
+from daskscope.store import Store, cluster_detail, profile_trees
 from daskscope.store import worker_samples as load_worker_samples
 from daskscope.store.analytics import computation_groups, span_rows, worker_events
 from daskscope.web.errors import NotFound
 from daskscope.web.render import page
-from daskscope.web.routes.common import json_response, store_of
+from daskscope.web.routes.common import json_response, store_of, visible_cluster_id
 
 __all__ = ["api", "pages"]
 
@@ -52,8 +52,8 @@ def _flatten_spans(nodes: list[dict[str, Any]], depth: int = 0) -> list[dict[str
     return out
 
 
-def cluster_data(store: Store, id_or_prefix: str) -> dict[str, Any]:
-    cluster_id = resolve_cluster_id(store, id_or_prefix)
+def cluster_data(store: Store, cluster_id: str) -> dict[str, Any]:
+    """Everything on a cluster's page; ``cluster_id`` is resolved (and access-checked)."""
     detail = cluster_detail(store, cluster_id)
     cluster = detail["cluster"]
     comps = detail["computations"]
@@ -82,19 +82,19 @@ def cluster_data(store: Store, id_or_prefix: str) -> dict[str, Any]:
 
 @pages.get("/clusters/{cluster_id}", response_class=HTMLResponse)
 def cluster_page(request: Request, cluster_id: str) -> HTMLResponse:
-    data = cluster_data(store_of(request), cluster_id)
+    data = cluster_data(store_of(request), visible_cluster_id(request, cluster_id))
     return page(request, "cluster.html", title=data["cluster"]["name"], data=data)
 
 
 @api.get("/clusters/{cluster_id}", summary="Everything on one cluster's page")
 def cluster_json(request: Request, cluster_id: str) -> JSONResponse:
-    return json_response(cluster_data(store_of(request), cluster_id))
+    return json_response(cluster_data(store_of(request), visible_cluster_id(request, cluster_id)))
 
 
 @api.get("/clusters/{cluster_id}/workers", summary="Worker samples over time, and losses")
 def workers_json(request: Request, cluster_id: str) -> JSONResponse:
     store = store_of(request)
-    cluster_id = resolve_cluster_id(store, cluster_id)
+    cluster_id = visible_cluster_id(request, cluster_id)
     series: dict[str, dict[str, list[Any]]] = {}
     for row in load_worker_samples(store, cluster_id):
         s = series.setdefault(
@@ -121,7 +121,7 @@ def workers_json(request: Request, cluster_id: str) -> JSONResponse:
 )
 def graph_json(request: Request, cluster_id: str, computation_id: str) -> JSONResponse:
     store = store_of(request)
-    cluster_id = resolve_cluster_id(store, cluster_id)
+    cluster_id = visible_cluster_id(request, cluster_id)
     found = computation_groups(store, cluster_id, computation_id)
     if found is None:
         raise NotFound(f"cluster {cluster_id} has no computation {computation_id!r}")
@@ -147,7 +147,7 @@ def profile_json(
     computation: str | None = Query(None, description="Only the windows of this computation."),
 ) -> dict[str, Any]:
     store = store_of(request)
-    cluster_id = resolve_cluster_id(store, cluster_id)
+    cluster_id = visible_cluster_id(request, cluster_id)
     start = stop = None
     if computation is not None:
         found = computation_groups(store, cluster_id, computation)
@@ -175,7 +175,7 @@ def metrics_json(
     tag: str | None = Query(None, description='Only spans with this tag, e.g. "data load".'),
 ) -> dict[str, Any]:
     store = store_of(request)
-    cluster_id = resolve_cluster_id(store, cluster_id)
+    cluster_id = visible_cluster_id(request, cluster_id)
     spans, metrics = span_rows(store, cluster_id)
     return json_response(
         {

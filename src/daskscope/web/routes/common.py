@@ -7,13 +7,26 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
-from daskscope.store import Store
+from daskscope.store import Store, resolve_cluster_id
+from daskscope.web.auth import viewer_of
 
-__all__ = ["json_response", "store_of"]
+__all__ = ["account_scope", "json_response", "store_of", "visible_cluster_id"]
 
 
 def store_of(request: Request) -> Store:
     return request.app.state.store
+
+
+def account_scope(request: Request) -> str | None:
+    """The only account whose data this request may see; None: every account."""
+    viewer = viewer_of(request)
+    return viewer.account if viewer is not None else None
+
+
+def visible_cluster_id(request: Request, id_or_prefix: str) -> str:
+    """The full id of a cluster the viewer may see. A cluster of another account is
+    answered exactly like one that does not exist (404), so ids leak nothing."""
+    return resolve_cluster_id(store_of(request), id_or_prefix, account=account_scope(request))
 
 
 def json_response(data: Any) -> JSONResponse:

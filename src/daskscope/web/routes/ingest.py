@@ -15,6 +15,8 @@ from starlette.concurrency import run_in_threadpool
 
 from daskscope import config
 from daskscope.store import WriteFailed, write_records
+from daskscope.store.identity import ForeignRecord, claim_batch
+from daskscope.web.auth import viewer_of
 from daskscope.web.errors import BadRequest, HTTPError, PayloadTooLarge
 from daskscope.web.routes.common import store_of
 from daskscope.wire import WireError, decode_batch
@@ -28,6 +30,11 @@ api = APIRouter(tags=["ingest"])
 class UnprocessableBatch(HTTPError):
     status = 422
     title = "Batch refused"
+
+
+class ConflictingBatch(HTTPError):
+    status = 409
+    title = "Batch conflicts with stored data"
 
 
 class StoreUnavailable(HTTPError):
@@ -89,6 +96,8 @@ def _batch_schema() -> dict[str, Any]:
     responses={
         400: {"description": "the body is not JSON"},
         413: {"description": "the batch is too large"},
+        401: {"description": "a token is needed (servers with authentication)"},
+        409: {"description": "a record belongs to another account; the message names it"},
         422: {"description": "a record is invalid; the message names the field"},
         503: {"description": "the store is unavailable; retry later"},
     },
@@ -97,6 +106,13 @@ async def ingest(request: Request) -> dict[str, Any]:
     body = await read_limited_body(request, max_batch_bytes())
     # parsing and validating thousands of records takes a while: not on the event loop
     records = await run_in_threadpool(parse_batch, body)
+    viewer = viewer_of(request)
+    if viewer is not None:
+        # the token, not the collector, says whose clusters these are
+        try:
+            records = await run_in_threadpool(claim_batch, store_of(request), records, viewer)
+        except ForeignRecord as exc:
+            raise ConflictingBatch(str(exc)) from None
     try:
         stored = await run_in_threadpool(write_records, store_of(request), records)
     except WriteFailed as exc:

@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from daskscope.store import Store, resolve_cluster_id
+from daskscope.store import Store
 from daskscope.store.reports import (
     ReportTooLarge,
     list_reports,
@@ -25,7 +25,7 @@ from daskscope.store.reports import (
 )
 from daskscope.web.errors import BadRequest, HTTPError, NotFound, PayloadTooLarge
 from daskscope.web.render import page
-from daskscope.web.routes.common import store_of
+from daskscope.web.routes.common import account_scope, store_of, visible_cluster_id
 
 __all__ = ["REPORT_CSP", "api", "pages"]
 
@@ -68,17 +68,21 @@ async def _receive_upload(request: Request, store: Store) -> dict[str, Any]:
     cluster = form.get("cluster")
     cluster_id = None
     if isinstance(cluster, str) and cluster.strip():
-        cluster_id = resolve_cluster_id(store, cluster.strip())
+        cluster_id = visible_cluster_id(request, cluster.strip())
     try:
         return save_report(
-            store, content, name=upload.filename or "report.html", cluster_id=cluster_id
+            store,
+            content,
+            name=upload.filename or "report.html",
+            cluster_id=cluster_id,
+            account=account_scope(request),
         )
     except ReportTooLarge as exc:
         raise PayloadTooLarge(str(exc)) from None
 
 
-def _info(store: Store, report_id: str) -> dict[str, Any]:
-    info = report_info(store, report_id)
+def _info(request: Request, report_id: str) -> dict[str, Any]:
+    info = report_info(store_of(request), report_id, account=account_scope(request))
     if info is None:
         raise NotFound(f"no performance report with id {report_id!r}")
     return info
@@ -91,7 +95,7 @@ def reports_page(request: Request) -> HTMLResponse:
         request,
         "reports.html",
         title="Performance reports",
-        reports=list_reports(store),
+        reports=list_reports(store, account=account_scope(request)),
         limit=max_report_bytes(),
     )
 
@@ -104,13 +108,13 @@ async def upload_from_page(request: Request) -> RedirectResponse:
 
 @pages.get("/reports/{report_id}", response_class=HTMLResponse)
 def report_page(request: Request, report_id: str) -> HTMLResponse:
-    info = _info(store_of(request), report_id)
+    info = _info(request, report_id)
     return page(request, "report.html", title=info["name"], report=info)
 
 
 @pages.get("/reports/{report_id}/raw")
 def report_raw(request: Request, report_id: str) -> Response:
-    content = read_report(store_of(request), report_id)
+    content = read_report(store_of(request), report_id, account=account_scope(request))
     if content is None:
         raise NotFound(f"no performance report with id {report_id!r}")
     return Response(
@@ -129,7 +133,8 @@ def report_raw(request: Request, report_id: str) -> Response:
 @api.get("/reports", summary="Uploaded performance reports, newest first")
 def reports_json(request: Request) -> dict[str, Any]:
     store = store_of(request)
-    return {"reports": list_reports(store), "max_bytes": max_report_bytes()}
+    reports = list_reports(store, account=account_scope(request))
+    return {"reports": reports, "max_bytes": max_report_bytes()}
 
 
 @api.post(
@@ -146,5 +151,5 @@ async def upload_json(request: Request) -> JSONResponse:
 
 @api.get("/reports/{report_id}", summary="One report's details")
 def report_json(request: Request, report_id: str) -> dict[str, Any]:
-    info = _info(store_of(request), report_id)
+    info = _info(request, report_id)
     return {**info, "url": f"/reports/{report_id}", "raw_url": f"/reports/{report_id}/raw"}
