@@ -1,8 +1,10 @@
 """Ingest under load: simulated clusters post batches to a real server while a reader
 loads dashboard pages.
 
-For each database (SQLite, a throwaway PostgreSQL), starts ``daskscope serve`` in its
-own process; ``--clusters`` simulated collectors post batches back to back for
+For each database (SQLite, a throwaway PostgreSQL), starts ``daskscope serve --auth`` in
+its own process (a team server: every request carries a member's token, and ingest
+checks which account each cluster belongs to); ``--clusters`` simulated collectors post
+batches back to back for
 ``--seconds``; one reader loads the account and cluster pages' JSON at the same time.
 Then it counts what the store holds against what was acknowledged. Prints accepted
 records/s, p95 ingest and page latency, errors, lost and duplicated records, and ends
@@ -35,6 +37,7 @@ from daskscope.model import (
     WorkerSampleRecord,
 )
 from daskscope.store import open_store, table_counts
+from daskscope.store.identity import add_user, create_account, create_token
 from daskscope.wire import encode_batch
 from pgserver import PostgresServer, free_port
 
@@ -119,7 +122,7 @@ RECORDS_PER_BATCH = 1 + GROUPS + METRICS + SAMPLES
 
 def start_server(database: str, port: int, log: Path) -> subprocess.Popen:
     command = [sys.executable, "-m", "daskscope.cli.main", "--database", database]
-    command += ["serve", "--host", "127.0.0.1", "--port", str(port)]
+    command += ["serve", "--host", "127.0.0.1", "--port", str(port), "--auth"]
     process = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -132,7 +135,7 @@ def start_server(database: str, port: int, log: Path) -> subprocess.Popen:
     raise RuntimeError(f"the server did not start: {log.read_text()[-2000:]}")
 
 
-async def run_load(base: str, clusters: int, seconds: float) -> dict[str, Any]:
+async def run_load(base: str, token: str, clusters: int, seconds: float) -> dict[str, Any]:
     templates = [batch_template(i) for i in range(clusters)]
     ingest_latencies: list[float] = []
     page_latencies: dict[str, list[float]] = {}
@@ -141,7 +144,10 @@ async def run_load(base: str, clusters: int, seconds: float) -> dict[str, Any]:
     deadline = time.monotonic() + seconds
     limits = httpx.Limits(max_connections=clusters + 4)
 
-    async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(
+        base_url=base, timeout=60, limits=limits, headers=headers
+    ) as client:
 
         async def collector(i: int) -> None:
             nonlocal acknowledged
@@ -187,11 +193,14 @@ def p95(values: list[float]) -> float:
 
 
 def measure(database: str, label: str, clusters: int, seconds: float, tmp: Path) -> dict:
-    open_store(database).close()
+    with open_store(database) as store:
+        create_account(store, "default")
+        add_user(store, "loadtest", account="default")
+        token = create_token(store, "loadtest")
     port = free_port()
     server = start_server(database, port, tmp / f"server-{label}.log")
     try:
-        load = asyncio.run(run_load(f"http://127.0.0.1:{port}", clusters, seconds))
+        load = asyncio.run(run_load(f"http://127.0.0.1:{port}", token, clusters, seconds))
     finally:
         server.terminate()
         server.wait(30)
