@@ -345,3 +345,34 @@ def test_the_spool_delivers_on_the_next_scheduler_start(tmp_path: Path) -> None:
             second.kill()
     finally:
         server.stop()
+
+
+def count_events(start: int, stop: int) -> int:
+    from daskscope.workflow import current_chunk
+
+    chunk = current_chunk()
+    if chunk is not None:
+        chunk.report_events(stop - start)
+    return stop - start
+
+
+def test_workflow_runs_reach_the_server_too(server: Server, tmp_path: Path) -> None:
+    from daskscope import MetricsCollector, track_metrics
+    from daskscope.store.runs import list_runs, run_detail
+
+    tracked = track_metrics(count_events)
+    settings = {"daskscope.server": server.url, "daskscope.spool-dir": str(tmp_path / "spool")}
+    with (
+        dask.config.set(settings),
+        LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
+        with MetricsCollector(client, name="to the server") as collector:
+            futures = client.map(tracked, [0, 10, 20], [10, 20, 25])
+            assert sum(client.gather(futures)) == 25
+        run_id = collector.wait_stored()
+    store = open_store(server.database)
+    assert [r["id"] for r in list_runs(store)] == [run_id]
+    detail = run_detail(store, run_id)
+    assert detail["run"]["name"] == "to the server"
+    assert sum(c["events"] for c in detail["chunks"]) == 25

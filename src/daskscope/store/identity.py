@@ -256,7 +256,7 @@ def claim_batch(store: Store, records: list, identity: Identity) -> list:
                 clash = conn.execute(
                     sa.select(table.c.id).where(
                         table.c.id.in_(ids[start : start + _IN_CHUNK]),
-                        sa.or_(table.c.cluster_id.is_(None), table.c.cluster_id.not_in(allowed)),
+                        table.c.cluster_id.not_in(allowed),
                     )
                 ).first()
                 if clash is not None:

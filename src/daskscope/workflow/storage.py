@@ -68,11 +68,29 @@ def run_records(run: WorkflowRun) -> list[WorkflowRunRecord | WorkflowChunkRecor
 
 
 def store_run(run: WorkflowRun, database: str | None = None) -> int:
-    """Upsert the run and its chunks into the store at ``database``."""
+    """Upsert the run and its chunks into the store at ``database``; with no database
+    given and a daskscope server configured (``daskscope.server``), send them there
+    (spooled on disk while the server is away, like the cluster recorder's batches)."""
+    from daskscope import config
+
+    records = run_records(run)
+    if database is None and config.get("server"):
+        from daskscope.collector.http_sink import HttpSink
+
+        sink = HttpSink(
+            config.get("server"),
+            config.get("token"),
+            config.get("spool-dir") or config.default_spool_dir(),
+        )
+        try:
+            sink.write(records)
+        finally:
+            sink.close()
+        return len(records)
     from daskscope.store import open_store, write_records
 
     with open_store(database) as store:
-        return write_records(store, run_records(run))
+        return write_records(store, records)
 
 
 @atexit.register
