@@ -3,9 +3,11 @@
 Runs interleaved pairs (with/without, order alternating) of a graph of small tasks on a
 fresh ``LocalCluster(processes=True)`` each time, recording everything (spans, worker
 samples every 0.5 s, profiles every 2 s, writes every 1 s) into an SQLite store. Prints
-per-pair timings, the median wall-time and scheduler-process CPU ratios, the transition
-hook's cost per call, the store's write throughput and the plugin's peak memory over a
-100,000-task run, and ends with one line of JSON holding these figures.
+per-pair timings, the median wall-time and scheduler-process CPU ratios, daskscope's own
+work per task (hooks, periodic snapshots, writer thread: measured directly, since wall
+times on a shared machine are noisier than the effect), the transition hook's cost, the
+store's write throughput and the plugin's peak memory over a 100,000-task run, and ends
+with one line of JSON holding these figures.
 
     python bench/overhead.py [--tasks 20000] [--pairs 5]
 """
@@ -23,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from distributed import Client, LocalCluster, span
+import dask
+from distributed import Client, LocalCluster, SchedulerPlugin, span
 
 import daskscope
 from daskscope.collector.plugin import DaskscopePlugin
@@ -55,9 +58,15 @@ def workload(n_tasks: int) -> tuple[dict[str, Any], str]:
     return graph, layer[0]
 
 
+#: Same for both arms: no root-task queuing, so that the scheduler's CPU, which is what
+#: daskscope adds to, bounds the run rather than round trips to the workers.
+DASK_CONFIG = {"distributed.scheduler.worker-saturation": float("inf")}
+
+
 def one_run(n_tasks: int, url: str | None) -> dict[str, float]:
     graph, root = workload(n_tasks)
     with (
+        dask.config.set(DASK_CONFIG),
         LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
         ) as cluster,
@@ -72,13 +81,27 @@ def one_run(n_tasks: int, url: str | None) -> dict[str, float]:
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         leaves = n_tasks * 15 // 16
         assert result == leaves * (leaves + 1) // 2
-        written = daskscope.flush(client, wait_for_metrics=False) if url else None
+        info = daskscope.flush(client, wait_for_metrics=False) if url else {}
     return {
         "wall_s": wall,
         "cpu_s": cpu,
         "tasks": len(graph),
-        "records_written": written["records_written"] if written else 0,
+        "records_written": info.get("records_written", 0),
+        "loop_s": info.get("loop_seconds", 0.0),
+        "writer_cpu_s": info.get("writer_cpu_seconds", 0.0),
     }
+
+
+class CountTransitions(SchedulerPlugin):
+    """How many times a plugin's transition hook is called per task in this graph."""
+
+    name = "count-transitions"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def transition(self, *args: Any, **kwargs: Any) -> None:
+        self.calls += 1
 
 
 def deep_size(obj: Any, seen: set[int] | None = None) -> int:
@@ -127,6 +150,8 @@ async def peak_memory_run(n_tasks: int, url: str) -> dict[str, Any]:
     ):
         await daskscope.register(client, database=url, **RECORD_EVERYTHING)
         plugin = cluster.scheduler.plugins["daskscope"]
+        counter = CountTransitions()
+        cluster.scheduler.add_plugin(counter)
         peak = 0
         done = False
 
@@ -146,7 +171,12 @@ async def peak_memory_run(n_tasks: int, url: str) -> dict[str, Any]:
         await sampler
         hook = time_transition_hook(plugin, cluster.scheduler)
         await daskscope.flush(client, wait_for_metrics=False)
-    return {"tasks": tasks, "peak_bytes": peak, **hook}
+    return {
+        "tasks": tasks,
+        "peak_bytes": peak,
+        "transitions_per_task": counter.calls / tasks,
+        **hook,
+    }
 
 
 def time_transition_hook(plugin: DaskscopePlugin, scheduler: Any, calls: int = 200_000) -> dict:
@@ -254,7 +284,14 @@ def main() -> None:
         )
         per_task_us = statistics.median(r["without"]["wall_s"] / tasks * 1e6 for r in rows)
 
+        # daskscope's own work per task, measured rather than inferred from wall times
+        loop_us = statistics.median(r["with"]["loop_s"] / tasks * 1e6 for r in rows)
+        writer_us = statistics.median(r["with"]["writer_cpu_s"] / tasks * 1e6 for r in rows)
         memory = asyncio.run(peak_memory_run(args.memory_tasks, url))
+        # every call pays the filter; one call per task (processing→memory) also counts
+        hook_us = (memory["transitions_per_task"] - 1) * memory["hook_filtered_us"] + memory[
+            "hook_counting_us"
+        ]
         throughput = store_throughput(f"sqlite:///{Path(tmp) / 'throughput.db'}")
 
     print(f"median wall ratio (with/without):      {wall_ratio:.3f}")
@@ -264,6 +301,12 @@ def main() -> None:
     print(
         f"transition hook, filtered / counting:  {memory['hook_filtered_us']:.2f} / "
         f"{memory['hook_counting_us']:.2f} µs per call"
+    )
+    print(f"transition hook calls per task:        {memory['transitions_per_task']:.2f}")
+    print(
+        f"daskscope's own work per task:         {hook_us:.2f} µs hooks + {loop_us:.2f} µs "
+        f"periodic snapshots on the event loop + {writer_us:.2f} µs writer-thread CPU "
+        f"= {hook_us + loop_us + writer_us:.2f} µs"
     )
     print(f"store write throughput (SQLite):       {throughput:,.0f} records/s")
     print(
@@ -280,6 +323,10 @@ def main() -> None:
                 "added_us_per_task": round(added_us, 2),
                 "hook_filtered_us": round(memory["hook_filtered_us"], 3),
                 "hook_counting_us": round(memory["hook_counting_us"], 3),
+                "transitions_per_task": round(memory["transitions_per_task"], 2),
+                "own_hook_us_per_task": round(hook_us, 3),
+                "own_loop_us_per_task": round(loop_us, 3),
+                "own_writer_cpu_us_per_task": round(writer_us, 3),
                 "store_records_per_s": round(throughput),
                 "memory_tasks": memory["tasks"],
                 "plugin_peak_bytes": memory["peak_bytes"],

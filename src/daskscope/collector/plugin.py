@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from time import perf_counter, thread_time
 from typing import TYPE_CHECKING, Any
 
 import dask
@@ -37,6 +38,7 @@ from daskscope.model import (
     Record,
     SpanRecord,
     TaskPrefixRecord,
+    WorkerSampleRecord,
     stable_id,
 )
 
@@ -124,6 +126,10 @@ class DaskscopePlugin(SchedulerPlugin):
         self.records_written = 0
         self.records_dropped = 0
         self.last_write_error: str | None = None
+        #: Time of daskscope's periodic work on the scheduler's event loop (snapshots,
+        #: samples) and CPU time of its writer thread: what it costs besides the hooks
+        self.loop_seconds = 0.0
+        self.writer_cpu_seconds = 0.0
         self._started = False
 
     # -- pickling: only the settings travel from the client to the scheduler --------------
@@ -414,10 +420,12 @@ class DaskscopePlugin(SchedulerPlugin):
                 self._hook_failed(getattr(action, "__name__", "loop"), exc)
 
     def _sample_workers(self) -> None:
+        started = perf_counter()
         now = time()
         self._advance_integrals(now)
         for ws in self.scheduler.workers.values():
             self._buffer.append(snapshot.worker_sample(ws, cluster_id=self.cluster_id, at=now))
+        self.loop_seconds += perf_counter() - started
 
     async def _sample_workers_async(self) -> None:
         self._sample_workers()
@@ -448,18 +456,19 @@ class DaskscopePlugin(SchedulerPlugin):
     async def flush(self) -> int:
         """Write everything new since the last successful write; returns records written."""
         async with self._flush_lock:
+            started = perf_counter()
             self._advance_integrals(time())
             try:
                 records, on_success = self._snapshot()
             except Exception as exc:  # a bug here must not stop the buffered records
                 self._hook_failed("snapshot", exc)
                 records, on_success = [], []
-            taken = len(self._buffer)
-            records.extend(self._buffer[:taken])
-            del self._buffer[:taken]
+            records += self._buffer
+            self._buffer = []
+            self.loop_seconds += perf_counter() - started
             try:
                 await asyncio.get_running_loop().run_in_executor(
-                    self._writer, self._sink.write, records
+                    self._writer, self._timed_write, records
                 )
             except Exception as exc:
                 self._write_failed(exc, [r for r in records if self._is_append_only(r)])
@@ -470,11 +479,17 @@ class DaskscopePlugin(SchedulerPlugin):
             self.last_write_error = None
             return len(records)
 
+    def _timed_write(self, records: list[Record]) -> None:
+        """The sink's write, in the writer thread, counting that thread's CPU time."""
+        started = thread_time()
+        try:
+            self._sink.write(records)
+        finally:
+            self.writer_cpu_seconds += thread_time() - started
+
     @staticmethod
     def _is_append_only(record: Record) -> bool:
-        return isinstance(record, (ErrorRecord, EventRecord, ProfileRecord)) or record.KIND == (
-            "worker_sample"
-        )
+        return isinstance(record, (ErrorRecord, EventRecord, ProfileRecord, WorkerSampleRecord))
 
     def _write_failed(self, exc: Exception, unwritten: list[Record]) -> None:
         # Snapshots are taken again next time; append-only records go back to the buffer,
@@ -687,6 +702,8 @@ class DaskscopePlugin(SchedulerPlugin):
             "last_write_error": self.last_write_error,
             "records_dropped": self.records_dropped,
             "spooled": getattr(self._sink, "spooled", 0),
+            "loop_seconds": self.loop_seconds,
+            "writer_cpu_seconds": self.writer_cpu_seconds,
             "hook_failures": dict(self.hook_failures),
         }
 
