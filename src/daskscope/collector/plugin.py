@@ -168,7 +168,6 @@ class DaskscopePlugin(SchedulerPlugin):
         self._prefixes_written: dict[str, tuple[Any, ...]] = {}
         self._retired = _Totals()
         self._retired_by_prefix: dict[str, _Totals] = {}
-        self._retired_by_computation: dict[uuid.UUID, list[int]] = {}
         self._name_occurrences: dict[str, int] = {}
         self._buffer: list[Record] = []
         self._removals: dict[str, dict[str, Any]] = {}
@@ -617,25 +616,28 @@ class DaskscopePlugin(SchedulerPlugin):
             ]
             done = all(tg.done for tg in computation.groups)
             stop = computation.stop
-            record = ComputationRecord(
-                id=self._computation_record_id(computation_id),
-                cluster_id=self.cluster_id,
-                started_at=computation.start,
-                stopped_at=stop if done and stop > 0 else None,
-                code=snapshot.code_snippets(computation.code, self.settings.max_code_chars),
-                annotations=_jsonable(computation.annotations),
-                tasks_executed=sum(t.executed for t in tracks),
-                tasks_erred=sum(t.erred for t in tracks),
-                group_count=len(computation.groups),
-            )
+            stopped_at = stop if done and stop > 0 else None
+            executed, erred = sum(t.executed for t in tracks), sum(t.erred for t in tracks)
             signature = (
-                record.stopped_at,
-                record.tasks_executed,
-                record.tasks_erred,
-                record.group_count,
-                len(record.code),
+                stopped_at,
+                executed,
+                erred,
+                len(computation.groups),
+                len(computation.code),
             )
             if self._computations_written.get(computation_id) != signature:
+                # the code is only turned into text when something changed
+                record = ComputationRecord(
+                    id=self._computation_record_id(computation_id),
+                    cluster_id=self.cluster_id,
+                    started_at=computation.start,
+                    stopped_at=stopped_at,
+                    code=snapshot.code_snippets(computation.code, self.settings.max_code_chars),
+                    annotations=_jsonable(computation.annotations),
+                    tasks_executed=executed,
+                    tasks_erred=erred,
+                    group_count=len(computation.groups),
+                )
                 records.append(record)
                 on_success.append(
                     _item_setter(self._computations_written, computation_id, signature)
