@@ -129,7 +129,8 @@ def _copy_sql(table: sa.Table) -> _CopySQL:
         json_columns=frozenset(c.name for c in table.columns if isinstance(c.type, sa.JSON)),
         create_staging=f"CREATE TEMP TABLE IF NOT EXISTS {staging} (LIKE {name}) "
         "ON COMMIT DELETE ROWS",
-        empty_staging=f"TRUNCATE {staging}",
+        # DELETE, not TRUNCATE: on a small temporary table TRUNCATE costs milliseconds
+        empty_staging=f"DELETE FROM {staging}",
         copy=f"COPY {staging} ({listed}) FROM STDIN",
         upsert=f"INSERT INTO {name} ({listed}) SELECT {listed} FROM {staging} "
         f"ON CONFLICT (id) DO UPDATE SET {updates}",
