@@ -61,7 +61,7 @@ def generate(clusters: int, members: int, weeks: int, seed: int) -> dict[str, It
             yield (cid, f"cluster {i}", f"acct{i % 5}", f"user{i % members:03d}",
                    "tcp://10.0.0.1:8786", "2026.8.0", "2026.8.0", "3.11", start, start + length,
                    start + length, 2, threads, 16 * GIB, float(threads * length),
-                   16.0 * GIB * length, 1000 + i % 500, i % 10 == 0, threads * length * 0.6,
+                   16.0 * GIB * length, 1000 + i % 500, int(i % 10 == 0), threads * length * 0.6,
                    (i % 100 + 1) * 2**24)  # fmt: skip
 
     def computation_rows() -> Iterator[tuple]:
