@@ -118,14 +118,10 @@ def listing(
 
 
 def account_data(
-    store: Store,
-    *,
-    days: int,
-    since: float | None,
-    until: float | None,
-    weeks: int,
-    scope: Scope = Scope(),
+    request: Request, *, days: int, since: float | None, until: float | None, weeks: int
 ) -> dict[str, Any]:
+    """Everything on the account page, as far as the viewer may see."""
+    store, scope = store_of(request), scope_of(request)
     chosen = _range(days, since, until)
     return {
         "range": chosen,
@@ -143,14 +139,7 @@ def account_page(
     until: float | None = UNTIL,
     weeks: int = WEEKS,
 ) -> HTMLResponse:
-    data = account_data(
-        store_of(request),
-        days=days,
-        since=since,
-        until=until,
-        weeks=weeks,
-        scope=scope_of(request),
-    )
+    data = account_data(request, days=days, since=since, until=until, weeks=weeks)
     return page(request, "account.html", title="Account", data=data)
 
 
@@ -162,16 +151,7 @@ def account_json(
     until: float | None = UNTIL,
     weeks: int = WEEKS,
 ) -> dict[str, Any]:
-    return json_response(
-        account_data(
-            store_of(request),
-            days=days,
-            since=since,
-            until=until,
-            weeks=weeks,
-            scope=scope_of(request),
-        )
-    )
+    return json_response(account_data(request, days=days, since=since, until=until, weeks=weeks))
 
 
 @api.get("/statistics", summary="Account totals over a time range, with cost")
