@@ -319,7 +319,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_demo_end_to_end(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
-    done = _cli("--database", url, "demo", "--no-serve")
+    done = _cli("demo", "--no-serve", "--database", url)  # the form
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     submitted = int(re.search(r"(\d+) tasks submitted", done.stdout).group(1))

@@ -135,21 +135,23 @@ def show_command(state: State, cluster_id: str, as_json: bool) -> None:
 
 
 @cli.command("demo")
+@click.option("--database", metavar="URL", help="Store URL (overrides the global --database).")
 @click.option("--serve/--no-serve", default=True, help="Open the dashboard afterwards.")
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.pass_obj
-def demo_command(state: State, serve: bool, workers: int, seed: int) -> None:
+def demo_command(state: State, database: str | None, serve: bool, workers: int, seed: int) -> None:
     """Run a small workload on a local cluster, record it, and show what was recorded."""
     from daskscope.cli.demo import record_demo
 
+    database = database or state.database
     console = _console()
-    cluster_id, _ = record_demo(state.database, workers=workers, seed=seed, console=console)
-    print_cluster(load_cluster(state.database, cluster_id), console)
+    cluster_id, _ = record_demo(database, workers=workers, seed=seed, console=console)
+    print_cluster(load_cluster(database, cluster_id), console)
     if serve:
         from daskscope.cli.serve import run_server
 
-        run_server(state.database, "127.0.0.1", 8787, open_browser=True)
+        run_server(database, "127.0.0.1", 8787, open_browser=True)
 
 
 # -- schema ----------------------------------------------------------------------------
