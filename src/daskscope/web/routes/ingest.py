@@ -7,7 +7,6 @@ unavailable, try again later (the collector's spool does).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -19,7 +18,7 @@ from daskscope.store.identity import ForeignRecord, claim_batch
 from daskscope.web.auth import viewer_of
 from daskscope.web.errors import BadRequest, HTTPError, PayloadTooLarge
 from daskscope.web.routes.common import store_of
-from daskscope.wire import WireError, decode_batch
+from daskscope.wire import NotJSON, WireError, decode_batch_json
 
 __all__ = ["api", "pages"]
 
@@ -124,10 +123,8 @@ async def ingest(request: Request) -> dict[str, Any]:
 
 def parse_batch(body: bytes) -> list[Any]:
     try:
-        document = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadRequest(f"the body is not JSON: {exc}") from None
-    try:
-        return decode_batch(document, max_records=int(config.get("ingest.max-batch-records")))
+        return decode_batch_json(body, max_records=int(config.get("ingest.max-batch-records")))
+    except NotJSON as exc:
+        raise BadRequest(f"the body {exc.message}") from None
     except WireError as exc:
         raise UnprocessableBatch(str(exc)) from None
