@@ -207,11 +207,13 @@ def record_through_a_fault(
         assert len(client.gather(futures)) == 100
         status = daskscope.flush(client)
         assert status["spooled"] > 0  # the outage was real: batches are waiting
+        assert status["rejected_batches"] == 0
         mends()
         deadline = time.monotonic() + 60
         while daskscope.flush(client, wait_for_metrics=False)["spooled"]:
             assert time.monotonic() < deadline, "the spool never drained"
             time.sleep(0.5)
+        assert daskscope.flush(client, wait_for_metrics=False)["delivered_batches"] > 0
         client.run_on_scheduler(_flush_direct)
     server.stop()
 

@@ -6,7 +6,7 @@ return, so the same data can be shown by the web pages or exported.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -85,10 +85,6 @@ def percent(fraction: float | None) -> str:
 
 def short_id(cluster_id: str) -> str:
     return cluster_id[:8]
-
-
-def _join(values: Iterable[Any]) -> str:
-    return " / ".join(str(v) for v in values)
 
 
 # -- listing -----------------------------------------------------------------------------

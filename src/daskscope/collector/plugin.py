@@ -703,7 +703,10 @@ class DaskscopePlugin(SchedulerPlugin):
             "write_failures": self.write_failures,
             "last_write_error": self.last_write_error,
             "records_dropped": self.records_dropped,
+            # a server sink's delivery counts (the direct store sink has none)
             "spooled": getattr(self._sink, "spooled", 0),
+            "delivered_batches": getattr(self._sink, "delivered_batches", None),
+            "rejected_batches": getattr(self._sink, "rejected_batches", None),
             "loop_seconds": self.loop_seconds,
             "writer_cpu_seconds": self.writer_cpu_seconds,
             "hook_failures": dict(self.hook_failures),
