@@ -20,6 +20,7 @@ __all__ = [
     "WireError",
     "decode_batch",
     "decode_batch_json",
+    "decode_rows_json",
     "encode_batch",
 ]
 
@@ -55,14 +56,16 @@ _MAX_TEXT = 10_000_000
 
 
 @functools.cache
-def _wire_model(cls: type) -> Any:
-    """A pydantic model of ``cls``'s fields with the wire's rules written as constraints,
-    so that pydantic's core checks them in one pass: no unknown fields, finite numbers,
-    no negative counts or sizes, epoch-second times."""
+def _wire_fields(cls: type) -> Any:
+    """A TypedDict of ``cls``'s fields with the wire's rules written as constraints, so
+    that pydantic's core checks them in one pass and hands back plain dicts: no unknown
+    fields, finite numbers, no negative counts or sizes, epoch-second times."""
     import dataclasses
     import typing
+    from typing import Annotated, NotRequired, Required
 
     import pydantic
+    from typing_extensions import TypedDict
 
     hints = typing.get_type_hints(cls)
     fields: dict[str, Any] = {}
@@ -74,15 +77,33 @@ def _wire_model(cls: type) -> Any:
             constraints["le"] = _MAX_EPOCH
         if hints[f.name] in (str, str | None):
             constraints["max_length"] = _MAX_TEXT
+        kind = (
+            Annotated[hints[f.name], pydantic.Field(**constraints)]
+            if constraints
+            else hints[f.name]
+        )
+        optional = (
+            f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        )
+        fields[f.name] = NotRequired[kind] if optional else Required[kind]
+    typed = TypedDict(f"Wire{cls.__name__}", fields, total=False)  # type: ignore[operator]
+    typed.__pydantic_config__ = pydantic.ConfigDict(extra="forbid", allow_inf_nan=False)  # type: ignore[attr-defined]
+    return typed
+
+
+@functools.cache
+def _defaults(cls: type) -> dict[str, Any]:
+    """The values of the fields a sender may leave out. Shared between rows: rows are
+    written, never changed in place."""
+    import dataclasses
+
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
         if f.default is not dataclasses.MISSING:
-            default = pydantic.Field(f.default, **constraints)
+            out[f.name] = f.default
         elif f.default_factory is not dataclasses.MISSING:
-            default = pydantic.Field(default_factory=f.default_factory, **constraints)
-        else:
-            default = pydantic.Field(..., **constraints)
-        fields[f.name] = (hints[f.name], default)
-    config = pydantic.ConfigDict(extra="forbid", allow_inf_nan=False)
-    return pydantic.create_model(f"Wire{cls.__name__}", __config__=config, **fields)
+            out[f.name] = f.default_factory()
+    return out
 
 
 @functools.cache
@@ -92,20 +113,22 @@ def _batch_adapter(max_records: int) -> Any:
     from typing import Annotated, Literal, Union
 
     import pydantic
+    from typing_extensions import TypedDict
 
     from daskscope.model import RECORD_TYPES
 
     items = tuple(
-        pydantic.create_model(
-            f"Item_{kind}", kind=(Literal[kind], ...), data=(_wire_model(cls), ...)
-        )
+        TypedDict(f"Item_{kind}", {"kind": Literal[kind], "data": _wire_fields(cls)})  # type: ignore[operator]
         for kind, cls in RECORD_TYPES.items()
     )
     item = Annotated[Union[items], pydantic.Field(discriminator="kind")]  # noqa: UP007
-    batch = pydantic.create_model(
+    # functional form: the annotations refer to names local to this function
+    batch = TypedDict(  # type: ignore[operator]  # noqa: UP013
         "Batch",
-        version=(Literal[WIRE_VERSION], ...),
-        records=(list[item], pydantic.Field(max_length=max_records)),  # type: ignore[valid-type]
+        {
+            "version": Literal[WIRE_VERSION],
+            "records": Annotated[list[item], pydantic.Field(max_length=max_records)],  # type: ignore[valid-type]
+        },
     )
     return pydantic.TypeAdapter(batch)
 
@@ -114,15 +137,21 @@ class NotJSON(WireError):
     """The body is not JSON at all."""
 
 
-def decode_batch_json(body: bytes, *, max_records: int = 100_000) -> list[Record]:
-    """:func:`decode_batch` straight from the request body (parsed by pydantic's core)."""
+def decode_rows_json(body: bytes, *, max_records: int = 100_000) -> list[tuple[str, dict]]:
+    """The batch in a request body as ``(kind, row)`` pairs, each row a dict of every
+    field of its record kind (what the store writes); raises :class:`WireError`."""
     import pydantic
 
     try:
         batch = _batch_adapter(max_records).validate_json(body)
     except pydantic.ValidationError as exc:
         raise _wire_error(exc, max_records) from None
-    return _records(batch)
+    return _rows(batch)
+
+
+def decode_batch_json(body: bytes, *, max_records: int = 100_000) -> list[Record]:
+    """:func:`decode_batch` straight from the request body (parsed by pydantic's core)."""
+    return _as_records(decode_rows_json(body, max_records=max_records))
 
 
 def decode_batch(document: Any, *, max_records: int = 100_000) -> list[Record]:
@@ -137,13 +166,20 @@ def decode_batch(document: Any, *, max_records: int = 100_000) -> list[Record]:
         batch = _batch_adapter(max_records).validate_python(document)
     except pydantic.ValidationError as exc:
         raise _wire_error(exc, max_records) from None
-    return _records(batch)
+    return _as_records(_rows(batch))
 
 
-def _records(batch: Any) -> list[Record]:
+def _rows(batch: Any) -> list[tuple[str, dict]]:
     from daskscope.model import RECORD_TYPES
 
-    return [RECORD_TYPES[item.kind](**item.data.__dict__) for item in batch.records]
+    defaults = {kind: _defaults(cls) for kind, cls in RECORD_TYPES.items()}
+    return [(item["kind"], defaults[item["kind"]] | item["data"]) for item in batch["records"]]
+
+
+def _as_records(rows: list[tuple[str, dict]]) -> list[Record]:
+    from daskscope.model import RECORD_TYPES
+
+    return [RECORD_TYPES[kind](**row) for kind, row in rows]
 
 
 def _wire_error(exc: Any, max_records: int) -> WireError:

@@ -14,6 +14,7 @@ from daskscope.store.errors import (
     DatabaseUnreachable,
     MigrationFailed,
     NotADaskscopeDatabase,
+    RecordConflict,
     SchemaTooNew,
     StoreError,
     UnknownCluster,
@@ -27,7 +28,7 @@ from daskscope.store.queries import (
     table_counts,
     worker_samples,
 )
-from daskscope.store.writer import write_records
+from daskscope.store.writer import write_records, write_rows
 
 # Accounts, users and tokens: their tables join the schema's metadata when imported.
 from daskscope.store import identity  # noqa: F401  isort: skip
@@ -38,6 +39,7 @@ __all__ = [
     "DatabaseUnreachable",
     "MigrationFailed",
     "NotADaskscopeDatabase",
+    "RecordConflict",
     "SchemaTooNew",
     "Store",
     "StoreError",
@@ -51,4 +53,5 @@ __all__ = [
     "table_counts",
     "worker_samples",
     "write_records",
+    "write_rows",
 ]

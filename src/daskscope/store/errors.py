@@ -8,6 +8,7 @@ __all__ = [
     "DatabaseUnreachable",
     "MigrationFailed",
     "NotADaskscopeDatabase",
+    "RecordConflict",
     "SchemaTooNew",
     "StoreError",
     "UnknownCluster",
@@ -49,6 +50,21 @@ class WriteFailed(StoreError):
     def __init__(self, message: str, *, retryable: bool) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+
+class RecordConflict(WriteFailed):
+    """A record would move a stored row to another cluster (or a cluster to another
+    account): ids collide. Nothing of the batch was stored; retrying will not help."""
+
+    def __init__(self, table: str, record_id: str, owner: str) -> None:
+        super().__init__(
+            f"record {record_id!r} of {table} belongs to another "
+            f"{'account' if owner == 'account' else 'cluster'}; nothing of this batch was "
+            "stored",
+            retryable=False,
+        )
+        self.table = table
+        self.record_id = record_id
 
 
 class UnknownCluster(StoreError, LookupError):

@@ -23,6 +23,7 @@ __all__ = [
     "Identity",
     "IdentityError",
     "add_user",
+    "claim_rows",
     "create_account",
     "create_token",
     "identity_for_token",
@@ -31,7 +32,6 @@ __all__ = [
 ]
 
 TOKEN_PREFIX = "dsk_"
-_IN_CHUNK = 10_000
 
 accounts = sa.Table(
     "accounts",
@@ -202,23 +202,19 @@ class ForeignRecord(IdentityError):
         self.field = field
 
 
-def claim_batch(store: Store, records: list, identity: Identity) -> list:
-    """The batch as ``identity`` may store it: clusters labelled with the token's account
-    and user (whatever the collector claimed), and nothing that belongs to another
-    account — neither a cluster id nor a record id. Raises :class:`ForeignRecord`."""
-    import dataclasses
+def claim_rows(store: Store, rows: list[tuple[str, dict]], identity: Identity) -> None:
+    """Make a batch of ``(kind, row)`` pairs ``identity``'s, in place: clusters are
+    labelled with the token's account and user (whatever the collector claimed), and a
+    cluster id of another account, or one never sent, raises :class:`ForeignRecord`.
+    Record ids of other clusters are refused when written (RecordConflict)."""
+    from daskscope.store.schema import clusters
 
-    from daskscope.model import ClusterRecord
-    from daskscope.store.schema import TABLE_FOR, clusters
-
-    claimed = [
-        dataclasses.replace(r, account=identity.account, user=identity.user)
-        if isinstance(r, ClusterRecord)
-        else r
-        for r in records
-    ]
-    sent_clusters = {r.id for r in claimed if isinstance(r, ClusterRecord)}
-    referenced = {getattr(r, "cluster_id", None) for r in claimed} - {None}
+    sent_clusters = set()
+    for kind, row in rows:
+        if kind == "cluster":
+            row["account"], row["user"] = identity.account, identity.user
+            sent_clusters.add(row["id"])
+    referenced = {row.get("cluster_id") for kind, row in rows if kind != "cluster"} - {None}
     with store.engine.connect() as conn:
         owners = dict(
             conn.execute(
@@ -227,40 +223,14 @@ def claim_batch(store: Store, records: list, identity: Identity) -> list:
                 )
             ).all()
         )
-        mine = {cid for cid, account in owners.items() if account == identity.account}
-        for i, record in enumerate(claimed):
-            cid = (
-                record.id
-                if isinstance(record, ClusterRecord)
-                else getattr(record, "cluster_id", None)
+    for i, (kind, row) in enumerate(rows):
+        field = "id" if kind == "cluster" else "cluster_id"
+        cid = row.get(field)
+        if cid is None:
+            continue
+        if cid in owners and owners[cid] != identity.account:
+            raise ForeignRecord(i, field, "this cluster id is taken by another account")
+        if cid not in owners and cid not in sent_clusters:
+            raise ForeignRecord(
+                i, field, "unknown cluster: send its cluster record first (or in this batch)"
             )
-            field = "id" if isinstance(record, ClusterRecord) else "cluster_id"
-            if cid is None:
-                continue
-            if cid in owners and cid not in mine:
-                raise ForeignRecord(i, field, "this cluster id is taken by another account")
-            if cid not in owners and cid not in sent_clusters:
-                raise ForeignRecord(
-                    i, field, "unknown cluster: send its cluster record first (or in this batch)"
-                )
-        # A record id that exists under another cluster would move that row: refuse it.
-        allowed = mine | sent_clusters
-        for cls, table in TABLE_FOR.items():
-            if cls is ClusterRecord or "cluster_id" not in table.c:
-                continue
-            positions = {r.id: i for i, r in enumerate(claimed) if type(r) is cls}
-            if not positions:
-                continue
-            ids = list(positions)
-            for start in range(0, len(ids), _IN_CHUNK):  # SQLite caps bound parameters
-                clash = conn.execute(
-                    sa.select(table.c.id).where(
-                        table.c.id.in_(ids[start : start + _IN_CHUNK]),
-                        table.c.cluster_id.not_in(allowed),
-                    )
-                ).first()
-                if clash is not None:
-                    raise ForeignRecord(
-                        positions[clash.id], "id", "this record id belongs to another cluster"
-                    )
-    return claimed

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
-from dataclasses import dataclass
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -12,10 +13,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from daskscope import model
 from daskscope.store.engine import IMMEDIATE, Store, as_engine, display_url, short_reason
-from daskscope.store.errors import WriteFailed
+from daskscope.store.errors import RecordConflict, WriteFailed
 from daskscope.store.schema import TABLE_FOR
 
-__all__ = ["write_records"]
+__all__ = ["write_records", "write_rows"]
 
 # SQLite allows 32766 bound parameters per statement; stay well below it in case
 # the driver ever folds an executemany into one multi-row INSERT.
@@ -30,29 +31,42 @@ def write_records(store_or_engine: Store | sa.Engine, records: Iterable[model.Re
     """Upsert ``records`` in one transaction (all or nothing); return how many rows
     were written. Records sharing an id collapse to the last one: a batch written
     twice is stored once, and newer values win."""
-    engine = as_engine(store_or_engine)
-    batches = []
+    rows_by_table: dict[sa.Table, list[dict[str, Any]]] = {}
     for cls, group in model.group_by_kind(records):
         table = TABLE_FOR.get(cls)
         if table is None:
             raise TypeError(f"{cls.__name__} is not a daskscope record type")
-        rows = {r.id: model.record_to_dict(r) for r in group}
-        batches.append((table, list(rows.values())))
+        rows_by_table[table] = [model.record_to_dict(r) for r in group]
+    return write_rows(store_or_engine, rows_by_table)
+
+
+def write_rows(
+    store_or_engine: Store | sa.Engine, rows_by_table: Mapping[sa.Table, Sequence[dict[str, Any]]]
+) -> int:
+    """:func:`write_records` for rows that are already plain dicts with every column.
+
+    A row never moves to another cluster (or a cluster to another account): an upsert
+    that would do so is refused, and the whole batch with it (:class:`RecordConflict`).
+    """
+    engine = as_engine(store_or_engine)
+    batches = [
+        (table, list({row["id"]: row for row in rows}.values()))
+        for table, rows in rows_by_table.items()
+        if rows
+    ]
     total = sum(len(rows) for _, rows in batches)
     if not total:
         return 0
+    conflict = None
     try:
         with engine.connect() as conn:
             conn = conn.execution_options(**{IMMEDIATE: True})
-            with conn.begin():
+            with conn.begin() as transaction:
                 for table, rows in batches:
-                    if engine.dialect.name == "postgresql":
-                        _copy_upsert(conn, table, rows)
-                        continue
-                    stmt = _upsert(engine.dialect.name, table)
-                    size = max(1, min(_MAX_ROWS, _MAX_PARAMS // len(table.columns)))
-                    for start in range(0, len(rows), size):
-                        conn.execute(stmt, rows[start : start + size])
+                    if _upsert_rows(conn, table, rows) != len(rows):
+                        conflict = _find_conflict(conn, table, rows)
+                        transaction.rollback()
+                        break
     except sa.exc.DBAPIError as exc:
         retryable = isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)) or bool(
             exc.connection_invalidated
@@ -63,11 +77,48 @@ def write_records(store_or_engine: Store | sa.Engine, records: Iterable[model.Re
             + ("; it can be retried" if retryable else "; the data was rejected"),
             retryable=retryable,
         ) from exc
+    if conflict is not None:
+        raise conflict
     return total
 
 
+def _upsert_rows(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> int:
+    """Upsert ``rows``; the number of rows inserted or updated (guarded ones are not)."""
+    if conn.dialect.name == "postgresql":
+        return _json_upsert(conn, table, rows)
+    stmt = _upsert(conn.dialect.name, table)
+    size = max(1, min(_MAX_ROWS, _MAX_PARAMS // len(table.columns)))
+    written = 0
+    for start in range(0, len(rows), size):
+        written += conn.execute(stmt, rows[start : start + size]).rowcount
+    return written
+
+
+def _owner_column(table: sa.Table) -> str:
+    # What a row must keep when it is written again: its cluster (a cluster: its account)
+    return "account" if table.name == "clusters" else "cluster_id"
+
+
+def _find_conflict(
+    conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]
+) -> RecordConflict:
+    """Which row would have moved to another owner (only run when one did)."""
+    owner = _owner_column(table)
+    sent = {row["id"]: row[owner] for row in rows}
+    ids = list(sent)
+    for start in range(0, len(ids), _MAX_ROWS):
+        query = sa.select(table.c.id, table.c[owner]).where(
+            table.c.id.in_(ids[start : start + _MAX_ROWS])
+        )
+        for row_id, stored in conn.execute(query):
+            if stored != sent[row_id]:
+                return RecordConflict(table.name, row_id, owner)
+    return RecordConflict(table.name, ids[0], owner)
+
+
 def _upsert(dialect: str, table: sa.Table) -> Any:
-    """``INSERT ... ON CONFLICT (id) DO UPDATE SET col = excluded.col`` for every column."""
+    """``INSERT ... ON CONFLICT (id) DO UPDATE SET col = excluded.col`` for every column,
+    unless the stored row belongs to another owner."""
     key = (dialect, table.name)
     stmt = _statements.get(key)
     if stmt is None:
@@ -76,62 +127,49 @@ def _upsert(dialect: str, table: sa.Table) -> Any:
         except KeyError:
             raise TypeError(f"daskscope cannot write to {dialect} databases") from None
         ins = insert(table)
+        owner = _owner_column(table)
         stmt = ins.on_conflict_do_update(
             index_elements=[table.c.id],
             set_={c.name: ins.excluded[c.name] for c in table.columns if c.name != "id"},
+            where=table.c[owner].is_not_distinct_from(ins.excluded[owner]),
         )
         _statements[key] = stmt
     return stmt
 
 
-def _copy_upsert(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
-    """PostgreSQL: COPY the rows into a temporary table, then upsert them in one
-    statement. One statement per row (even pipelined) costs several times more."""
-    import psycopg
-    from psycopg.types.json import Jsonb
-
-    sql = _copy_sql(table)
-    # The driver's own connection is the one of this transaction: all or nothing holds.
+def _json_upsert(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> int:
+    """PostgreSQL: the rows travel as one JSON document that the server unpacks itself
+    (``jsonb_populate_recordset``) and upserts in one statement: no per-row work in
+    Python, which is what bounded writes before."""
     try:
-        with conn.connection.driver_connection.cursor() as cursor:
-            cursor.execute(sql.create_staging)
-            cursor.execute(sql.empty_staging)
-            with cursor.copy(sql.copy) as copy:
-                for row in rows:
-                    copy.write_row(
-                        [Jsonb(row[c]) if c in sql.json_columns else row[c] for c in sql.columns]
-                    )
-            cursor.execute(sql.upsert)
-    except psycopg.Error as exc:
-        # Errors of the driver's own API: wrap them as SQLAlchemy does its own
-        raise sa.exc.DBAPIError.instance(None, None, exc, psycopg.Error) from exc
+        document = json.dumps(rows, allow_nan=False, default=str)
+    except ValueError:  # NaN or infinity: JSON has no such numbers; not measured = absent
+        document = json.dumps(_finite(rows), default=str)
+    result = conn.exec_driver_sql(_json_upsert_sql(table), (document,))
+    return result.rowcount
 
 
-@dataclass(frozen=True)
-class _CopySQL:
-    columns: tuple[str, ...]
-    json_columns: frozenset[str]
-    create_staging: str
-    empty_staging: str
-    copy: str
-    upsert: str
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 @functools.cache
-def _copy_sql(table: sa.Table) -> _CopySQL:
+def _json_upsert_sql(table: sa.Table) -> str:
     quote = postgresql.dialect().identifier_preparer.quote
-    name, staging = quote(table.name), quote(f"staging_{table.name}")
-    columns = tuple(c.name for c in table.columns)
+    name = quote(table.name)
+    columns = [c.name for c in table.columns]
     listed = ", ".join(quote(c) for c in columns)
     updates = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in columns if c != "id")
-    return _CopySQL(
-        columns=columns,
-        json_columns=frozenset(c.name for c in table.columns if isinstance(c.type, sa.JSON)),
-        create_staging=f"CREATE TEMP TABLE IF NOT EXISTS {staging} (LIKE {name}) "
-        "ON COMMIT DELETE ROWS",
-        # DELETE, not TRUNCATE: on a small temporary table TRUNCATE costs milliseconds
-        empty_staging=f"DELETE FROM {staging}",
-        copy=f"COPY {staging} ({listed}) FROM STDIN",
-        upsert=f"INSERT INTO {name} ({listed}) SELECT {listed} FROM {staging} "
-        f"ON CONFLICT (id) DO UPDATE SET {updates}",
+    owner = quote(_owner_column(table))
+    return (
+        f"INSERT INTO {name} ({listed}) SELECT {listed} "
+        f"FROM jsonb_populate_recordset(NULL::{name}, %s::jsonb) "
+        f"ON CONFLICT (id) DO UPDATE SET {updates} "
+        f"WHERE {name}.{owner} IS NOT DISTINCT FROM excluded.{owner}"
     )

@@ -13,12 +13,14 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from daskscope import config
-from daskscope.store import WriteFailed, write_records
-from daskscope.store.identity import ForeignRecord, claim_batch
+from daskscope.model import RECORD_TYPES
+from daskscope.store import RecordConflict, WriteFailed, write_rows
+from daskscope.store.identity import ForeignRecord, claim_rows
+from daskscope.store.schema import TABLE_FOR
 from daskscope.web.auth import viewer_of
 from daskscope.web.errors import BadRequest, HTTPError, PayloadTooLarge
 from daskscope.web.routes.common import store_of
-from daskscope.wire import NotJSON, WireError, decode_batch_json
+from daskscope.wire import NotJSON, WireError, decode_rows_json
 
 __all__ = ["api", "pages"]
 
@@ -104,26 +106,35 @@ def _batch_schema() -> dict[str, Any]:
 async def ingest(request: Request) -> dict[str, Any]:
     body = await read_limited_body(request, max_batch_bytes())
     # parsing and validating thousands of records takes a while: not on the event loop
-    records = await run_in_threadpool(parse_batch, body)
+    rows = await run_in_threadpool(parse_batch, body)
     viewer = viewer_of(request)
     if viewer is not None:
         # the token, not the collector, says whose clusters these are
         try:
-            records = await run_in_threadpool(claim_batch, store_of(request), records, viewer)
+            await run_in_threadpool(claim_rows, store_of(request), rows, viewer)
         except ForeignRecord as exc:
             raise ConflictingBatch(str(exc)) from None
+    by_table: dict[Any, list[dict]] = {}
+    for kind, row in rows:
+        by_table.setdefault(TABLE_FOR[RECORD_TYPES[kind]], []).append(row)
     try:
-        stored = await run_in_threadpool(write_records, store_of(request), records)
+        stored = await run_in_threadpool(write_rows, store_of(request), by_table)
+    except RecordConflict as exc:
+        index = next(i for i, (_, row) in enumerate(rows) if row["id"] == exc.record_id)
+        raise ConflictingBatch(
+            f"records[{index}].data.id: this record id belongs to another cluster; "
+            "nothing of this batch was stored"
+        ) from None
     except WriteFailed as exc:
         if exc.retryable:
             raise StoreUnavailable(f"{exc}; retry later") from None
         raise UnprocessableBatch(str(exc)) from None
-    return {"stored": stored, "records": len(records)}
+    return {"stored": stored, "records": len(rows)}
 
 
-def parse_batch(body: bytes) -> list[Any]:
+def parse_batch(body: bytes) -> list[tuple[str, dict]]:
     try:
-        return decode_batch_json(body, max_records=int(config.get("ingest.max-batch-records")))
+        return decode_rows_json(body, max_records=int(config.get("ingest.max-batch-records")))
     except NotJSON as exc:
         raise BadRequest(f"the body {exc.message}") from None
     except WireError as exc:
