@@ -19,7 +19,6 @@ __all__ = [
     "NotJSON",
     "WireError",
     "decode_batch",
-    "decode_batch_json",
     "decode_rows_json",
     "encode_batch",
 ]
@@ -147,11 +146,6 @@ def decode_rows_json(body: bytes, *, max_records: int = 100_000) -> list[tuple[s
     except pydantic.ValidationError as exc:
         raise _wire_error(exc, max_records) from None
     return _rows(batch)
-
-
-def decode_batch_json(body: bytes, *, max_records: int = 100_000) -> list[Record]:
-    """:func:`decode_batch` straight from the request body (parsed by pydantic's core)."""
-    return _as_records(decode_rows_json(body, max_records=max_records))
 
 
 def decode_batch(document: Any, *, max_records: int = 100_000) -> list[Record]:
