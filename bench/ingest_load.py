@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from daskscope.model import (
@@ -177,7 +179,8 @@ async def run_load(base: str, token: str, clusters: int, seconds: float) -> dict
                         errors.append(f"{route}: {response.status_code}")
 
         started = time.perf_counter()
-        await asyncio.gather(reader(), *(collector(i) for i in range(clusters)))
+        readers = [] if os.environ.get("NO_READER") else [reader()]
+        await asyncio.gather(*readers, *(collector(i) for i in range(clusters)))
         elapsed = time.perf_counter() - started
     return {
         "elapsed_s": elapsed,
@@ -188,11 +191,36 @@ async def run_load(base: str, token: str, clusters: int, seconds: float) -> dict
     }
 
 
+def cpu_seconds(pid: int, *, children: bool = True) -> float:
+    """CPU time of a process, with its live children and those it has reaped."""
+    process = psutil.Process(pid)
+    if not children:
+        return sum(process.cpu_times()[:2])
+    total = sum(process.cpu_times()[:4])  # user, system, children_user, children_system
+    for child in process.children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            total += sum(child.cpu_times()[:2])
+    return total
+
+
+def cpu_by_part(server_pid: int, db_pid: int | None) -> dict[str, float]:
+    """Who spends the machine's CPU: the server, the database server, this load generator
+    (which is also the server's parent: its own time only)."""
+    parts = {"server": cpu_seconds(server_pid), "load": cpu_seconds(os.getpid(), children=False)}
+    if db_pid is not None:
+        parts["database"] = cpu_seconds(db_pid)
+    return parts
+
+
 def p95(values: list[float]) -> float:
+    if not values:
+        return float("nan")
     return statistics.quantiles(values, n=20)[-1] if len(values) >= 2 else values[0]
 
 
-def measure(database: str, label: str, clusters: int, seconds: float, tmp: Path) -> dict:
+def measure(
+    database: str, label: str, clusters: int, seconds: float, tmp: Path, db_pid: int | None
+) -> dict:
     with open_store(database) as store:
         create_account(store, "default")
         add_user(store, "loadtest", account="default")
@@ -200,7 +228,9 @@ def measure(database: str, label: str, clusters: int, seconds: float, tmp: Path)
     port = free_port()
     server = start_server(database, port, tmp / f"server-{label}.log")
     try:
+        before = cpu_by_part(server.pid, db_pid)
         load = asyncio.run(run_load(f"http://127.0.0.1:{port}", token, clusters, seconds))
+        after = cpu_by_part(server.pid, db_pid)
     finally:
         server.terminate()
         server.wait(30)
@@ -212,8 +242,13 @@ def measure(database: str, label: str, clusters: int, seconds: float, tmp: Path)
         counts[t] for t in ("clusters", "task_groups", "span_metrics", "worker_samples")
     )
     pages = [v for values in load["page_latencies"].values() for v in values]
+    us_per_record = {
+        part: round((after[part] - before[part]) * 1e6 / max(1, load["acknowledged"]), 1)
+        for part in before
+    }
     return {
         "database": label,
+        "cpu_us_per_record": us_per_record,
         "clusters": clusters,
         "seconds": round(load["elapsed_s"], 1),
         "records_per_s": round(load["acknowledged"] / load["elapsed_s"]),
@@ -239,9 +274,8 @@ def main() -> None:
         tmp = Path(tmp_dir)
         for label in args.databases.split(","):
             if label == "sqlite":
-                results.append(
-                    measure(f"sqlite:///{tmp / 'load.db'}", label, args.clusters, args.seconds, tmp)
-                )
+                url = f"sqlite:///{tmp / 'load.db'}"
+                results.append(measure(url, label, args.clusters, args.seconds, tmp, None))
             elif label == "postgres":
                 pg = PostgresServer()
                 pg.start()
@@ -252,7 +286,9 @@ def main() -> None:
                                          autocommit=True) as conn:  # fmt: skip
                         conn.execute("CREATE DATABASE load")
                     url = f"{pg.url}/load"
-                    results.append(measure(url, label, args.clusters, args.seconds, tmp))
+                    results.append(
+                        measure(url, label, args.clusters, args.seconds, tmp, pg.postmaster_pid())
+                    )
                 finally:
                     pg.remove()
             else:
@@ -264,6 +300,8 @@ def main() -> None:
             f" | p95 page {r['p95_page_ms']} ms ({r['page_requests']} pages)"
             f" | errors {r['errors']} lost {r['lost']} duplicates {r['duplicates']}"
         )
+        cpu = ", ".join(f"{part} {us}" for part, us in r["cpu_us_per_record"].items())
+        print(f"          CPU µs per accepted record: {cpu}")
         for error in r["first_errors"]:
             print(f"          {error}")
     print(json.dumps({"cpu_count": os.cpu_count(), "results": results}))

@@ -55,6 +55,9 @@ class PostgresServer:
             log = (self.root / "log").read_text() if (self.root / "log").exists() else ""
             raise RuntimeError(f"could not start PostgreSQL: {exc.stderr.decode()}\n{log}") from exc
 
+    def postmaster_pid(self) -> int:
+        return int((self.data / "postmaster.pid").read_text().split()[0])
+
     def stop(self) -> None:
         """Stop at once, as a crash would (no clean shutdown)."""
         subprocess.run(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -74,6 +75,9 @@ def run_server(
     )
     if open_browser:
         _open_browser(url)
+    # What exists now (modules, the app, the store) lives as long as the process: keep
+    # it out of the collector's full passes, which ingest's many small objects trigger.
+    gc.freeze()
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 

@@ -202,35 +202,44 @@ class ForeignRecord(IdentityError):
         self.field = field
 
 
-def claim_rows(store: Store, rows: list[tuple[str, dict]], identity: Identity) -> None:
-    """Make a batch of ``(kind, row)`` pairs ``identity``'s, in place: clusters are
-    labelled with the token's account and user (whatever the collector claimed), and a
-    cluster id of another account, or one never sent, raises :class:`ForeignRecord`.
-    Record ids of other clusters are refused when written (RecordConflict)."""
+def claim_rows(
+    conn: sa.Connection,
+    rows_by_kind: dict[str, list[dict]],
+    identity: Identity,
+    *,
+    order: list[tuple[str, dict]],
+) -> None:
+    """Make a batch ``identity``'s, in place: clusters are labelled with the token's
+    account and user (whatever the collector claimed), and a cluster id of another
+    account, or one never sent, raises :class:`ForeignRecord`, which names the first
+    such record in ``order`` (the batch as sent). Record ids of other clusters are
+    refused when written (RecordConflict). Run it in the transaction that writes the
+    rows, so that no other batch slips in between."""
     from daskscope.store.schema import clusters
 
-    sent_clusters = set()
-    for kind, row in rows:
-        if kind == "cluster":
-            row["account"], row["user"] = identity.account, identity.user
-            sent_clusters.add(row["id"])
-    referenced = {row.get("cluster_id") for kind, row in rows if kind != "cluster"} - {None}
-    with store.engine.connect() as conn:
-        owners = dict(
-            conn.execute(
-                sa.select(clusters.c.id, clusters.c.account).where(
-                    clusters.c.id.in_(sent_clusters | referenced)
-                )
-            ).all()
-        )
-    for i, (kind, row) in enumerate(rows):
+    sent = set()
+    for row in rows_by_kind.get("cluster", ()):
+        row["account"], row["user"] = identity.account, identity.user
+        sent.add(row["id"])
+    referenced: set[str | None] = set()
+    for kind, rows in rows_by_kind.items():
+        if kind != "cluster":
+            referenced.update(row["cluster_id"] for row in rows)
+    referenced.discard(None)  # workflow runs without a cluster
+    owners = dict(
+        conn.execute(
+            sa.select(clusters.c.id, clusters.c.account).where(clusters.c.id.in_(sent | referenced))
+        ).all()
+    )
+    foreign = {cid for cid, account in owners.items() if account != identity.account}
+    unknown = referenced - sent - owners.keys()
+    if not foreign and not unknown:
+        return
+    for i, (kind, row) in enumerate(order):  # the first offender, as the batch was sent
         field = "id" if kind == "cluster" else "cluster_id"
-        cid = row.get(field)
-        if cid is None:
-            continue
-        if cid in owners and owners[cid] != identity.account:
+        if row.get(field) in foreign:
             raise ForeignRecord(i, field, "this cluster id is taken by another account")
-        if cid not in owners and cid not in sent_clusters:
+        if row.get(field) in unknown:
             raise ForeignRecord(
                 i, field, "unknown cluster: send its cluster record first (or in this batch)"
             )

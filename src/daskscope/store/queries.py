@@ -90,21 +90,25 @@ def resolve_cluster_id(
     return found[0]
 
 
-def cluster_detail(store: Store | sa.Engine, cluster_id: str) -> Row:
-    """Everything recorded about one cluster except worker samples and profile trees."""
+def cluster_detail(store: Store | sa.Engine, cluster_id: str, *, task_groups: bool = True) -> Row:
+    """Everything recorded about one cluster except worker samples and profile trees.
+    Without ``task_groups`` only each computation's group names are read: a long-lived
+    cluster has tens of thousands of groups, and their JSON columns cost most."""
     with as_engine(store).connect() as conn:
         cluster = conn.execute(sa.select(s.clusters).where(s.clusters.c.id == cluster_id)).first()
         if cluster is None:
             raise UnknownCluster(
                 f"no cluster with id {cluster_id!r}; `daskscope clusters` lists them"
             )
-        groups = _children(
-            conn,
-            s.task_groups,
-            cluster_id,
-            _nulls_last(s.task_groups.c.started_at),
-            s.task_groups.c.name,
-        )
+        g = s.task_groups.c
+        order = (_nulls_last(g.started_at), g.name)
+        if task_groups:
+            groups = _children(conn, s.task_groups, cluster_id, *order)
+        else:
+            query = sa.select(g.computation_id, g.name).where(
+                g.cluster_id == cluster_id, g.computation_id.is_not(None)
+            )
+            groups = _rows(conn, query.order_by(*order))
         computations = _children(conn, s.computations, cluster_id, s.computations.c.started_at)
         by_computation: dict[str | None, list[str]] = {}
         for group in groups:
@@ -128,7 +132,7 @@ def cluster_detail(store: Store | sa.Engine, cluster_id: str) -> Row:
         return {
             "cluster": _with_duration(dict(cluster._mapping)),
             "computations": computations,
-            "task_groups": groups,
+            "task_groups": groups if task_groups else [],
             "task_prefixes": prefixes,
             "spans": _children(conn, s.spans, cluster_id, s.spans.c.enqueued_at, s.spans.c.span_id),
             "span_metrics": _children(
@@ -186,7 +190,9 @@ def table_counts(store: Store | sa.Engine, cluster_id: str | None = None) -> dic
 
 
 def _rows(conn: sa.Connection, query: sa.Select) -> list[Row]:
-    return [dict(r._mapping) for r in conn.execute(query)]
+    result = conn.execute(query)
+    keys = list(result.keys())  # once: a row's own mapping would build them again
+    return [dict(zip(keys, row, strict=True)) for row in result.all()]
 
 
 def _children(conn: sa.Connection, table: sa.Table, cluster_id: str, *order: Any) -> list[Row]:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import functools
-import json
-import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import msgspec
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -41,12 +40,17 @@ def write_records(store_or_engine: Store | sa.Engine, records: Iterable[model.Re
 
 
 def write_rows(
-    store_or_engine: Store | sa.Engine, rows_by_table: Mapping[sa.Table, Sequence[dict[str, Any]]]
+    store_or_engine: Store | sa.Engine,
+    rows_by_table: Mapping[sa.Table, Sequence[dict[str, Any]]],
+    *,
+    before_write: Callable[[sa.Connection], None] | None = None,
 ) -> int:
     """:func:`write_records` for rows that are already plain dicts with every column.
 
     A row never moves to another cluster (or a cluster to another account): an upsert
     that would do so is refused, and the whole batch with it (:class:`RecordConflict`).
+    ``before_write`` runs first in the same transaction (on SQLite, holding the write
+    lock); whatever it raises rolls the batch back and reaches the caller.
     """
     engine = as_engine(store_or_engine)
     batches = [
@@ -62,6 +66,8 @@ def write_rows(
         with engine.connect() as conn:
             conn = conn.execution_options(**{IMMEDIATE: True})
             with conn.begin() as transaction:
+                if before_write is not None:
+                    before_write(conn)
                 for table, rows in batches:
                     if _upsert_rows(conn, table, rows) != len(rows):
                         conflict = _find_conflict(conn, table, rows)
@@ -137,26 +143,18 @@ def _upsert(dialect: str, table: sa.Table) -> Any:
     return stmt
 
 
+# str for what JSON cannot hold (annotations may carry any object); non-finite floats
+# become null, which is what they mean here: not measured
+_json = msgspec.json.Encoder(enc_hook=str)
+
+
 def _json_upsert(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> int:
     """PostgreSQL: the rows travel as one JSON document that the server unpacks itself
     (``jsonb_populate_recordset``) and upserts in one statement: no per-row work in
     Python, which is what bounded writes before."""
-    try:
-        document = json.dumps(rows, allow_nan=False, default=str)
-    except ValueError:  # NaN or infinity: JSON has no such numbers; not measured = absent
-        document = json.dumps(_finite(rows), default=str)
+    document = _json.encode(rows).decode()  # text: psycopg would send bytes as bytea
     result = conn.exec_driver_sql(_json_upsert_sql(table), (document,))
     return result.rowcount
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 @functools.cache

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from fastapi import Depends, FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from daskscope import config
 from daskscope.store import Store, open_store
 from daskscope.web import errors
 from daskscope.web.auth import authenticate
@@ -33,6 +35,7 @@ def create_app(database: str | Store | None = None, *, auth: bool = False) -> Fa
     )
     app.state.store = store
     app.state.auth = auth
+    app.state.ingest_slots = asyncio.Semaphore(max(1, int(config.get("ingest.concurrency"))))
     errors.install(app)
     static = Path(__file__).with_name("static")
     app.mount("/static", StaticFiles(directory=static), name="static")

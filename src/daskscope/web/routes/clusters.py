@@ -54,7 +54,7 @@ def _flatten_spans(nodes: list[dict[str, Any]], depth: int = 0) -> list[dict[str
 
 def cluster_data(store: Store, cluster_id: str) -> dict[str, Any]:
     """Everything on a cluster's page; ``cluster_id`` is resolved (and access-checked)."""
-    detail = cluster_detail(store, cluster_id)
+    detail = cluster_detail(store, cluster_id, task_groups=False)
     cluster = detail["cluster"]
     comps = detail["computations"]
     for comp in comps:

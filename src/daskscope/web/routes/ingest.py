@@ -7,6 +7,7 @@ unavailable, try again later (the collector's spool does).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -14,8 +15,8 @@ from starlette.concurrency import run_in_threadpool
 
 from daskscope import config
 from daskscope.model import RECORD_TYPES
-from daskscope.store import RecordConflict, WriteFailed, write_rows
-from daskscope.store.identity import ForeignRecord, claim_rows
+from daskscope.store import RecordConflict, Store, WriteFailed, write_rows
+from daskscope.store.identity import ForeignRecord, Identity, claim_rows
 from daskscope.store.schema import TABLE_FOR
 from daskscope.web.auth import viewer_of
 from daskscope.web.errors import BadRequest, HTTPError, PayloadTooLarge
@@ -105,20 +106,31 @@ def _batch_schema() -> dict[str, Any]:
 )
 async def ingest(request: Request) -> dict[str, Any]:
     body = await read_limited_body(request, max_batch_bytes())
-    # parsing and validating thousands of records takes a while: not on the event loop
-    rows = await run_in_threadpool(parse_batch, body)
-    viewer = viewer_of(request)
-    if viewer is not None:
-        # the token, not the collector, says whose clusters these are
-        try:
-            await run_in_threadpool(claim_rows, store_of(request), rows, viewer)
-        except ForeignRecord as exc:
-            raise ConflictingBatch(str(exc)) from None
-    by_table: dict[Any, list[dict]] = {}
+    # Decoding and writing thousands of records is work for a thread, not the event
+    # loop; a few batches at a time: more would only contend for the GIL and for the
+    # database's locks, and cost more CPU per record (docs/benchmarks.md).
+    async with request.app.state.ingest_slots:
+        return await run_in_threadpool(store_batch, store_of(request), body, viewer_of(request))
+
+
+def store_batch(store: Store, body: bytes, viewer: Identity | None) -> dict[str, Any]:
+    """Decode, check and write one batch: all of it or, with an HTTP error, none."""
+    rows = parse_batch(body)
+    by_kind: dict[str, list[dict]] = {}
     for kind, row in rows:
-        by_table.setdefault(TABLE_FOR[RECORD_TYPES[kind]], []).append(row)
+        if kind in by_kind:
+            by_kind[kind].append(row)
+        else:
+            by_kind[kind] = [row]
+    by_table = {TABLE_FOR[RECORD_TYPES[kind]]: group for kind, group in by_kind.items()}
+    # the token, not the collector, says whose clusters these are
+    claim = None
+    if viewer is not None:
+        claim = functools.partial(claim_rows, rows_by_kind=by_kind, identity=viewer, order=rows)
     try:
-        stored = await run_in_threadpool(write_rows, store_of(request), by_table)
+        stored = write_rows(store, by_table, before_write=claim)
+    except ForeignRecord as exc:
+        raise ConflictingBatch(str(exc)) from None
     except RecordConflict as exc:
         index = next(i for i, (_, row) in enumerate(rows) if row["id"] == exc.record_id)
         raise ConflictingBatch(
