@@ -15,6 +15,7 @@ from alembic.runtime.migration import MigrationContext
 
 import daskscope.store as store_api
 from daskscope import model
+from daskscope.analysis import fine_metrics_table
 from daskscope.model import (
     ClusterRecord,
     ComputationRecord,
@@ -452,6 +453,26 @@ def test_cluster_detail(store: store_api.Store, three_clusters: list[ClusterReco
     assert len(detail["task_groups"]) == sum(isinstance(r, TaskGroupRecord) for r in records)
     with pytest.raises(UnknownCluster):
         cluster_detail(store, "no-such-id")
+
+
+def test_compact_cluster_detail_is_the_full_one_summed(
+    store: store_api.Store, three_clusters: list[ClusterRecord]
+) -> None:
+    cluster = three_clusters[0]
+    extra = SpanMetricRecord(
+        id="extra-metric", cluster_id=cluster.id, span_id="another-span", context="execute",
+        prefix="random_sample", activity="thread-cpu", unit="seconds", value=0.125,
+    )  # fmt: skip
+    write_records(store, [extra])  # the same key in a second span: summed with the first
+    full = cluster_detail(store, cluster.id)
+    compact = cluster_detail(store, cluster.id, compact=True)
+    assert compact["task_groups"] == [] and compact["span_metrics"] == []
+    assert compact["computations"] == full["computations"]
+    expected = fine_metrics_table(full["span_metrics"])
+    assert len(expected) == 4 < len(full["span_metrics"])
+    assert [{**r, "value": pytest.approx(r["value"])} for r in expected] == compact["fine_metrics"]
+    for key in ("cluster", "task_prefixes", "spans", "errors", "events", "workers", "profiles"):
+        assert compact[key] == full[key]
 
 
 def test_worker_samples_and_profile_trees(

@@ -11,8 +11,9 @@ import dask.config
 import pytest
 from click.testing import CliRunner
 
+from daskscope.analysis import fine_metrics_table
 from daskscope.cli.main import cli
-from daskscope.store import list_clusters, open_store, write_records
+from daskscope.store import cluster_detail, list_clusters, open_store, write_records
 from webutil import EXPLODE_MESSAGE, USERS, call, monday, record_cluster, synthetic_clusters
 
 pytest.importorskip("fastapi")
@@ -115,6 +116,28 @@ def test_cluster_detail(filled: dict[str, Any]) -> None:
     assert body["task_prefixes"] and body["fine_metrics"]
     page = get(filled["app"], f"/clusters/{cid}")
     assert 'class="code"' in page.text and "map_blocks" in page.text
+
+
+def test_cluster_page_sums_in_the_database_what_python_would(filled: dict[str, Any]) -> None:
+    # The page reads fine metrics summed by SQL and only the groups' names; the full
+    # detail (the CLI's) has every row: both must tell the same story.
+    cid = filled["cluster_id"]
+    body = get(filled["app"], f"/api/v1/clusters/{cid}").json()
+    full = cluster_detail(filled["app"].state.store, cid)
+    expected = fine_metrics_table(full["span_metrics"])
+    assert len(expected) > 5
+    assert [(r["activity"], r["prefix"], r["unit"]) for r in body["fine_metrics"]] == [
+        (r["activity"], r["prefix"], r["unit"]) for r in expected
+    ]
+    assert [r["value"] for r in body["fine_metrics"]] == pytest.approx(
+        [r["value"] for r in expected]
+    )
+    groups_by_computation: dict[str, list[str]] = {}
+    for group in full["task_groups"]:
+        groups_by_computation.setdefault(group["computation_id"], []).append(group["name"])
+    assert body["computations"]
+    for comp in body["computations"]:
+        assert comp["task_groups"] == groups_by_computation.get(comp["id"], [])
 
 
 def test_fine_metrics_by_tag(filled: dict[str, Any]) -> None:

@@ -90,10 +90,14 @@ def resolve_cluster_id(
     return found[0]
 
 
-def cluster_detail(store: Store | sa.Engine, cluster_id: str, *, task_groups: bool = True) -> Row:
+def cluster_detail(store: Store | sa.Engine, cluster_id: str, *, compact: bool = False) -> Row:
     """Everything recorded about one cluster except worker samples and profile trees.
-    Without ``task_groups`` only each computation's group names are read: a long-lived
-    cluster has tens of thousands of groups, and their JSON columns cost most."""
+
+    ``compact`` reads what a cluster's page shows, which stays cheap however long the
+    cluster lived (it may have hundreds of thousands of groups and metrics): of task
+    groups only each computation's group names, and instead of every fine metric
+    (``span_metrics`` empty) their sums by activity, prefix and unit, added up by the
+    database (``fine_metrics``, as :func:`daskscope.analysis.fine_metrics_table`)."""
     with as_engine(store).connect() as conn:
         cluster = conn.execute(sa.select(s.clusters).where(s.clusters.c.id == cluster_id)).first()
         if cluster is None:
@@ -102,7 +106,7 @@ def cluster_detail(store: Store | sa.Engine, cluster_id: str, *, task_groups: bo
             )
         g = s.task_groups.c
         order = (_nulls_last(g.started_at), g.name)
-        if task_groups:
+        if not compact:
             groups = _children(conn, s.task_groups, cluster_id, *order)
         else:
             query = sa.select(g.computation_id, g.name).where(
@@ -129,26 +133,32 @@ def cluster_detail(store: Store | sa.Engine, cluster_id: str, *, task_groups: bo
             .where(p.cluster_id == cluster_id)
             .order_by(p.started_at),
         )
-        return {
+        m = s.span_metrics.c
+        detail = {
             "cluster": _with_duration(dict(cluster._mapping)),
             "computations": computations,
-            "task_groups": groups if task_groups else [],
+            "task_groups": [] if compact else groups,
             "task_prefixes": prefixes,
             "spans": _children(conn, s.spans, cluster_id, s.spans.c.enqueued_at, s.spans.c.span_id),
-            "span_metrics": _children(
-                conn,
-                s.span_metrics,
-                cluster_id,
-                s.span_metrics.c.span_id,
-                s.span_metrics.c.prefix,
-                s.span_metrics.c.activity,
-                s.span_metrics.c.unit,
+            "span_metrics": []
+            if compact
+            else _children(
+                conn, s.span_metrics, cluster_id, m.span_id, m.prefix, m.activity, m.unit
             ),
             "errors": _children(conn, s.errors, cluster_id, s.errors.c.at, s.errors.c.key),
             "events": _children(conn, s.events, cluster_id, s.events.c.at, s.events.c.id),
             "workers": _workers(conn, cluster_id),
             "profiles": profiles,
         }
+        if compact:
+            sums = (
+                sa.select(m.activity, m.prefix, m.unit, sa.func.sum(m.value).label("value"))
+                .where(m.cluster_id == cluster_id)
+                .group_by(m.activity, m.prefix, m.unit)
+                .order_by(m.unit, sa.desc("value"), m.activity, m.prefix)
+            )
+            detail["fine_metrics"] = _rows(conn, sums)
+        return detail
 
 
 def worker_samples(store: Store | sa.Engine, cluster_id: str) -> list[Row]:

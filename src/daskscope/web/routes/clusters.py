@@ -54,7 +54,7 @@ def _flatten_spans(nodes: list[dict[str, Any]], depth: int = 0) -> list[dict[str
 
 def cluster_data(store: Store, cluster_id: str) -> dict[str, Any]:
     """Everything on a cluster's page; ``cluster_id`` is resolved (and access-checked)."""
-    detail = cluster_detail(store, cluster_id, task_groups=False)
+    detail = cluster_detail(store, cluster_id, compact=True)
     cluster = detail["cluster"]
     comps = detail["computations"]
     for comp in comps:
@@ -69,9 +69,9 @@ def cluster_data(store: Store, cluster_id: str) -> dict[str, Any]:
         "statistics": cluster_statistics(cluster, cost_rates(cluster.get("account"))),
         "task_prefixes": prefixes,
         "computations": comps,
-        "spans": _flatten_spans(span_tree(detail["spans"], detail["span_metrics"])),
+        "spans": _flatten_spans(span_tree(detail["spans"], ())),
         "span_tags": tags,
-        "fine_metrics": fine_metrics_table(detail["span_metrics"]),
+        "fine_metrics": detail["fine_metrics"],
         "workers": detail["workers"],
         "events": detail["events"],
         "errors": detail["errors"],
