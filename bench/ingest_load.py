@@ -8,9 +8,11 @@ batches back to back for
 ``--seconds``; one reader loads the account and cluster pages' JSON at the same time.
 Then it counts what the store holds against what was acknowledged. Prints accepted
 records/s, p95 ingest and page latency, errors, lost and duplicated records, and ends
-with one line of JSON.
+with one line of JSON. Also how much CPU the server, PostgreSQL and this load generator
+each spent per accepted record: they share the machine.
 
     python bench/ingest_load.py [--seconds 60] [--clusters 20] [--databases sqlite,postgres]
+                                [--batch-records 501] [--no-reader]
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +46,29 @@ from daskscope.store.identity import add_user, create_account, create_token
 from daskscope.wire import encode_batch
 from pgserver import PostgresServer, free_port
 
-GROUPS, METRICS, SAMPLES = 200, 200, 100
 SEQ = "SEQ0000000"  # replaced in the encoded batch: fresh ids without re-encoding
 
 
-def batch_template(cluster: int) -> bytes:
+@dataclass(frozen=True)
+class Load:
+    clusters: int = 20
+    seconds: float = 60
+    #: records a batch: the cluster row, then 2/5 task groups, 2/5 fine metrics and
+    #: 1/5 worker samples (501: 200, 200, 100 - what a busy collector sends a flush)
+    batch_records: int = 501
+    reader: bool = True
+
+    @property
+    def mix(self) -> tuple[int, int, int]:
+        rest = self.batch_records - 1
+        groups = metrics = 2 * rest // 5
+        return groups, metrics, rest - groups - metrics
+
+
+def batch_template(cluster: int, load: Load) -> bytes:
     """One batch as a real collector sends it: the cluster row, task groups, fine metrics
     and worker samples; ``SEQ`` in the ids becomes the batch number."""
+    groups, metrics, samples = load.mix
     cid = f"load-cluster-{cluster:03d}"
     now = time.time()
     records: list[Any] = [
@@ -87,7 +106,7 @@ def batch_template(cluster: int) -> bytes:
             started_at=now,
             stopped_at=now + 1,
         )
-        for i in range(GROUPS)
+        for i in range(groups)
     ]
     records += [
         SpanMetricRecord(
@@ -100,7 +119,7 @@ def batch_template(cluster: int) -> bytes:
             unit="seconds",
             value=0.5,
         )
-        for i in range(METRICS)
+        for i in range(metrics)
     ]
     records += [
         WorkerSampleRecord(
@@ -114,12 +133,9 @@ def batch_template(cluster: int) -> bytes:
             executing=4,
             processing=8,
         )
-        for i in range(SAMPLES)
+        for i in range(samples)
     ]
     return encode_batch(records)
-
-
-RECORDS_PER_BATCH = 1 + GROUPS + METRICS + SAMPLES
 
 
 def start_server(database: str, port: int, log: Path) -> subprocess.Popen:
@@ -137,13 +153,14 @@ def start_server(database: str, port: int, log: Path) -> subprocess.Popen:
     raise RuntimeError(f"the server did not start: {log.read_text()[-2000:]}")
 
 
-async def run_load(base: str, token: str, clusters: int, seconds: float) -> dict[str, Any]:
-    templates = [batch_template(i) for i in range(clusters)]
+async def run_load(base: str, token: str, load: Load) -> dict[str, Any]:
+    clusters = load.clusters
+    templates = [batch_template(i, load) for i in range(clusters)]
     ingest_latencies: list[float] = []
     page_latencies: dict[str, list[float]] = {}
     errors: list[str] = []
     acknowledged = 0
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + load.seconds
     limits = httpx.Limits(max_connections=clusters + 4)
 
     headers = {"Authorization": f"Bearer {token}"}
@@ -158,9 +175,15 @@ async def run_load(base: str, token: str, clusters: int, seconds: float) -> dict
                 body = templates[i].replace(SEQ.encode(), f"{seq:010d}".encode())
                 seq += 1
                 t0 = time.perf_counter()
-                response = await client.post(
-                    "/api/v1/ingest", content=body, headers={"content-type": "application/json"}
-                )
+                try:
+                    response = await client.post(
+                        "/api/v1/ingest",
+                        content=body,
+                        headers={"content-type": "application/json"},
+                    )
+                except httpx.HTTPError as exc:
+                    errors.append(f"{type(exc).__name__}: {exc}")
+                    continue
                 ingest_latencies.append(time.perf_counter() - t0)
                 if response.status_code == 200:
                     acknowledged += response.json()["records"]
@@ -173,13 +196,17 @@ async def run_load(base: str, token: str, clusters: int, seconds: float) -> dict
             while time.monotonic() < deadline:
                 for route in routes:
                     t0 = time.perf_counter()
-                    response = await client.get(route)
+                    try:
+                        response = await client.get(route)
+                    except httpx.HTTPError as exc:
+                        errors.append(f"{route}: {type(exc).__name__}: {exc}")
+                        continue
                     page_latencies.setdefault(route, []).append(time.perf_counter() - t0)
                     if response.status_code >= 500:
                         errors.append(f"{route}: {response.status_code}")
 
         started = time.perf_counter()
-        readers = [] if os.environ.get("NO_READER") else [reader()]
+        readers = [reader()] if load.reader else []
         await asyncio.gather(*readers, *(collector(i) for i in range(clusters)))
         elapsed = time.perf_counter() - started
     return {
@@ -218,9 +245,7 @@ def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20)[-1] if len(values) >= 2 else values[0]
 
 
-def measure(
-    database: str, label: str, clusters: int, seconds: float, tmp: Path, db_pid: int | None
-) -> dict:
+def measure(database: str, label: str, load: Load, tmp: Path, db_pid: int | None) -> dict:
     with open_store(database) as store:
         create_account(store, "default")
         add_user(store, "loadtest", account="default")
@@ -229,35 +254,41 @@ def measure(
     server = start_server(database, port, tmp / f"server-{label}.log")
     try:
         before = cpu_by_part(server.pid, db_pid)
-        load = asyncio.run(run_load(f"http://127.0.0.1:{port}", token, clusters, seconds))
+        result = asyncio.run(run_load(f"http://127.0.0.1:{port}", token, load))
         after = cpu_by_part(server.pid, db_pid)
     finally:
+        died = server.poll()  # the server must still be up: anything else is a failure
         server.terminate()
         server.wait(30)
+    if died is not None:
+        log = (tmp / f"server-{label}.log").read_text()[-3000:]
+        raise SystemExit(f"the {label} server died during the load (exit {died}):\n{log}")
     counts = table_counts(open_store(database))
     # Each batch's rows have fresh ids but the cluster row, which is updated in place.
-    batches = load["acknowledged"] // RECORDS_PER_BATCH
-    expected_rows = batches * (RECORDS_PER_BATCH - 1) + min(batches, clusters)
+    batches = result["acknowledged"] // load.batch_records
+    expected_rows = batches * (load.batch_records - 1) + min(batches, load.clusters)
     stored_rows = sum(
         counts[t] for t in ("clusters", "task_groups", "span_metrics", "worker_samples")
     )
-    pages = [v for values in load["page_latencies"].values() for v in values]
+    pages = [v for values in result["page_latencies"].values() for v in values]
     us_per_record = {
-        part: round((after[part] - before[part]) * 1e6 / max(1, load["acknowledged"]), 1)
+        part: round((after[part] - before[part]) * 1e6 / max(1, result["acknowledged"]), 1)
         for part in before
     }
     return {
         "database": label,
         "cpu_us_per_record": us_per_record,
-        "clusters": clusters,
-        "seconds": round(load["elapsed_s"], 1),
-        "records_per_s": round(load["acknowledged"] / load["elapsed_s"]),
+        "clusters": load.clusters,
+        "batch_records": load.batch_records,
+        "reader": load.reader,
+        "seconds": round(result["elapsed_s"], 1),
+        "records_per_s": round(result["acknowledged"] / result["elapsed_s"]),
         "batches": batches,
-        "p95_ingest_ms": round(p95(load["ingest_latencies"]) * 1000, 1),
+        "p95_ingest_ms": round(p95(result["ingest_latencies"]) * 1000, 1),
         "p95_page_ms": round(p95(pages) * 1000, 1),
         "page_requests": len(pages),
-        "errors": len(load["errors"]),
-        "first_errors": load["errors"][:3],
+        "errors": len(result["errors"]),
+        "first_errors": result["errors"][:3],
         "lost": max(0, expected_rows - stored_rows),
         "duplicates": max(0, stored_rows - expected_rows),
     }
@@ -268,14 +299,21 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--clusters", type=int, default=20)
     parser.add_argument("--databases", default="sqlite,postgres")
+    parser.add_argument("--batch-records", type=int, default=501)
+    parser.add_argument(
+        "--no-reader", action="store_true", help="no page loads (to see ingest's own costs)"
+    )
     args = parser.parse_args()
+    if args.batch_records < 6:
+        raise SystemExit("--batch-records: at least 6 (the cluster row and one of each kind)")
+    load = Load(args.clusters, args.seconds, args.batch_records, not args.no_reader)
     results = []
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         for label in args.databases.split(","):
             if label == "sqlite":
                 url = f"sqlite:///{tmp / 'load.db'}"
-                results.append(measure(url, label, args.clusters, args.seconds, tmp, None))
+                results.append(measure(url, label, load, tmp, None))
             elif label == "postgres":
                 pg = PostgresServer()
                 pg.start()
@@ -286,9 +324,7 @@ def main() -> None:
                                          autocommit=True) as conn:  # fmt: skip
                         conn.execute("CREATE DATABASE load")
                     url = f"{pg.url}/load"
-                    results.append(
-                        measure(url, label, args.clusters, args.seconds, tmp, pg.postmaster_pid())
-                    )
+                    results.append(measure(url, label, load, tmp, pg.postmaster_pid()))
                 finally:
                     pg.remove()
             else:
@@ -296,7 +332,8 @@ def main() -> None:
     for r in results:
         print(
             f"{r['database']:>8}: {r['records_per_s']:>8,} records/s accepted over {r['seconds']} s"
-            f" from {r['clusters']} clusters | p95 ingest {r['p95_ingest_ms']} ms"
+            f" from {r['clusters']} clusters ({r['batch_records']} a batch)"
+            f" | p95 ingest {r['p95_ingest_ms']} ms"
             f" | p95 page {r['p95_page_ms']} ms ({r['page_requests']} pages)"
             f" | errors {r['errors']} lost {r['lost']} duplicates {r['duplicates']}"
         )

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,6 +102,46 @@ def test_bad_batches_name_the_field(mutate, field: str) -> None:
     with pytest.raises(WireError) as caught:
         decode_batch(json.dumps(document).encode())
     assert caught.value.field == field
+
+
+_FIRST_DECODES_AT_ONCE = """
+import sys
+import threading
+
+sys.path.insert(0, sys.argv[1])
+from test_wire_and_spool import sample_records
+from daskscope.wire import decode_rows_json, encode_batch
+
+body = encode_batch(sample_records() * 50)
+start = threading.Barrier(8)
+
+def decode():
+    start.wait()
+    for _ in range(20):
+        decode_rows_json(body)
+
+threads = [threading.Thread(target=decode) for _ in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+"""
+
+
+def test_first_decodes_in_many_threads_at_once_do_not_crash() -> None:
+    # A server's threads all decode their first batches together; building msgspec's
+    # decoder in two of them at once crashed the server (SIGSEGV) under load. Without
+    # the lock that builds it once, this test failed 4 runs out of 4.
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _FIRST_DECODES_AT_ONCE, str(Path(__file__).parent)],
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(12)
+    ]
+    for run in runs:
+        _, stderr = run.communicate(timeout=120)
+        assert run.returncode == 0, stderr.decode()[-2000:]
 
 
 def test_spool_keeps_order_and_survives_a_restart(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 import typing
 from collections.abc import Iterable
 from typing import Annotated, Any, Union
@@ -104,7 +105,6 @@ def _wire_struct(cls: type) -> type:
     )
 
 
-@functools.cache
 def _item_kinds() -> dict[type, str]:
     """A Struct per record kind, holding its ``data`` and tagged by its ``kind``."""
     return {
@@ -120,19 +120,43 @@ def _item_kinds() -> dict[type, str]:
     }
 
 
-@functools.cache
-def _decoder(max_records: int) -> msgspec.json.Decoder:
-    """One decoder for a whole batch, whatever the mix of record kinds."""
-    items = tuple(_item_kinds())
-    batch = msgspec.defstruct(
-        "Batch",
-        [
-            ("version", typing.Literal[WIRE_VERSION]),
-            ("records", Annotated[list[Union[items]], msgspec.Meta(max_length=max_records)]),  # noqa: UP007
-        ],
-        forbid_unknown_fields=True,
-    )
-    return msgspec.json.Decoder(batch)
+class _Decoding:
+    """The batch decoder for each record limit, and the kind of each record Struct.
+
+    Built once, under a lock: msgspec fills in a Struct type's decoding information
+    while it builds the first decoder for it, and a server thread decoding with that
+    type meanwhile crashed the process (seen under load)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._decoders: dict[int, msgspec.json.Decoder] = {}
+        self.kinds: dict[type, str] = {}
+
+    def decoder(self, max_records: int) -> msgspec.json.Decoder:
+        decoder = self._decoders.get(max_records)
+        if decoder is None:
+            with self._lock:
+                decoder = self._decoders.get(max_records)
+                if decoder is None:
+                    decoder = self._decoders[max_records] = self._build(max_records)
+        return decoder
+
+    def _build(self, max_records: int) -> msgspec.json.Decoder:
+        if not self.kinds:
+            self.kinds = _item_kinds()
+        items = tuple(self.kinds)
+        batch = msgspec.defstruct(
+            "Batch",
+            [
+                ("version", typing.Literal[WIRE_VERSION]),
+                ("records", Annotated[list[Union[items]], msgspec.Meta(max_length=max_records)]),  # noqa: UP007
+            ],
+            forbid_unknown_fields=True,
+        )
+        return msgspec.json.Decoder(batch)
+
+
+_decoding = _Decoding()
 
 
 def decode_rows_json(body: bytes, *, max_records: int = 100_000) -> list[tuple[str, dict]]:
@@ -140,12 +164,12 @@ def decode_rows_json(body: bytes, *, max_records: int = 100_000) -> list[tuple[s
     field of its record kind (what the store writes); raises :class:`WireError`, and
     nothing is returned partially, so a rejected batch stores nothing."""
     try:
-        batch = _decoder(max_records).decode(body)
+        batch = _decoding.decoder(max_records).decode(body)
     except msgspec.ValidationError as exc:
         raise _wire_error(str(exc), max_records) from None
     except msgspec.DecodeError as exc:
         raise NotJSON("body", f"is not JSON: {exc}") from None
-    as_dict, kinds = msgspec.structs.asdict, _item_kinds()
+    as_dict, kinds = msgspec.structs.asdict, _decoding.kinds
     return [(kinds[type(item)], as_dict(item.data)) for item in batch.records]
 
 
