@@ -24,10 +24,12 @@ from distributed.protocol.pickle import dumps
 
 import daskscope
 from conftest import _admin
+from daskscope.collector.http_sink import HttpSink
 from daskscope.collector.plugin import DaskscopePlugin
 from daskscope.config import CollectorSettings
-from daskscope.model import TaskGroupRecord, stable_id
+from daskscope.model import ClusterRecord, TaskGroupRecord, stable_id
 from daskscope.store import cluster_detail, open_store, table_counts
+from daskscope.store.identity import add_user, create_account, create_token
 from daskscope.web import create_app
 from daskscope.wire import encode_batch
 from pgserver import PostgresServer, free_port
@@ -121,14 +123,14 @@ def test_oversized_batches_get_413(app: Any) -> None:
 class Server:
     """``daskscope serve`` in its own process, which the test can kill and restart."""
 
-    def __init__(self, database: str, port: int, log: Path):
-        self.database, self.port, self.log = database, port, log
+    def __init__(self, database: str, port: int, log: Path, *options: str):
+        self.database, self.port, self.log, self.options = database, port, log, options
         self.process: subprocess.Popen | None = None
         self.url = f"http://127.0.0.1:{port}"
 
     def start(self) -> None:
         command = [sys.executable, "-m", "daskscope.cli.main", "--database", self.database]
-        command += ["serve", "--host", "127.0.0.1", "--port", str(self.port)]
+        command += ["serve", "--host", "127.0.0.1", "--port", str(self.port), *self.options]
         with self.log.open("a") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
@@ -347,6 +349,34 @@ def test_the_spool_delivers_on_the_next_scheduler_start(tmp_path: Path) -> None:
             second.kill()
     finally:
         server.stop()
+
+
+def test_the_sink_splits_large_batches_within_the_servers_limits(tmp_path: Path) -> None:
+    # A team server (tokens required) takes a cluster's records only once it knows the
+    # cluster: the sink sends the cluster row first, whatever its place in the flush.
+    database = f"sqlite:///{tmp_path / 'server.db'}"
+    with open_store(database) as store:
+        create_account(store, "hep")
+        add_user(store, "ana", account="hep")
+        token = create_token(store, "ana")
+    server = Server(database, free_port(), tmp_path / "server.log", "--auth")
+    server.start()
+    try:
+        cluster = ClusterRecord(
+            id="c", name="big flush", account="claimed", user="claimed",
+            scheduler_address="tcp://s:1", dask_version="1", distributed_version="1",
+            python_version="3", started_at=1.8e9, last_seen_at=1.8e9,
+        )  # fmt: skip
+        sink = HttpSink(server.url, token, tmp_path / "spool")
+        with dask.config.set({"daskscope.ingest.max-batch-records": 7}):
+            sink.write([*(group(i) for i in range(30)), cluster])
+        assert (sink.delivered_batches, sink.rejected_batches, sink.spooled) == (5, 0, 0)
+        sink.close()
+    finally:
+        server.stop()
+    with open_store(database) as store:
+        assert table_counts(store, "c")["task_groups"] == 30
+        assert cluster_detail(store, "c")["cluster"]["account"] == "hep"
 
 
 def count_events(start: int, stop: int) -> int:

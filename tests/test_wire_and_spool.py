@@ -13,13 +13,14 @@ import pytest
 
 from daskscope.collector.spool import Spool
 from daskscope.model import (
+    ClusterRecord,
     EventRecord,
     SpanMetricRecord,
     TaskGroupRecord,
     WorkerSampleRecord,
     stable_id,
 )
-from daskscope.wire import WireError, decode_batch, encode_batch
+from daskscope.wire import WireError, decode_batch, encode_batch, encode_batches
 
 
 def sample_records() -> list:
@@ -59,6 +60,27 @@ def sample_records() -> list:
 def test_round_trip_is_lossless() -> None:
     records = sample_records()
     assert decode_batch(encode_batch(records)) == records
+
+
+def test_batches_keep_within_the_limits_in_order_clusters_first() -> None:
+    records = sample_records() * 7
+    cluster = ClusterRecord(
+        id="c", name="n", account="a", user="u", scheduler_address="tcp://s:1",
+        dask_version="1", distributed_version="1", python_version="3", started_at=1.8e9,
+        last_seen_at=1.8e9,
+    )  # fmt: skip
+    batches = list(encode_batches([*records, cluster], max_records=10, max_bytes=1 << 20))
+    assert len(records) == 28
+    assert [len(decode_batch(b)) for b in batches] == [10, 10, 9]
+    decoded = [r for b in batches for r in decode_batch(b)]
+    assert decoded == [cluster, *records]
+    one_size = len(encode_batch(records[:1]))
+    small = list(encode_batches(records, max_records=100, max_bytes=3 * one_size))
+    assert all(len(b) <= 3 * one_size for b in small) and len(small) >= len(records) // 4
+    assert [r for b in small for r in decode_batch(b)] == records
+    # a record larger than the limit goes alone (the server will refuse only that one)
+    (alone,) = encode_batches(records[:1], max_records=10, max_bytes=10)
+    assert decode_batch(alone) == records[:1]
 
 
 def test_non_finite_numbers_travel_as_not_measured() -> None:

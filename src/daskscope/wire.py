@@ -13,7 +13,7 @@ import dataclasses
 import functools
 import threading
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Annotated, Any, Union
 
 import msgspec
@@ -27,6 +27,7 @@ __all__ = [
     "decode_batch",
     "decode_rows_json",
     "encode_batch",
+    "encode_batches",
 ]
 
 WIRE_VERSION = 1
@@ -46,6 +47,29 @@ def encode_batch(records: Iterable[Record]) -> bytes:
     return _encoder.encode(
         {"version": WIRE_VERSION, "records": [_Item(r.KIND, r) for r in records]}
     )
+
+
+def encode_batches(
+    records: Sequence[Record], *, max_records: int, max_bytes: int
+) -> Iterator[bytes]:
+    """``records`` as batches a server takes: at most ``max_records`` records and, by
+    halving, ``max_bytes`` bytes each (a single larger record goes alone: the server
+    will say no to that one only). In order, but clusters first: a server takes a
+    cluster's records once it knows the cluster."""
+    records = sorted(records, key=lambda r: r.KIND != "cluster")  # stable
+    max_records = max(1, max_records)
+    for start in range(0, len(records), max_records):
+        yield from _within_bytes(records[start : start + max_records], max_bytes)
+
+
+def _within_bytes(records: Sequence[Record], max_bytes: int) -> Iterator[bytes]:
+    payload = encode_batch(records)
+    if len(payload) <= max_bytes or len(records) == 1:
+        yield payload
+        return
+    half = len(records) // 2
+    yield from _within_bytes(records[:half], max_bytes)
+    yield from _within_bytes(records[half:], max_bytes)
 
 
 class WireError(ValueError):

@@ -78,7 +78,9 @@ def run_server(
     # What exists now (modules, the app, the store) lives as long as the process: keep
     # it out of the collector's full passes, which ingest's many small objects trigger.
     gc.freeze()
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    # Keep connections open longer than collectors wait between flushes: a server that
+    # closes one just as a client reuses it makes the client see a dropped request.
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_keep_alive=75)
 
 
 @click.command("serve")

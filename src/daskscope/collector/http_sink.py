@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from daskscope import config
 from daskscope.collector.spool import Spool
 from daskscope.model import Record
-from daskscope.wire import encode_batch
+from daskscope.wire import encode_batches
 
 __all__ = ["HttpSink"]
 
@@ -65,17 +66,22 @@ class HttpSink:
         return len(self._spool) if self._spool is not None else 0
 
     def write(self, records: Sequence[Record]) -> None:
-        """Deliver now or spool; raises only when the spool itself cannot be written."""
+        """Deliver now or spool, in batches within the server's limits (config
+        ``daskscope.ingest``); raises only when the spool itself cannot be written."""
         spool = self._ensure()
-        payload = encode_batch(records)
-        outcome = self._post(payload) if self.drain() else "retry"
-        if outcome == "ok":
-            return
-        path = spool.put(payload)
-        if outcome == "rejected":
-            logger.error(
-                "daskscope server refused a batch for good; kept it in %s", spool.reject(path)
-            )
+        for payload in encode_batches(
+            records,
+            max_records=int(config.get("ingest.max-batch-records")),
+            max_bytes=int(config.get("ingest.max-batch-bytes")),
+        ):
+            outcome = self._post(payload) if self.drain() else "retry"
+            if outcome == "ok":
+                continue
+            path = spool.put(payload)
+            if outcome == "rejected":
+                logger.error(
+                    "daskscope server refused a batch for good; kept it in %s", spool.reject(path)
+                )
 
     def drain(self) -> bool:
         """Deliver spooled batches in order; True when the spool is empty afterwards."""
@@ -105,7 +111,12 @@ class HttpSink:
         if time.monotonic() < self._retry_at:
             return "retry"
         try:
-            response = self._client.post(self.url, content=payload)
+            try:
+                response = self._client.post(self.url, content=payload)
+            except httpx.RemoteProtocolError:
+                # a kept-alive connection the server closed as we reused it: once more on
+                # a new one (batches are idempotent)
+                response = self._client.post(self.url, content=payload)
         except httpx.HTTPError as exc:
             return self._failed(f"{type(exc).__name__}: {exc}")
         if response.status_code < 300:
