@@ -118,10 +118,7 @@ def store_batch(store: Store, body: bytes, viewer: Identity | None) -> dict[str,
     rows = parse_batch(body)
     by_kind: dict[str, list[dict]] = {}
     for kind, row in rows:
-        if kind in by_kind:
-            by_kind[kind].append(row)
-        else:
-            by_kind[kind] = [row]
+        by_kind.setdefault(kind, []).append(row)
     by_table = {TABLE_FOR[RECORD_TYPES[kind]]: group for kind, group in by_kind.items()}
     # the token, not the collector, says whose clusters these are
     claim = None
