@@ -239,10 +239,11 @@ def cpu_by_part(server_pid: int, db_pid: int | None) -> dict[str, float]:
     return parts
 
 
-def p95(values: list[float]) -> float:
+def p95_ms(values: list[float]) -> float | None:
     if not values:
-        return float("nan")
-    return statistics.quantiles(values, n=20)[-1] if len(values) >= 2 else values[0]
+        return None  # no pages were loaded (--no-reader)
+    seconds = statistics.quantiles(values, n=20)[-1] if len(values) >= 2 else values[0]
+    return round(seconds * 1000, 1)
 
 
 def measure(database: str, label: str, load: Load, tmp: Path, db_pid: int | None) -> dict:
@@ -284,8 +285,8 @@ def measure(database: str, label: str, load: Load, tmp: Path, db_pid: int | None
         "seconds": round(result["elapsed_s"], 1),
         "records_per_s": round(result["acknowledged"] / result["elapsed_s"]),
         "batches": batches,
-        "p95_ingest_ms": round(p95(result["ingest_latencies"]) * 1000, 1),
-        "p95_page_ms": round(p95(pages) * 1000, 1),
+        "p95_ingest_ms": p95_ms(result["ingest_latencies"]),
+        "p95_page_ms": p95_ms(pages),
         "page_requests": len(pages),
         "errors": len(result["errors"]),
         "first_errors": result["errors"][:3],
@@ -334,8 +335,12 @@ def main() -> None:
             f"{r['database']:>8}: {r['records_per_s']:>8,} records/s accepted over {r['seconds']} s"
             f" from {r['clusters']} clusters ({r['batch_records']} a batch)"
             f" | p95 ingest {r['p95_ingest_ms']} ms"
-            f" | p95 page {r['p95_page_ms']} ms ({r['page_requests']} pages)"
-            f" | errors {r['errors']} lost {r['lost']} duplicates {r['duplicates']}"
+            + (
+                f" | p95 page {r['p95_page_ms']} ms ({r['page_requests']} pages)"
+                if r["reader"]
+                else " | no reader"
+            )
+            + f" | errors {r['errors']} lost {r['lost']} duplicates {r['duplicates']}"
         )
         cpu = ", ".join(f"{part} {us}" for part, us in r["cpu_us_per_record"].items())
         print(f"          CPU µs per accepted record: {cpu}")
