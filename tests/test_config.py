@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import pickle
+from pathlib import Path
+from typing import Any
 
 import dask
 import pytest
+import yaml
 
 from daskscope import config
 from daskscope.collector.plugin import DaskscopePlugin
@@ -61,3 +65,50 @@ def test_plugin_pickles_with_its_settings_only() -> None:
     plugin = DaskscopePlugin(CollectorSettings.from_config(account="team"))
     copy = pickle.loads(pickle.dumps(plugin))
     assert copy.settings == plugin.settings and copy.cluster_id == plugin.cluster_id
+
+
+@pytest.fixture
+def cleared_config() -> Any:
+    """dask's live config emptied, as a harness that resets it does (restored after)."""
+    saved = copy.deepcopy(dask.config.config)
+    dask.config.config.clear()
+    yield dask.config.config
+    dask.config.config.clear()
+    dask.config.config.update(saved)
+
+
+def test_settings_fall_back_to_the_shipped_defaults_when_the_config_lost_them(
+    cleared_config: dict[str, Any],
+) -> None:
+    shipped = yaml.safe_load(Path(config.__file__).with_name("daskscope.yaml").read_text())
+    assert "daskscope" not in dask.config.config
+    settings = CollectorSettings.from_config()
+    assert (
+        settings.flush_interval == 5 and settings.max_errors == shipped["daskscope"]["max-errors"]
+    )
+    assert (
+        config.get("ingest.max-batch-records")
+        == shipped["daskscope"]["ingest"]["max-batch-records"]
+    )
+    assert config.get("cost") == shipped["daskscope"]["cost"]
+    assert config.get("no-such-key", "fallback") == "fallback"
+
+
+def test_live_values_win_and_sections_merge_over_the_shipped_ones(
+    cleared_config: dict[str, Any],
+) -> None:
+    dask.config.set(
+        {
+            "daskscope.flush-interval": "250ms",
+            "daskscope.profile.enabled": False,
+            "daskscope.cost.physics.per-core-hour": 0.1,
+            "daskscope.worker-sampling-interval": None,  # null: the shipped default
+        }
+    )
+    settings = CollectorSettings.from_config()
+    assert settings.flush_interval == pytest.approx(0.25)
+    assert settings.profile_enabled is False
+    assert settings.profile_interval == 10  # the rest of the section is the shipped one
+    assert settings.worker_sampling_interval == 2
+    cost = config.get("cost")
+    assert cost["physics"] == {"per-core-hour": 0.1} and cost["default"]["per-core-hour"] == 0.04

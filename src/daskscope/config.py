@@ -6,6 +6,7 @@ Defaults ship in ``daskscope.yaml`` beside this module; users override them in
 
 from __future__ import annotations
 
+import copy
 import getpass
 import os
 from dataclasses import dataclass
@@ -19,14 +20,37 @@ from dask.utils import parse_timedelta
 __all__ = ["CollectorSettings", "default_database_url", "get"]
 
 _DEFAULTS = Path(__file__).with_name("daskscope.yaml")
+_MISSING = object()
 
 with _DEFAULTS.open() as f:
-    dask.config.update_defaults(yaml.safe_load(f))
+    #: The shipped defaults, kept apart too: dask's live config can lose them (see get).
+    PACKAGE_DEFAULTS: dict[str, Any] = yaml.safe_load(f)
+dask.config.update_defaults(copy.deepcopy(PACKAGE_DEFAULTS))
 
 
 def get(key: str, default: Any = None) -> Any:
-    """A value from the ``daskscope`` namespace of dask's config."""
-    return dask.config.get(f"daskscope.{key}", default=default)
+    """A value from the ``daskscope`` namespace of dask's config, over the shipped defaults.
+
+    The live config can lose the defaults registered at import: distributed's test
+    harness (``gen_cluster``) replaces it with a snapshot taken before daskscope was
+    imported, and code may clear it. So a key that is missing or null in the live config
+    takes the shipped default, and a section (a dict) is the shipped one with the live
+    values merged over it. ``default`` applies only where neither has the key."""
+    live = _lookup(dask.config.config, f"daskscope.{key}")
+    shipped = _lookup(PACKAGE_DEFAULTS, f"daskscope.{key}")
+    if isinstance(live, dict) and isinstance(shipped, dict):
+        return dask.config.merge(shipped, live)
+    for value in (live, shipped):
+        if value is not _MISSING and value is not None:
+            return value
+    return default if live is _MISSING and shipped is _MISSING else None
+
+
+def _lookup(tree: dict[str, Any], key: str) -> Any:
+    try:
+        return dask.config.get(key, _MISSING, config=tree)
+    except (TypeError, KeyError, AttributeError):  # a section replaced by a scalar
+        return _MISSING
 
 
 def default_database_url() -> str:
