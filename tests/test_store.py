@@ -34,9 +34,9 @@ from daskscope.store import (
     BadDatabaseURL,
     DatabaseUnreachable,
     NotADaskscopeDatabase,
+    RecordConflict,
     SchemaTooNew,
     UnknownCluster,
-    WriteFailed,
     cluster_detail,
     list_clusters,
     open_store,
@@ -336,17 +336,32 @@ def test_duplicates_within_one_batch_keep_the_last(store: store_api.Store) -> No
     assert [c["name"] for c in list_clusters(store)] == ["last"]
 
 
-def test_failed_batch_stores_nothing(store: store_api.Store) -> None:
+def test_a_refused_record_leaves_the_rest_of_its_batch(store: store_api.Store) -> None:
+    good = cluster_records(cluster_record())
+    write_records(store, good)
+    other = cluster_records(cluster_record("other", start=T0 + 86_400))
+    changed = dataclasses.replace(good[0], name="renamed")
+    # started_at is NOT NULL: both databases refuse this one record, and only it
+    broken = dataclasses.replace(other[1], id="broken", started_at=None)
+    rejected: list[store_api.Rejected] = []
+    assert write_records(store, [changed, *other, broken], rejected=rejected) == len(other) + 1
+    assert [(r.table, r.record_id) for r in rejected] == [("computations", "broken")]
+    assert "started_at" in rejected[0].reason
+    assert stored_rows(store) == expected_rows([changed, *good[1:], *other])
+
+
+def test_a_record_moving_to_another_cluster_fails_the_whole_batch(
+    store: store_api.Store,
+) -> None:
     good = cluster_records(cluster_record())
     write_records(store, good)
     before = stored_rows(store)
     other = cluster_records(cluster_record("other", start=T0 + 86_400))
-    changed = dataclasses.replace(good[0], name="renamed")
-    # name is NOT NULL: both databases reject the last record of the batch
-    broken = dataclasses.replace(other[1], id="broken", started_at=None)
-    with pytest.raises(WriteFailed, match="nothing of this batch was stored") as info:
-        write_records(store, [changed, *other, broken])
+    moved = dataclasses.replace(good[1], cluster_id=other[0].id)  # an id of another cluster
+    with pytest.raises(RecordConflict, match="nothing of this batch was stored") as info:
+        write_records(store, [*other, moved])
     assert not info.value.retryable
+    assert info.value.record_id == moved.id
     assert stored_rows(store) == before
 
 

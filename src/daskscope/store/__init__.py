@@ -1,7 +1,7 @@
 """The store: daskscope's records kept in SQLite or PostgreSQL.
 
 >>> store = open_store("sqlite:///runs.db")   # creates or upgrades the schema
->>> write_records(store, records)             # idempotent upserts, all or nothing
+>>> write_records(store, records)             # idempotent upserts, one transaction
 >>> list_clusters(store)                      # plain dicts, newest first
 """
 
@@ -28,7 +28,7 @@ from daskscope.store.queries import (
     table_counts,
     worker_samples,
 )
-from daskscope.store.writer import write_records, write_rows
+from daskscope.store.writer import Rejected, write_records, write_rows
 
 # Accounts, users and tokens: their tables join the schema's metadata when imported.
 from daskscope.store import identity  # noqa: F401  isort: skip
@@ -40,6 +40,7 @@ __all__ = [
     "MigrationFailed",
     "NotADaskscopeDatabase",
     "RecordConflict",
+    "Rejected",
     "SchemaTooNew",
     "Store",
     "StoreError",

@@ -1,9 +1,12 @@
-"""Writing records: idempotent upserts, one transaction per batch."""
+"""Writing records: idempotent upserts, one transaction per batch, text escaped
+(:mod:`daskscope.text`), a record the database refuses left out of its batch."""
 
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -14,8 +17,11 @@ from daskscope import model
 from daskscope.store.engine import IMMEDIATE, Store, as_engine, display_url, short_reason
 from daskscope.store.errors import RecordConflict, WriteFailed
 from daskscope.store.schema import TABLE_FOR
+from daskscope.text import escape_rows
 
-__all__ = ["write_records", "write_rows"]
+__all__ = ["Rejected", "write_records", "write_rows"]
+
+logger = logging.getLogger("daskscope")
 
 # SQLite allows 32766 bound parameters per statement; stay well below it in case
 # the driver ever folds an executemany into one multi-row INSERT.
@@ -26,17 +32,32 @@ _INSERT = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
 _statements: dict[tuple[str, str], Any] = {}
 
 
-def write_records(store_or_engine: Store | sa.Engine, records: Iterable[model.Record]) -> int:
-    """Upsert ``records`` in one transaction (all or nothing); return how many rows
-    were written. Records sharing an id collapse to the last one: a batch written
-    twice is stored once, and newer values win."""
+def write_records(
+    store_or_engine: Store | sa.Engine,
+    records: Iterable[model.Record],
+    *,
+    rejected: list[Rejected] | None = None,
+) -> int:
+    """Upsert ``records`` in one transaction; return how many rows were written.
+    Records sharing an id collapse to the last one: a batch written twice is stored
+    once, and newer values win. A record the database refuses on its own is left out
+    and the rest written (see :func:`write_rows`)."""
     rows_by_table: dict[sa.Table, list[dict[str, Any]]] = {}
     for cls, group in model.group_by_kind(records):
         table = TABLE_FOR.get(cls)
         if table is None:
             raise TypeError(f"{cls.__name__} is not a daskscope record type")
         rows_by_table[table] = [model.record_to_dict(r) for r in group]
-    return write_rows(store_or_engine, rows_by_table)
+    return write_rows(store_or_engine, rows_by_table, rejected=rejected)
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A record the database refused on its own (its batch was stored without it)."""
+
+    table: str
+    record_id: str
+    reason: str
 
 
 def write_rows(
@@ -44,13 +65,20 @@ def write_rows(
     rows_by_table: Mapping[sa.Table, Sequence[dict[str, Any]]],
     *,
     before_write: Callable[[sa.Connection], None] | None = None,
+    rejected: list[Rejected] | None = None,
 ) -> int:
-    """:func:`write_records` for rows that are already plain dicts with every column.
+    """:func:`write_records` for rows that are already plain dicts with every column;
+    returns the number of rows written.
 
-    A row never moves to another cluster (or a cluster to another account): an upsert
-    that would do so is refused, and the whole batch with it (:class:`RecordConflict`).
-    ``before_write`` runs first in the same transaction (on SQLite, holding the write
-    lock); whatever it raises rolls the batch back and reaches the caller.
+    Text is escaped first (:mod:`daskscope.text`). One record that the database still
+    refuses (a value out of range, a required field missing) never fails its batch:
+    the batch is written again with that record left out, which is logged with its id
+    and appended to ``rejected``. A row never moves to another cluster (or a cluster to
+    another account): an upsert that would do so is refused, and the whole batch with
+    it (:class:`RecordConflict`). ``before_write`` runs first in the same transaction
+    (on SQLite, holding the write lock); whatever it raises rolls the batch back and
+    reaches the caller. A lost connection or lock raises a retryable
+    :class:`WriteFailed`, and nothing of the batch is stored.
     """
     engine = as_engine(store_or_engine)
     batches = [
@@ -61,31 +89,98 @@ def write_rows(
     total = sum(len(rows) for _, rows in batches)
     if not total:
         return 0
-    conflict = None
+    refused: list[Rejected] = []
     try:
-        with engine.connect() as conn:
-            conn = conn.execution_options(**{IMMEDIATE: True})
-            with conn.begin() as transaction:
-                if before_write is not None:
-                    before_write(conn)
-                for table, rows in batches:
-                    if _upsert_rows(conn, table, rows) != len(rows):
-                        conflict = _find_conflict(conn, table, rows)
-                        transaction.rollback()
-                        break
+        try:
+            _transaction(engine, batches, before_write, None)
+        except _DATA_ERRORS as exc:
+            if _retryable(exc):
+                raise
+            # Some record is refused by the database itself: write the batch again,
+            # each table under a savepoint, halving until the refused records are found.
+            _transaction(engine, batches, before_write, refused)
     except sa.exc.DBAPIError as exc:
-        retryable = isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)) or bool(
-            exc.connection_invalidated
-        )
+        retryable = _retryable(exc)
         raise WriteFailed(
             f"writing {total} records to {display_url(engine.url)} failed: {short_reason(exc)}; "
             "nothing of this batch was stored"
             + ("; it can be retried" if retryable else "; the data was rejected"),
             retryable=retryable,
         ) from exc
-    if conflict is not None:
-        raise conflict
-    return total
+    for item in refused:
+        logger.warning(
+            "daskscope: %s refused record %s of %s (%s); the rest of its batch was stored",
+            display_url(engine.url),
+            item.record_id,
+            item.table,
+            item.reason,
+        )
+    if rejected is not None:
+        rejected.extend(refused)
+    return total - len(refused)
+
+
+# What a database (or its driver) raises for data it will not take: DBAPI errors, and
+# encoding, type or range errors raised while binding parameters
+_DATA_ERRORS = (sa.exc.StatementError, ValueError, TypeError, OverflowError)
+# PostgreSQL error classes that mean "later": connection, transaction rollback
+# (serialization, deadlock), resources, operator intervention, system error
+_RETRYABLE_SQLSTATE_CLASSES = {"08", "40", "53", "55", "57", "58"}
+
+
+def _retryable(exc: BaseException) -> bool:
+    """True when the cause is the connection or a lock, not the data."""
+    if not isinstance(exc, sa.exc.DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    if sqlstate:
+        return sqlstate[:2] in _RETRYABLE_SQLSTATE_CLASSES
+    return isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError))
+
+
+def _transaction(
+    engine: sa.Engine,
+    batches: list[tuple[sa.Table, list[dict[str, Any]]]],
+    before_write: Callable[[sa.Connection], None] | None,
+    refused: list[Rejected] | None,
+) -> None:
+    """Write ``batches`` in one transaction; with ``refused``, leave out (and list) the
+    records the database refuses instead of failing."""
+    with engine.connect() as conn:
+        conn = conn.execution_options(**{IMMEDIATE: True})
+        with conn.begin():
+            if before_write is not None:
+                before_write(conn)  # may label rows in place: escape after it
+            for table, rows in batches:
+                rows = list(escape_rows(rows))
+                if refused is None:
+                    _write_table(conn, table, rows)
+                else:
+                    _write_table_carefully(conn, table, rows, refused)
+
+
+def _write_table(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
+    if _upsert_rows(conn, table, rows) != len(rows):
+        raise _find_conflict(conn, table, rows)
+
+
+def _write_table_carefully(
+    conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]], refused: list[Rejected]
+) -> None:
+    try:
+        with conn.begin_nested():
+            _write_table(conn, table, rows)
+    except _DATA_ERRORS as exc:
+        if _retryable(exc):
+            raise
+        if len(rows) == 1:
+            refused.append(Rejected(table.name, str(rows[0]["id"]), short_reason(exc)))
+            return
+        half = len(rows) // 2
+        _write_table_carefully(conn, table, rows[:half], refused)
+        _write_table_carefully(conn, table, rows[half:], refused)
 
 
 def _upsert_rows(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> int:

@@ -1,0 +1,155 @@
+"""Text that Dask allows is stored: NUL, lone surrogates, long and exotic strings, on
+SQLite, PostgreSQL and through the server; one odd record never fails its batch."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from daskscope import model
+from daskscope.model import (
+    ClusterRecord,
+    ComputationRecord,
+    ErrorRecord,
+    EventRecord,
+    SpanRecord,
+    TaskGroupRecord,
+    stable_id,
+)
+from daskscope.store import Rejected, Store, write_records
+from daskscope.store.schema import TABLES
+from daskscope.text import escape_text, escape_value
+
+T0 = 1_767_225_600.5
+
+#: Text Dask allows in keys, span tags, code and exceptions
+ODD = [
+    "nul\x00inside",
+    "lone high \ud800 surrogate",
+    "lone low \udfff surrogate",
+    "pair 😀 and \U0010ffff",
+    "ordinary \\u0000 six characters",
+    "עברית · 中文 · e\u0301 · \u200b · \x01\x1f\x7f",
+    "tab\tnew\nline\r",
+    "long " + "ab\x00" * 70_000,
+]
+
+
+def test_escape_text_is_documented_notation() -> None:
+    assert escape_text("a\x00b") == "a\\u0000b"
+    assert escape_text("\ud800x\udfff") == "\\ud800x\\udfff"
+    assert escape_text("😀 \\u0000") == "😀 \\u0000"  # storable text is kept as it is
+    assert escape_value({"k\x00": ["\ud800", ("t\x00",)], "n": 3}) == {
+        "k\\u0000": ["\\ud800", ["t\\u0000"]],
+        "n": 3,
+    }
+
+
+def odd_records(cid: str, text: str, i: int) -> list[model.Record]:
+    """Records of several kinds with ``text`` in every text field Dask feeds."""
+    return [
+        ClusterRecord(
+            id=cid,
+            name=f"cluster {text}",
+            account="acc",
+            user="u",
+            scheduler_address="tcp://127.0.0.1:1",
+            dask_version="x",
+            distributed_version="x",
+            python_version="x",
+            started_at=T0,
+            last_seen_at=T0,
+        ),
+        TaskGroupRecord(
+            id=stable_id(cid, "tg", i),
+            cluster_id=cid,
+            name=f"group-{text}",
+            prefix=text,
+            dependencies=[text],
+            states={text: 1},
+            types=[text],
+            durations={text: 0.5},
+        ),
+        SpanRecord(
+            id=stable_id(cid, "span", i),
+            cluster_id=cid,
+            span_id=stable_id("s", i),
+            name=["outer", text],
+            enqueued_at=T0,
+            code=[text],
+        ),
+        ComputationRecord(
+            id=stable_id(cid, "comp", i),
+            cluster_id=cid,
+            started_at=T0,
+            code=[text],
+            annotations={"span": {"name": [[text]]}, text: text},
+        ),
+        ErrorRecord(
+            id=stable_id(cid, "error", i),
+            cluster_id=cid,
+            key=f"('{text}', 0)",
+            at=T0,
+            group=text,
+            prefix=text,
+            exception=f"ValueError('{text}')",
+            traceback=text,
+        ),
+        EventRecord(
+            id=stable_id(cid, "event", i), cluster_id=cid, at=T0, kind="x", detail={"t": text}
+        ),
+    ]
+
+
+def stored(store: Store, ids: set[str]) -> dict[str, dict[str, Any]]:
+    """The rows with these ids, from every table, as the database returns them."""
+    out: dict[str, dict[str, Any]] = {}
+    with store.engine.connect() as conn:
+        for table in TABLES.values():
+            for row in conn.execute(sa.select(table).where(table.c.id.in_(ids))).mappings():
+                out[row["id"]] = dict(row)
+    return out
+
+
+def expected(records: list[model.Record]) -> dict[str, dict[str, Any]]:
+    """What must be read back: every field as sent, text escaped (JSON turns tuples to
+    lists)."""
+    return {r.id: escape_value(model.record_to_dict(r)) for r in records}
+
+
+def test_odd_text_is_stored_on_both_databases(store: Store) -> None:
+    records = [r for i, text in enumerate(ODD) for r in odd_records(f"c{i}", text, i)]
+    rejected: list[Rejected] = []
+    assert write_records(store, records, rejected=rejected) == len(records)
+    assert rejected == []
+    assert stored(store, {r.id for r in records}) == expected(records)
+    # nothing stored holds a character a database cannot hold
+    with store.engine.connect() as conn:
+        texts = conn.execute(sa.select(TABLES["errors"].c.exception)).scalars().all()
+    assert all("\x00" not in t and escape_text(t) == t for t in texts)
+
+
+def test_one_record_the_database_refuses_leaves_the_rest_of_the_batch(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    good = [r for i, text in enumerate(ODD[:3]) for r in odd_records(f"c{i}", text, i)]
+    # beyond a 64-bit integer: both databases refuse it, with nothing odd about its text
+    too_big = TaskGroupRecord(id="too-big", cluster_id="c0", name="g", prefix="p")
+    too_big.nbytes_total = 2**70
+    missing = dataclasses.replace(good[0], id="no-name")
+    missing.name = None  # type: ignore[assignment]  # NOT NULL
+    batch = [*good[:5], too_big, *good[5:], missing]
+    rejected: list[Rejected] = []
+    with caplog.at_level(logging.WARNING, logger="daskscope"):
+        assert write_records(store, batch, rejected=rejected) == len(good)
+    assert {(r.table, r.record_id) for r in rejected} == {
+        ("task_groups", "too-big"),
+        ("clusters", "no-name"),
+    }
+    assert all(r.reason for r in rejected)
+    assert "too-big" in caplog.text and "no-name" in caplog.text
+    assert stored(store, {r.id for r in batch}) == expected(good)
