@@ -178,7 +178,14 @@ class SpanMetricRecord:
 
 @dataclass(slots=True, kw_only=True)
 class WorkerSampleRecord:
-    """One worker's resources at one moment."""
+    """One worker's resources at one moment.
+
+    Memory is Dask's own split (``WorkerState.memory``): ``memory`` (the process RSS)
+    = ``managed_bytes`` + ``unmanaged_bytes``, and ``unmanaged_bytes`` =
+    ``unmanaged_old_bytes`` + ``unmanaged_recent_bytes``; ``spilled_bytes`` is on disk,
+    outside the process. ``metrics`` holds every numeric leaf of the worker's heartbeat
+    metrics (GPU, custom worker metrics, ...) flattened to dotted names.
+    """
 
     KIND: ClassVar[str] = "worker_sample"
     id: str
@@ -189,6 +196,9 @@ class WorkerSampleRecord:
     memory_limit: int | None = None
     memory: int | None = None
     managed_bytes: int | None = None
+    unmanaged_bytes: int | None = None
+    unmanaged_old_bytes: int | None = None
+    unmanaged_recent_bytes: int | None = None
     spilled_bytes: int | None = None
     cpu_percent: float | None = None
     executing: int = 0
@@ -199,6 +209,8 @@ class WorkerSampleRecord:
     net_write_bps: float | None = None
     disk_read_bps: float | None = None
     disk_write_bps: float | None = None
+    #: every numeric leaf of ``WorkerState.metrics``, e.g. ``{"gpu.utilization": 37.0}``
+    metrics: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(slots=True, kw_only=True)

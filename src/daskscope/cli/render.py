@@ -17,6 +17,9 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from daskscope.analysis.code import code_note
+from daskscope.analysis.workers import extra_metrics
+
 __all__ = [
     "cluster_summary",
     "clusters_table",
@@ -232,6 +235,9 @@ def computations_view(computations: Sequence[Row], max_lines: int = 25) -> Rende
             else "",
         )
         items.append(head)
+        note = code_note(c.get("code"))
+        if note:
+            items.append(Text(f"  {note}", style="yellow"))
         for snippet in c.get("code") or []:
             lines = snippet.splitlines()
             shown = "\n".join(lines[:max_lines]) + ("\n# …" if len(lines) > max_lines else "")
@@ -322,30 +328,65 @@ def errors_table(errors: Sequence[Row], tb_lines: int = 4) -> Table:
     return table
 
 
+def _number(value: float) -> str:
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.6g}"
+
+
 def workers_table(workers: Sequence[Row]) -> Table:
-    table = Table(title="workers", title_justify="left")
+    """Per worker; managed, unmanaged and spilled are its last sample's (Dask's split)."""
+    table = Table(title="workers (memory split: last sample)", title_justify="left")
+    left = ("worker", "first seen", "last seen")
     for name in (
         "worker",
         "threads",
         "memory limit",
+        "managed",
+        "unmanaged",
+        "spilled",
         "peak memory",
         "first seen",
         "last seen",
         "samples",
     ):
-        table.add_column(
-            name, justify="left" if name in ("worker", "first seen", "last seen") else "right"
-        )
+        table.add_column(name, justify="left" if name in left else "right", overflow="fold")
     for w in sorted(workers, key=lambda r: str(r.get("worker"))):
         table.add_row(
             str(w.get("worker")),
             str(w.get("nthreads", MISSING)),
             human_bytes(w.get("memory_limit")),
+            human_bytes(w.get("managed_bytes")),
+            human_bytes(w.get("unmanaged_bytes")),
+            human_bytes(w.get("spilled_bytes")),
             human_bytes(w.get("peak_memory")),
             local_time(w.get("first_sample_at")),
             local_time(w.get("last_sample_at")),
             str(w.get("samples", MISSING)),
         )
+    return table
+
+
+def worker_metrics_table(workers: Sequence[Row], max_workers: int = 6) -> Table:
+    """The other metrics of each worker's last sample (GPU, custom, ...): metric x worker.
+    A worker whose samples predate daskscope keeping them shows "not recorded"."""
+    ordered = sorted(workers, key=lambda r: str(r.get("worker")))
+    shown = ordered[:max_workers]
+    title = "worker metrics (last sample)"
+    if len(ordered) > max_workers:
+        title += f", first {max_workers} of {len(ordered)} workers (--json has all)"
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric")
+    extras = [extra_metrics(w.get("metrics")) for w in shown]
+    for w in shown:
+        table.add_column(str(w.get("worker")), justify="right", overflow="fold")
+    names = sorted({name for e in extras if e for name in e})
+    for name in names:
+        cells = []
+        for e in extras:
+            value = None if e is None else e.get(name)
+            cells.append(MISSING if value is None else _number(value))
+        table.add_row(name, *cells)
+    if any(e is None for e in extras):
+        table.add_row("", *("not recorded" if e is None else "" for e in extras))
     return table
 
 
@@ -384,6 +425,7 @@ def cluster_summary(
         parts.append(errors_table(detail["errors"]))
     if detail.get("workers"):
         parts.append(workers_table(detail["workers"]))
+        parts.append(worker_metrics_table(detail["workers"]))
     if detail.get("events"):
         parts.append(events_table(detail["events"]))
     return Group(*parts)

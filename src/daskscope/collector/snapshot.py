@@ -14,12 +14,11 @@ from daskscope.model import (
     SpanMetricRecord,
     SpanRecord,
     TaskGroupRecord,
-    WorkerSampleRecord,
     stable_id,
 )
 
 if TYPE_CHECKING:
-    from distributed.scheduler import TaskGroup, WorkerState
+    from distributed.scheduler import TaskGroup
     from distributed.spans import Span
 
 
@@ -156,35 +155,5 @@ def span_metric_records(
     return records
 
 
-def _get(mapping: Mapping[str, Any], *path: str) -> Any:
-    value: Any = mapping
-    for key in path:
-        if not isinstance(value, Mapping) or key not in value:
-            return None
-        value = value[key]
-    return value
-
-
-def worker_sample(ws: WorkerState, *, cluster_id: str, at: float) -> WorkerSampleRecord:
-    metrics = ws.metrics
-    spilled = _get(metrics, "spilled_bytes", "disk")
-    return WorkerSampleRecord(
-        id=stable_id(cluster_id, "worker-sample", ws.address, at),
-        cluster_id=cluster_id,
-        worker=ws.address,
-        sampled_at=at,
-        nthreads=ws.nthreads,
-        memory_limit=ws.memory_limit or None,
-        memory=_get(metrics, "memory"),
-        managed_bytes=_get(metrics, "managed_bytes"),
-        spilled_bytes=spilled,
-        cpu_percent=_get(metrics, "cpu"),
-        executing=len(ws.executing),
-        processing=len(ws.processing),
-        transfer_incoming_bytes=_get(metrics, "transfer", "incoming_bytes"),
-        transfer_outgoing_bytes=_get(metrics, "transfer", "outgoing_bytes"),
-        net_read_bps=_get(metrics, "host_net_io", "read_bps"),
-        net_write_bps=_get(metrics, "host_net_io", "write_bps"),
-        disk_read_bps=_get(metrics, "host_disk_io", "read_bps"),
-        disk_write_bps=_get(metrics, "host_disk_io", "write_bps"),
-    )
+# Moved to collector/workers.py; kept importable here until the plugin imports it there.
+from daskscope.collector.workers import worker_sample  # noqa: E402, F401

@@ -222,7 +222,7 @@ def _with_duration(row: Row) -> Row:
 
 def _workers(conn: sa.Connection, cluster_id: str) -> list[Row]:
     """Per worker: first/last sample, peak memory, sample count, and the last
-    sample's threads and memory limit (aggregated in the database)."""
+    sample's threads, memory limit, memory split and metrics (aggregated in the database)."""
     w = s.worker_samples.c
     agg = (
         sa.select(
@@ -237,7 +237,16 @@ def _workers(conn: sa.Connection, cluster_id: str) -> list[Row]:
         .subquery()
     )
     query = (
-        sa.select(agg, w.nthreads, w.memory_limit)
+        sa.select(
+            agg,
+            w.nthreads,
+            w.memory_limit,
+            w.memory,
+            w.managed_bytes,
+            w.unmanaged_bytes,
+            w.spilled_bytes,
+            w.metrics,
+        )
         .join(
             s.worker_samples,
             sa.and_(

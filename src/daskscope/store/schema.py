@@ -160,6 +160,9 @@ worker_samples = sa.Table(
     sa.Column("memory_limit", sa.BigInteger, nullable=True),
     sa.Column("memory", sa.BigInteger, nullable=True),
     sa.Column("managed_bytes", sa.BigInteger, nullable=True),
+    sa.Column("unmanaged_bytes", sa.BigInteger, nullable=True),
+    sa.Column("unmanaged_old_bytes", sa.BigInteger, nullable=True),
+    sa.Column("unmanaged_recent_bytes", sa.BigInteger, nullable=True),
     sa.Column("spilled_bytes", sa.BigInteger, nullable=True),
     sa.Column("cpu_percent", sa.Double, nullable=True),
     sa.Column("executing", sa.Integer, nullable=False),
@@ -170,6 +173,8 @@ worker_samples = sa.Table(
     sa.Column("net_write_bps", sa.Double, nullable=True),
     sa.Column("disk_read_bps", sa.Double, nullable=True),
     sa.Column("disk_write_bps", sa.Double, nullable=True),
+    # NULL in samples stored before 0004: their other metrics were not recorded
+    sa.Column("metrics", JSON, nullable=True),
     sa.Index("ix_worker_samples_cluster_id_sampled_at", "cluster_id", "sampled_at"),
 )
 

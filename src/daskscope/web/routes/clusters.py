@@ -12,8 +12,10 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from daskscope.analysis import cluster_statistics, cost_rates, fine_metrics_table, span_tree
+from daskscope.analysis.code import code_note
 from daskscope.analysis.flamegraph import icicle, merge_trees
 from daskscope.analysis.graph import ACTIVITY_COLOURS, task_group_graph
+from daskscope.analysis.workers import extra_metrics, memory_over_time
 from daskscope.store import Store, cluster_detail, profile_trees
 from daskscope.store import worker_samples as load_worker_samples
 from daskscope.store.analytics import computation_groups, span_rows, worker_events
@@ -60,6 +62,9 @@ def cluster_data(store: Store, cluster_id: str) -> dict[str, Any]:
     for comp in comps:
         end = comp["stopped_at"]
         comp["duration_s"] = None if end is None else max(0.0, end - comp["started_at"])
+        comp["code_note"] = code_note(comp["code"])
+    for worker in detail["workers"]:
+        worker["extra_metrics"] = extra_metrics(worker["metrics"])
     tags = sorted({t for sp in detail["spans"] for t in (sp.get("name") or [])})
     prefixes = sorted(
         detail["task_prefixes"], key=lambda p: (-p["tasks_executed"], -p["duration_s"], p["name"])
@@ -91,28 +96,49 @@ def cluster_json(request: Request, cluster_id: str) -> JSONResponse:
     return json_response(cluster_data(store_of(request), visible_cluster_id(request, cluster_id)))
 
 
+#: Per-worker series of the workers JSON: sample column -> series name
+_WORKER_SERIES = {
+    "memory": "memory",
+    "managed_bytes": "managed",
+    "unmanaged_bytes": "unmanaged",
+    "spilled_bytes": "spilled",
+    "memory_limit": "memory_limit",
+    "cpu_percent": "cpu_percent",
+    "nthreads": "nthreads",
+}
+
+
+def _thin(series: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    # Keep long recordings drawable: every n-th sample past the cap.
+    step = -(-len(series["t"]) // MAX_POINTS_PER_WORKER)
+    return {key: values[::step] for key, values in series.items()} if step > 1 else series
+
+
 @api.get("/clusters/{cluster_id}/workers", summary="Worker samples over time, and losses")
 def workers_json(request: Request, cluster_id: str) -> JSONResponse:
+    """Per worker: memory split, CPU, tasks and threads over time; for the cluster: the
+    memory split summed over workers, against the summed memory limit."""
     store = store_of(request)
     cluster_id = visible_cluster_id(request, cluster_id)
+    samples = load_worker_samples(store, cluster_id)
     series: dict[str, dict[str, list[Any]]] = {}
-    for row in load_worker_samples(store, cluster_id):
+    for row in samples:
         s = series.setdefault(
-            row["worker"], {"t": [], "memory": [], "cpu_percent": [], "tasks": [], "nthreads": []}
+            row["worker"], {"t": [], "tasks": [], **{v: [] for v in _WORKER_SERIES.values()}}
         )
         s["t"].append(row["sampled_at"])
-        s["memory"].append(row["memory"])
-        s["cpu_percent"].append(row["cpu_percent"])
         s["tasks"].append(int(row["executing"]) + int(row["processing"]))
-        s["nthreads"].append(row["nthreads"])
-    for s in series.values():
-        # Keep long recordings drawable: every n-th sample past the cap.
-        step = -(-len(s["t"]) // MAX_POINTS_PER_WORKER)
-        if step > 1:
-            for key in s:
-                s[key] = s[key][::step]
+        for column, name in _WORKER_SERIES.items():
+            s[name].append(row[column])
     events = worker_events(store, cluster_id)
-    return json_response({"cluster_id": cluster_id, "workers": series, "events": events})
+    return json_response(
+        {
+            "cluster_id": cluster_id,
+            "workers": {w: _thin(s) for w, s in series.items()},
+            "memory": _thin(memory_over_time(samples)),
+            "events": events,
+        }
+    )
 
 
 @api.get(

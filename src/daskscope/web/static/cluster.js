@@ -10,14 +10,23 @@
     const div = document.getElementById("workers-chart");
     const body = await ds.json(`${base}/workers`);
     const traces = [];
+    // Memory: Dask's split summed over workers, stacked, against the summed limit
+    const m = body.memory;
+    const mt = m.t.map((x) => new Date(x * 1000));
+    const parts = [["managed_bytes", "managed", "#1976d2"], ["unmanaged_bytes", "unmanaged", "#90a4ae"], ["spilled_bytes", "spilled (on disk)", "#ffb300"]];
+    for (const [key, label, colour] of parts) {
+      traces.push({ type: "scatter", mode: "lines", x: mt, y: m[key], name: label, yaxis: "y", stackgroup: "memory",
+                    line: { width: 0.5, color: colour }, hovertemplate: "%{y:.3s}B<extra>" + label + "</extra>" });
+    }
+    traces.push({ type: "scatter", mode: "lines", x: mt, y: m.memory_limit, name: "memory limit", yaxis: "y",
+                  line: { width: 1.5, dash: "dash", color: "#c62828" }, hovertemplate: "%{y:.3s}B<extra>limit</extra>" });
     const names = Object.keys(body.workers).sort();
     names.forEach((w, i) => {
       const s = body.workers[w];
       const t = s.t.map((x) => new Date(x * 1000));
       const short = w.replace(/^[a-z]+:\/\//, "");
       const common = { type: "scatter", mode: "lines", x: t, legendgroup: w, line: { width: 1.5 } };
-      traces.push({ ...common, name: short, y: s.memory, yaxis: "y", hovertemplate: "%{y:.3s}B<extra>" + short + "</extra>" });
-      traces.push({ ...common, name: short, y: s.cpu_percent, yaxis: "y2", showlegend: false });
+      traces.push({ ...common, name: short, y: s.cpu_percent, yaxis: "y2" });
       traces.push({ ...common, name: short, y: s.tasks, yaxis: "y3", showlegend: false, line: { shape: "hv", width: 1.5 } });
       void i;
     });
@@ -33,7 +42,7 @@
     }
     await Plotly.newPlot(div, traces, ds.layout({
       xaxis: { type: "date", anchor: "y3" },
-      yaxis: { domain: [0.7, 1], title: "memory" },
+      yaxis: { domain: [0.7, 1], title: "memory (all workers)" },
       yaxis2: { domain: [0.37, 0.65], title: "CPU %" },
       yaxis3: { domain: [0, 0.32], title: "tasks" },
       shapes, annotations, margin: { l: 70, r: 20, t: 20, b: 40 },

@@ -1,0 +1,104 @@
+"""A worker's resources at one moment, as Dask's scheduler knows them.
+
+Runs on the scheduler's event loop every sampling interval, once per worker: it only
+reads ``WorkerState`` attributes and walks the heartbeat's ``metrics`` dict (a few dozen
+leaves), no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from numbers import Real
+from typing import TYPE_CHECKING, Any
+
+from daskscope.model import WorkerSampleRecord, stable_id
+
+if TYPE_CHECKING:
+    from distributed.scheduler import WorkerState
+
+__all__ = ["SKIPPED_METRICS", "flatten_metrics", "worker_sample"]
+
+#: Heartbeat entries not copied into ``metrics``, with why: their keys are data, not
+#: metric names, so they grow with the work or the cluster.
+SKIPPED_METRICS: dict[str, str] = {
+    # the fine performance metrics since the last heartbeat: kept whole as span metrics
+    "digests_total_since_heartbeat": "kept as fine performance metrics of the spans",
+    # one entry per peer worker and per data type: O(workers²) per sampling round
+    "bandwidth.workers": "one entry per peer worker",
+    "bandwidth.types": "one entry per data type",
+}
+
+
+def flatten_metrics(metrics: Mapping[Any, Any], prefix: str = "") -> dict[str, float]:
+    """Every finite numeric leaf of ``metrics`` under its dotted path.
+
+    ``{"gpu": {"utilization": 37}}`` becomes ``{"gpu.utilization": 37.0}``. Booleans,
+    strings and non-finite numbers (NaN: not measured) are left out, as are the
+    entries of :data:`SKIPPED_METRICS`.
+    """
+    out: dict[str, float] = {}
+    for key, value in metrics.items():
+        name = f"{prefix}{key}"
+        if name in SKIPPED_METRICS:
+            continue
+        if isinstance(value, Mapping):
+            out.update(flatten_metrics(value, f"{name}."))
+        elif isinstance(value, Real) and not isinstance(value, bool):
+            number = float(value)
+            if math.isfinite(number):
+                out[name] = number
+    return out
+
+
+def _get(mapping: Mapping[str, Any], *path: str) -> Any:
+    value: Any = mapping
+    for key in path:
+        if not isinstance(value, Mapping) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def worker_sample(ws: WorkerState, *, cluster_id: str, at: float) -> WorkerSampleRecord:
+    metrics = ws.metrics
+    try:
+        # Dask's own split: managed from the scheduler's live nbytes, the rest from
+        # the last heartbeat, clipped so that the parts add up to the process memory.
+        mem = ws.memory
+        memory: tuple[int | None, ...] = (
+            mem.process,
+            mem.managed,
+            mem.unmanaged,
+            mem.unmanaged_old,
+            mem.unmanaged_recent,
+            mem.spilled,
+        )
+    except (KeyError, TypeError):
+        # No heartbeat yet carries memory figures: not measured
+        memory = (None,) * 6
+    process, managed, unmanaged, unmanaged_old, unmanaged_recent, spilled = memory
+    return WorkerSampleRecord(
+        id=stable_id(cluster_id, "worker-sample", ws.address, at),
+        cluster_id=cluster_id,
+        worker=ws.address,
+        sampled_at=at,
+        nthreads=ws.nthreads,
+        memory_limit=ws.memory_limit or None,
+        memory=process,
+        managed_bytes=managed,
+        unmanaged_bytes=unmanaged,
+        unmanaged_old_bytes=unmanaged_old,
+        unmanaged_recent_bytes=unmanaged_recent,
+        spilled_bytes=spilled,
+        cpu_percent=_get(metrics, "cpu"),
+        executing=len(ws.executing),
+        processing=len(ws.processing),
+        transfer_incoming_bytes=_get(metrics, "transfer", "incoming_bytes"),
+        transfer_outgoing_bytes=_get(metrics, "transfer", "outgoing_bytes"),
+        net_read_bps=_get(metrics, "host_net_io", "read_bps"),
+        net_write_bps=_get(metrics, "host_net_io", "write_bps"),
+        disk_read_bps=_get(metrics, "host_disk_io", "read_bps"),
+        disk_write_bps=_get(metrics, "host_disk_io", "write_bps"),
+        metrics=flatten_metrics(metrics),
+    )
