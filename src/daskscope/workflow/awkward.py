@@ -1,0 +1,449 @@
+"""coffea's dask-awkward path (``apply_to_fileset``, ``NanoEventsFactory(mode="dask")``).
+
+There ``process()`` runs once, on the client, to build a graph: no per-chunk records
+exist. The figures come from two sources measured in the same run:
+
+* uproot's report of the read (``uproot_options={"allow_read_errors_with_report":
+  True}``): one row per partition with its entry range, its wall seconds inside uproot
+  and its byte counters, or the exception that stopped it;
+* the span's fine metrics, split by task prefix into uproot's read, the processor's
+  partition-wise work and everything else (report bookkeeping, reductions), using the
+  layers of the graph the collector was shown (``watch``/``compute``).
+
+Every formula is in ``docs/workflow.md`` ("The dask-awkward path"). A figure this path
+cannot measure is absent and ``not_measured`` says why.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any
+
+from daskscope.collector.snapshot import metric_parts
+from daskscope.workflow.collector import MetricsCollector
+from daskscope.workflow.metrics import parse_fine_metrics, workflow_metrics
+
+__all__ = [
+    "AwkwardMetricsCollector",
+    "classify_layers",
+    "report_figures",
+    "report_rows",
+    "split_by_kind",
+]
+
+logger = logging.getLogger("daskscope")
+
+READ, PROCESSOR, OVERHEAD = "read", "processor", "overhead"
+KINDS = (READ, PROCESSOR, OVERHEAD)
+# uproot names its read layers "from-uproot" and the report's own layers after it
+_READ_PREFIX = "from-uproot"
+_REPORT_PREFIXES = ("from-uproot-report", "from-uproot-partitioned-report")
+_IDLE = ("execute", "N/A", "idle or other spans", "seconds")
+
+NO_CHUNKS = (
+    "no per-chunk records on the dask-awkward path: process() runs once on the client "
+    "to build the graph; per-partition figures come from uproot's report"
+)
+NO_REPORT = (
+    "no uproot report: pass uproot_options={'allow_read_errors_with_report': True} to "
+    "apply_to_fileset and give the computed report to set_uproot_report() (or use "
+    "collector.compute(out, report))"
+)
+NO_ENTRY_RANGES = (
+    "uproot's report gives step numbers, not entry ranges (files without explicit "
+    "'steps'): events per partition are unknown"
+)
+NO_GRAPH = (
+    "the graph was not shown to the collector: call collector.watch(out, report) before "
+    "dask.compute, or use collector.compute(out, report)"
+)
+
+
+# -- uproot's report ------------------------------------------------------------------
+
+
+def _literal(text: Any) -> Any:
+    # uproot stores each argument as repr(); ints, strings and bools come back exactly
+    if not isinstance(text, str):
+        return text
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def report_rows(report: Any) -> list[dict[str, Any]]:
+    """uproot's computed report as plain rows, one per partition.
+
+    ``report``: what ``dask.compute`` returned for the report of ``apply_to_fileset``
+    (``{dataset: awkward.Array}``), of ``NanoEventsFactory.from_root(...).events()`` or
+    of ``uproot.dask`` (an ``awkward.Array``), or lists of row dicts. Each row has
+    ``dataset``, ``file``, ``object_path``, ``entry_start``, ``entry_stop``,
+    ``entries`` (None when uproot's arguments are step numbers), ``duration_s``,
+    ``bytes_read``, ``requests``, ``requested_chunks``, ``exception``, ``message``.
+    """
+    if isinstance(report, Mapping):
+        rows: list[dict[str, Any]] = []
+        for dataset, part in report.items():
+            for row in report_rows(part):
+                row["dataset"] = str(dataset)
+                rows.append(row)
+        return rows
+    if hasattr(report, "to_list"):
+        report = report.to_list()
+    if hasattr(report, "__dask_graph__"):
+        raise TypeError(
+            "the uproot report is still lazy: compute it together with the output "
+            "(dask.compute(out, report)) and pass the computed report"
+        )
+    if not isinstance(report, Iterable) or isinstance(report, (str, bytes)):
+        raise TypeError(
+            f"not an uproot report: {type(report).__name__}; expected the computed report "
+            "of apply_to_fileset / uproot.dask with allow_read_errors_with_report=True"
+        )
+    return [_row(raw) for raw in report]
+
+
+def _row(raw: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(raw, Mapping) or "args" not in raw:
+        raise TypeError(
+            f"not a row of uproot's report: {raw!r}; expected fields args, duration, "
+            "performance_counters, exception"
+        )
+    args = [_literal(a) for a in raw.get("args") or []]
+    file = object_path = start = stop = None
+    if len(args) == 5:  # open_files=False: file, object path, start/step, stop/steps, is_chunk
+        file, object_path = args[0], args[1]
+        if args[4] is True:
+            start, stop = args[2], args[3]
+    elif len(args) == 3:  # open_files=True: the TTree, start, stop
+        file, start, stop = args[0], args[1], args[2]
+    ranged = isinstance(start, int) and isinstance(stop, int)
+    counters = raw.get("performance_counters") or {}
+    return {
+        "dataset": None,
+        "file": file,
+        "object_path": object_path,
+        "entry_start": start if ranged else None,
+        "entry_stop": stop if ranged else None,
+        "entries": stop - start if ranged else None,  # type: ignore[operator]
+        "duration_s": raw.get("duration"),
+        "bytes_read": counters.get("num_requested_bytes"),
+        "requests": counters.get("num_requests"),
+        "requested_chunks": counters.get("num_requested_chunks"),
+        "exception": raw.get("exception"),
+        "message": raw.get("message"),
+    }
+
+
+def _total(rows: list[dict[str, Any]], key: str) -> Any:
+    values = [r[key] for r in rows]
+    return None if any(v is None for v in values) else sum(values)
+
+
+def report_figures(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, str]]:
+    """(figures, not_measured) over the report's rows.
+
+    Events, bytes, requests and read seconds are summed over the partitions that were
+    read; a failed partition counts only in ``partitions_failed``.
+    """
+    ok = [r for r in rows if r["exception"] is None]
+    figures: dict[str, Any] = {
+        "partitions": len(rows),
+        "partitions_failed": len(rows) - len(ok),
+        "bytes_read": sum(r["bytes_read"] or 0 for r in ok),
+        "read_requests": sum(r["requests"] or 0 for r in ok),
+        "read_time_s": sum(r["duration_s"] or 0.0 for r in ok),
+    }
+    missing: dict[str, str] = {}
+    events = _total(ok, "entries")
+    if events is None:
+        missing["total_events"] = NO_ENTRY_RANGES
+    else:
+        figures["total_events"] = events
+    return figures, missing
+
+
+def per_dataset(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(r["dataset"] for r in rows):
+        figures, _ = report_figures([r for r in rows if r["dataset"] == name])
+        out[str(name)] = figures
+    return out
+
+
+# -- the graph: which task prefix does what --------------------------------------------
+
+
+def _flatten(objs: Iterable[Any]) -> Iterable[Any]:
+    for obj in objs:
+        if isinstance(obj, Mapping):
+            yield from _flatten(obj.values())
+        elif isinstance(obj, (list, tuple, set)):
+            yield from _flatten(obj)
+        elif hasattr(obj, "__dask_graph__"):
+            yield obj
+
+
+def is_report(collection: Any) -> bool:
+    """Whether ``collection`` is (a dict of) uproot's lazy report."""
+    found = list(_flatten([collection]))
+    return bool(found) and all(
+        str(getattr(c, "name", "")).startswith(_REPORT_PREFIXES[0]) for c in found
+    )
+
+
+def classify_layers(collections: Iterable[Any]) -> dict[str, str]:
+    """``{task prefix: "read" | "processor" | "overhead"}`` from the collections' graphs.
+
+    uproot's input layers are the read; the other partition-wise (blockwise) layers of
+    the outputs are the processor's work; everything else — tree reductions,
+    materialised aggregations, the report's own layers — is overhead. A prefix used by
+    several kinds goes to the first of read, processor, overhead.
+    """
+    from dask.blockwise import Blockwise
+    from dask.utils import key_split
+
+    kinds: dict[str, str] = {}
+    rank = {kind: i for i, kind in enumerate(KINDS)}
+    for coll in _flatten(collections):
+        graph = coll.__dask_graph__()
+        report = is_report(coll)
+        for name, layer in getattr(graph, "layers", {}).items():
+            prefix = key_split(name)
+            if _is_input(layer) or (prefix == _READ_PREFIX and not report):
+                kind = READ
+            elif report or prefix.startswith(_REPORT_PREFIXES):
+                kind = OVERHEAD
+            elif isinstance(layer, Blockwise):
+                kind = PROCESSOR
+            else:
+                kind = OVERHEAD
+            if prefix not in kinds or rank[kind] < rank[kinds[prefix]]:
+                kinds[prefix] = kind
+    return kinds
+
+
+def _is_input(layer: Any) -> bool:
+    # dask-awkward's input layer (uproot.dask builds one per dataset)
+    return any(cls.__name__ == "AwkwardInputLayer" for cls in type(layer).__mro__)
+
+
+def split_by_kind(
+    span_metrics: Mapping[tuple[Hashable, ...], float], kinds: Mapping[str, str]
+) -> tuple[dict[str, float], list[str]]:
+    """``{read,processor,overhead}_{seconds,cpu_seconds,noncpu_seconds}`` from the fine
+    metrics, and the prefixes that ran but were in no watched graph (counted as
+    overhead)."""
+    out = {f"{k}_{u}": 0.0 for k in KINDS for u in ("seconds", "cpu_seconds", "noncpu_seconds")}
+    unknown: set[str] = set()
+    for key, value in span_metrics.items():
+        if tuple(key) == _IDLE:
+            continue
+        context, prefix, activity, unit = metric_parts(tuple(key))
+        if context != "execute" or unit != "seconds":
+            continue
+        kind = kinds.get(prefix)
+        if kind is None:
+            unknown.add(prefix)
+            kind = OVERHEAD
+        out[f"{kind}_seconds"] += value
+        if activity == "thread-cpu":
+            out[f"{kind}_cpu_seconds"] += value
+        elif activity == "thread-noncpu":
+            out[f"{kind}_noncpu_seconds"] += value
+    return out, sorted(unknown)
+
+
+def _read_by_name(span_metrics: Mapping[tuple[Hashable, ...], float]) -> dict[str, float] | None:
+    # Without the graph only uproot's own layer name is known for sure
+    kinds = {
+        metric_parts(tuple(k))[1]: READ
+        for k in span_metrics
+        if metric_parts(tuple(k))[1] == _READ_PREFIX
+    }
+    if not kinds:
+        return None
+    split, _ = split_by_kind(span_metrics, kinds)
+    return {k: v for k, v in split.items() if k.startswith(READ)}
+
+
+# -- the collector --------------------------------------------------------------------
+
+
+class AwkwardMetricsCollector(MetricsCollector):
+    """``MetricsCollector`` for coffea's dask-awkward path.
+
+    ```python
+    with AwkwardMetricsCollector(client, name="ttbar") as collector:
+        out, report = apply_to_fileset(
+            proc, fileset, uproot_options={"allow_read_errors_with_report": True}
+        )
+        result, report = collector.compute(out, report)
+    collector.metrics["total_events"], collector.not_measured
+    ```
+
+    ``collector.compute`` is ``dask.compute`` that first shows the graph to the collector
+    (``watch``) and then takes uproot's report from the results (``set_uproot_report``);
+    both can be called by hand around a plain ``dask.compute``.
+    """
+
+    def __init__(self, client: Any = None, **kwargs: Any) -> None:
+        if client is None and kwargs.get("enabled", True) and "backend" not in kwargs:
+            raise ValueError(
+                "the dask-awkward path needs a Dask client: pass the distributed.Client "
+                "that runs dask.compute (AwkwardMetricsCollector(client, ...))"
+            )
+        super().__init__(client, **kwargs)
+        self._kinds: dict[str, str] = {}
+        self._rows: list[dict[str, Any]] | None = None
+
+    def watch(self, *collections: Any) -> None:
+        """Learn which task prefixes read, process and aggregate, from the graphs of the
+        collections about to be computed (the outputs and the report)."""
+        rank = {kind: i for i, kind in enumerate(KINDS)}
+        for prefix, kind in classify_layers(collections).items():
+            if prefix not in self._kinds or rank[kind] < rank[self._kinds[prefix]]:
+                self._kinds[prefix] = kind
+
+    def compute(self, *collections: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """``dask.compute(*collections, **kwargs)``, measured: the graph is watched and
+        the computed uproot report (found by its layer name) is taken."""
+        import dask
+
+        self.watch(*collections)
+        results = dask.compute(*collections, **kwargs)
+        reports = [r for c, r in zip(collections, results, strict=True) if is_report(c)]
+        if reports:
+            self._set_rows([row for report in reports for row in report_rows(report)])
+        return results
+
+    def set_uproot_report(self, report: Any) -> None:
+        """Take uproot's computed report (``allow_read_errors_with_report=True``): events,
+        bytes, partitions and read failures come from it. After the ``with`` block the
+        figures are refreshed and the run is written to the store again."""
+        self._set_rows(report_rows(report))
+
+    def _set_rows(self, rows: list[dict[str, Any]]) -> None:
+        self._rows = rows
+        if self.run is not None:
+            self._refresh()
+            if self.store and self._store_thread is not None:
+                self._store_in_background()
+
+    @property
+    def not_measured(self) -> dict[str, str]:
+        """``{metric key: why it is absent}`` for the figures this path lacks."""
+        return dict(self._finished().info.get("not_measured", {}))
+
+    @property
+    def report_rows(self) -> list[dict[str, Any]]:
+        """uproot's report, one plain row per partition (see ``report_rows``)."""
+        return list(self._finished().info.get("partitions", []))
+
+    def _refresh(self) -> None:
+        run = self.run
+        assert run is not None
+        missing: dict[str, str] = dict.fromkeys(
+            ("processing_time_s", "chunk_cpu_seconds", "chunk_memory_peak_bytes"), NO_CHUNKS
+        )
+        figures: dict[str, Any] = {}
+        if self._rows is None:
+            for key in ("total_events", "bytes_read", "num_chunks", "partitions"):
+                missing[key] = NO_REPORT
+            run.info.pop("partitions", None)
+        else:
+            figures, lacking = report_figures(self._rows)
+            missing.update(lacking)
+            figures["num_chunks"] = figures["partitions"]
+            run.info["partitions"] = self._rows
+            run.info["datasets"] = per_dataset(self._rows)
+            run.info["read_failures"] = [r for r in self._rows if r["exception"] is not None]
+        # chunk records cannot exist here (process() ran on the client): none are used
+        run.chunk_metrics = []
+        run.sections = {}
+        report = {
+            "entries": figures.get("total_events"),
+            "bytesread": figures.get("bytes_read"),
+            "chunks": figures.get("num_chunks"),
+        }
+        metrics = workflow_metrics(
+            wall_time_s=run.wall_time_s,
+            chunks=[],
+            report={k: v for k, v in report.items() if v is not None},
+            span_metrics=run.span_metrics,
+            parser=parse_fine_metrics if run.span_metrics else None,
+            tracking=run.tracking_data,
+            info=run.info,
+        )
+        metrics.update(figures)
+        missing.update(self._fine_figures(metrics, run.span_metrics, run.info))
+        for key in missing:
+            metrics.pop(key, None)
+        run.info["not_measured"] = missing
+        run.info["prefix_kinds"] = dict(sorted(self._kinds.items()))
+        run.info["processor_prefixes"] = sorted(p for p, k in self._kinds.items() if k == PROCESSOR)
+        for fn in [*_derived(), *self._derived]:
+            try:
+                extra = fn(dict(metrics), dict(run.tracking_data))
+            except Exception:
+                logger.warning("daskscope: derived metric %r failed; skipped", fn, exc_info=True)
+                continue
+            metrics.update({k: v for k, v in (extra or {}).items() if v is not None})
+        run.metrics = metrics
+
+    def _fine_figures(
+        self,
+        metrics: dict[str, Any],
+        span_metrics: Mapping[tuple[Hashable, ...], float],
+        info: dict[str, Any],
+    ) -> dict[str, str]:
+        """Add the figures made of fine metrics; return the ones that are missing."""
+        missing: dict[str, str] = {}
+        split_keys = [
+            f"{k}_{u}" for k in KINDS for u in ("seconds", "cpu_seconds", "noncpu_seconds")
+        ]
+        for key in split_keys:
+            metrics.pop(key, None)  # parse_fine_metrics' two-way split does not apply
+        if not span_metrics:
+            why = "no fine metrics of the run's span (no tasks ran in it)"
+            return dict.fromkeys(["cpu_seconds", "event_rate_aggregated_khz", *split_keys], why)
+        if self._kinds:
+            split, unknown = split_by_kind(span_metrics, self._kinds)
+            metrics.update(split)
+            info["unclassified_prefixes"] = unknown
+            ran = {metric_parts(tuple(k))[1] for k in span_metrics}
+            if not ran & {p for p, k in self._kinds.items() if k == READ}:
+                why = "uproot's read ran inside other tasks (fused): its time is in processor_*"
+                for key in split_keys[:3]:
+                    metrics.pop(key, None)
+                    missing[key] = why
+        else:
+            read = _read_by_name(span_metrics)
+            if read is not None:
+                metrics.update(read)
+            missing.update(dict.fromkeys(split_keys[3:], NO_GRAPH))
+        events, cpu = metrics.get("total_events"), metrics.get("cpu_seconds")
+        if events is not None and cpu:
+            metrics["event_rate_aggregated_khz"] = events / cpu / 1e3
+        else:
+            metrics.pop("event_rate_aggregated_khz", None)
+        # Σ task seconds from the fine metrics stands in for Σ chunk seconds
+        wall, busy, cores = (
+            metrics.get("wall_time_s"),
+            metrics.get("execute_seconds"),
+            metrics.get("cores"),
+        )
+        if wall and busy is not None:
+            metrics["speedup"] = busy / wall
+            if cores:
+                metrics["parallel_efficiency"] = busy / (wall * cores)
+        return missing
+
+
+def _derived() -> list[Any]:
+    from daskscope.workflow.metrics import derived_metrics
+
+    return derived_metrics()
