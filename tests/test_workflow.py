@@ -98,7 +98,9 @@ def test_plain_dask_workload_with_user_reported_events(client: Client) -> None:
     assert sections["loop"]["count"] == len(RANGES) and sections["loop"]["kind"] == "time"
 
 
-def test_two_collectors_on_one_scheduler_keep_their_own_chunks(client: Client) -> None:
+def test_nested_collectors_outer_includes_inner(client: Client) -> None:
+    # b is entered inside a (two clients of one scheduler): b's span is inside a's, so
+    # a's fine metrics hold b's work, and a's chunks and events include b's too
     with Client(client.scheduler.address) as other:
         with MetricsCollector(client, name="a", store=False) as a:
             fa = client.map(count_chunk, [0, 10], [5, 15], key=["a-0", "a-1"])
@@ -106,9 +108,58 @@ def test_two_collectors_on_one_scheduler_keep_their_own_chunks(client: Client) -
                 fb = other.map(count_chunk, [0, 10, 20], [1, 11, 21], key=["b-0", "b-1", "b-2"])
                 other.gather(fb)
             client.gather(fa)
-    assert sorted(c["task_key"] for c in a.chunk_metrics) == ["a-0", "a-1"]
+    assert sorted(c["task_key"] for c in a.chunk_metrics) == ["a-0", "a-1", "b-0", "b-1", "b-2"]
     assert sorted(c["task_key"] for c in b.chunk_metrics) == ["b-0", "b-1", "b-2"]
-    assert a.metrics["total_events"] == 10 and b.metrics["total_events"] == 3
+    assert a.metrics["total_events"] == 10 + 3 and b.metrics["total_events"] == 3
+    assert b.run.info["nested_in"] == a.id
+    # fine metrics agree: the outer span's subtree holds the inner span
+    assert b.run.info["span_id"] in a.run.info["span_subtree"]
+    assert a.metrics["cpu_seconds"] >= b.metrics["cpu_seconds"]
+
+
+class Counter:
+    """A processor-like class: its instances carry the collector's route."""
+
+    @track_metrics
+    def process(self, start: int, stop: int) -> int:
+        chunk = current_chunk()
+        if chunk is not None:
+            chunk.report_events(stop - start)
+        # the seed's way to add a custom field, safe when nothing is measured
+        if hasattr(self, "_roastcoffea_current_chunk"):
+            self._roastcoffea_current_chunk["custom_count"] = stop - start
+        return sum(range(start, stop))
+
+
+def test_two_concurrent_collectors_with_the_same_class_get_their_own_chunks(
+    client: Client,
+) -> None:
+    import threading
+
+    results: dict[str, MetricsCollector] = {}
+    keys: dict[str, list[str]] = {}
+    barrier = threading.Barrier(2)
+
+    def run(name: str, n: int) -> None:
+        proc = Counter()
+        with MetricsCollector(client, processor_instance=proc, name=name, store=False) as c:
+            barrier.wait()  # both collectors are open at once
+            futures = client.map(proc.process, range(n), [i + 10 for i in range(n)],
+                                 key=[f"{name}-{i}" for i in range(n)])  # fmt: skip
+            client.gather(futures)
+            barrier.wait()
+        results[name], keys[name] = c, [f.key for f in futures]
+
+    threads = [threading.Thread(target=run, args=(name, n)) for name, n in (("x", 3), ("y", 5))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for name, n in (("x", 3), ("y", 5)):
+        chunks = results[name].chunk_metrics
+        assert sorted(c["task_key"] for c in chunks) == sorted(keys[name])
+        assert results[name].metrics["total_events"] == 10 * n
+        assert all(c["custom_count"] == 10 and c["fields"]["custom_count"] == 10 for c in chunks)
 
 
 def test_switch_off(client: Client) -> None:

@@ -331,6 +331,8 @@ class AwkwardMetricsCollector(MetricsCollector):
         if self.run is not None:
             self._refresh()
             if self.store and self._store_thread is not None:
+                # the first write must not land after this one
+                self._store_thread.join()
                 self._store_in_background()
 
     @property

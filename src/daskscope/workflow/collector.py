@@ -7,6 +7,8 @@ and chunk router; local: psutil), ``metrics`` derives the numbers, ``persist`` s
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import os
 import time
@@ -33,6 +35,53 @@ def _set_tracking(flag: bool) -> None:
     tracking.set_enabled(flag)
 
 
+#: The innermost collector entered in this thread/task: a collector entered inside
+#: another one is nested in it (and passes its chunks on to it)
+_active: contextvars.ContextVar[MetricsCollector | None] = contextvars.ContextVar(
+    "daskscope_collector", default=None
+)
+_ERROR_CHARS = 2000
+
+
+def _executor_facts(executor: Any) -> tuple[Any, int | None]:
+    """(Dask client, cores) of a coffea executor, by duck typing (coffea not imported)."""
+    kind = type(executor).__name__
+    if kind == "DaskExecutor" or hasattr(executor, "treereduction"):
+        client = getattr(executor, "client", None)
+        if client is None:
+            raise ValueError(
+                "daskscope: this DaskExecutor has no client, so its chunks cannot be "
+                "measured; create it with DaskExecutor(client=client) and pass the same "
+                "client to MetricsCollector(client, ...)"
+            )
+        return client, None
+    if kind == "IterativeExecutor":
+        return None, 1
+    workers = getattr(executor, "workers", None)
+    return None, int(workers) if isinstance(workers, int) and workers > 0 else None
+
+
+def _make_backend(
+    kind: str, client: Any, cores: int | None, options: Mapping[str, Any] | None
+) -> Backend:
+    cls = get_backend(kind)
+    if kind == "dask":
+        return cls(client)  # type: ignore[call-arg]
+    if kind == "local":
+        return cls(client, cores=cores)  # type: ignore[call-arg]
+    # A third-party backend takes its own constructor arguments
+    try:
+        if options is not None:
+            return cls(**options)
+        return cls(client) if client is not None else cls()  # type: ignore[call-arg]
+    except TypeError as exc:
+        raise TypeError(
+            f"daskscope: cannot build the {kind!r} backend ({exc}); pass its constructor "
+            f"arguments as MetricsCollector(backend={kind!r}, backend_options={{...}}) or "
+            "pass a built instance as backend=..."
+        ) from exc
+
+
 class MetricsCollector:
     """Measure the work done inside ``with MetricsCollector(...):``.
 
@@ -42,7 +91,10 @@ class MetricsCollector:
     ``worker_tracking_interval``: seconds between resource samples (None: no sampling).
     ``enabled=False`` turns every measurement off, ``@track_metrics`` included.
     ``store``: write the run into the daskscope store (``database``: its URL; default the
-    store of the cluster's recorder, else the configured one).
+    store of the cluster's recorder, else the configured one). ``executor``: the coffea
+    executor of the run; a ``DaskExecutor`` gives the client, a ``FuturesExecutor`` the
+    number of cores (its ``workers``). ``backend_options``: constructor arguments of a
+    registered third-party backend.
     """
 
     def __init__(
@@ -59,8 +111,15 @@ class MetricsCollector:
         metrics_timeout: float = 10.0,
         derived_metrics: Iterable[DerivedMetric] = (),
         cores: int | None = None,
+        executor: Any = None,
+        backend_options: Mapping[str, Any] | None = None,
     ) -> None:
+        if executor is not None:
+            executor_client, executor_cores = _executor_facts(executor)
+            client = client if client is not None else executor_client
+            cores = cores if cores is not None else executor_cores
         self.client = client
+        self.cores = cores
         self.processor_instance = processor_instance
         self.name = name or (
             type(processor_instance).__name__ if processor_instance else "workflow"
@@ -72,27 +131,36 @@ class MetricsCollector:
         self.metrics_timeout = metrics_timeout
         self._derived = list(derived_metrics)
         self.id = uuid.uuid4().hex
+        self._backend_name: str | None = None
         if isinstance(backend, Backend):
             self.backend: Backend | None = backend
         elif enabled:
             kind = backend or ("dask" if client is not None else "local")
-            cls = get_backend(kind)
-            self.backend = cls(client) if kind == "dask" else cls(client, cores=cores)  # type: ignore[call-arg]
+            self.backend = _make_backend(kind, client, cores, backend_options)
+            self._backend_name = kind
         else:
             self.backend = None
+        if self.backend is not None and self._backend_name is None:
+            self._backend_name = self.backend.name
         self.run: WorkflowRun | None = None
         self._chunks: dict[str, dict[str, Any]] = {}
         self._report: dict[str, Any] | None = None
         self._store_thread: Any = None
         self._store_error: BaseException | None = None
         self.run_id: str | None = None
+        self._parent: MetricsCollector | None = None
+        self._open = False
+        self._listener: Any = None
 
     # -- the run ------------------------------------------------------------------------
 
     def __enter__(self) -> MetricsCollector:
+        self._parent = _active.get()
+        self._active_token = _active.set(self)
         if not self.enabled:
             self._previous_switch = tracking.is_enabled()
             _set_tracking(False)
+            self._set_processor_flag(False)
             if self.client is not None:
                 self.client.run(_set_tracking, False)
             self._started_at = time.time()
@@ -101,39 +169,124 @@ class MetricsCollector:
         assert self.backend is not None
         entered = time.perf_counter()
         self._info: dict[str, Any] = dict(self.backend.open(self.id))
-        self._span_cm = self.backend.create_span(self.name)
-        self._span = self._span_cm.__enter__()
+        if self._parent is not None:
+            self._info["nested_in"] = self._parent.id
+            if hasattr(self.backend, "parents"):
+                self.backend.parents = self._ancestors()
+        span_cm = self.backend.create_span(self.name)
+        # A backend without spans may return None (or a plain value) instead of a
+        # context manager
+        if span_cm is not None and hasattr(span_cm, "__enter__"):
+            self._span_cm: Any = span_cm
+            self._span = span_cm.__enter__()
+        else:
+            self._span_cm, self._span = None, span_cm
         try:
             self.backend.start_tracking(self.worker_tracking_interval)
         except BaseException:
-            self._span_cm.__exit__(None, None, None)
+            if self._span_cm is not None:
+                self._span_cm.__exit__(None, None, None)
             raise
+        self._attach_processor()
         # In-process chunks (IterativeExecutor) come straight to us
         self._receiver_token = tracking.local_receiver.set(self._receive)
+        self._open = True
         # The clock starts after our own setup and stops before our exit work
         self._started_at = time.time()
         self._t0 = time.perf_counter()
         self._info["enter_s"] = self._t0 - entered
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def _ancestors(self) -> list[str]:
+        ids, parent = [], self._parent
+        while parent is not None:
+            ids.append(parent.id)
+            parent = parent._parent
+        return ids
+
+    def _set_processor_flag(self, flag: bool) -> None:
+        proc = self.processor_instance
+        if proc is None or isinstance(proc, type):
+            return
+        for name in tracking.FLAG_ATTRS:
+            try:
+                setattr(proc, name, flag)
+            except Exception:  # a processor with __slots__: the switch stays global
+                return
+
+    def _attach_processor(self) -> None:
+        """Stamp the processor with this run's route: every chunk names its run, also
+        from a pool or a Dask worker, and two runs of one class never mix."""
+        proc = self.processor_instance
+        dask = bool(getattr(self.backend, "receives_dask_chunks", False))
+        if not dask:
+            tracking.local_collectors[self.id] = self._receive
+        if proc is None or isinstance(proc, type):
+            return
+        channel = None
+        if not dask:
+            from daskscope.workflow.channel import ChunkListener
+
+            self._listener = ChunkListener(self._receive)
+            channel = self._listener.route
+        try:
+            setattr(proc, tracking.ROUTE_ATTR, {
+                "collector_id": self.id, "dask": dask, "channel": channel,
+            })  # fmt: skip
+        except Exception:
+            logger.warning("daskscope: cannot mark the processor; chunks go by span only")
+        self._set_processor_flag(True)
+        tracking.attach_fields(proc)
+
+    def _detach_processor(self) -> None:
+        tracking.local_collectors.pop(self.id, None)
+        proc = self.processor_instance
+        if proc is not None and not isinstance(proc, type):
+            self._set_processor_flag(False)
+            route = getattr(proc, tracking.ROUTE_ATTR, None)
+            if isinstance(route, dict) and route.get("collector_id") == self.id:
+                with contextlib.suppress(Exception):
+                    delattr(proc, tracking.ROUTE_ATTR)
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+
+    def __exit__(self, exc_type: Any = None, exc: Any = None, tb: Any = None) -> None:
         wall = time.perf_counter() - self._t0
         stopped_at = self._started_at + wall
+        try:
+            _active.reset(self._active_token)
+        except ValueError:  # left in another context than entered
+            _active.set(self._parent)
         if not self.enabled:
             _set_tracking(self._previous_switch)
+            self._set_processor_flag(False)
             if self.client is not None:
                 self.client.run(_set_tracking, self._previous_switch)
             return
         assert self.backend is not None
+        self._open = False
         tracking.local_receiver.reset(self._receiver_token)
-        self._span_cm.__exit__(None, None, None)
+        self._detach_processor()
+        if self._span_cm is not None:
+            self._span_cm.__exit__(None, None, None)
+        if exc_type is not None:
+            # The run ended with an exception: it is a failed run, and says why
+            self._info["status"] = "failed"
+            self._info["error"] = f"{exc_type.__name__}: {exc}"[:_ERROR_CHARS]
+        else:
+            self._info["status"] = "ok"
         try:
             if self.backend.supports_fine_metrics():
                 self.backend.wait_for_metrics(self._span, self.metrics_timeout)
             series = self.backend.stop_tracking()
             for record in self.backend.collect_chunks():
                 self._add_chunk(record)
-            span_metrics = self.backend.get_span_metrics(self._span)
+            span_metrics = (
+                self.backend.get_span_metrics(self._span)
+                if self.backend.supports_fine_metrics()
+                else {}
+            )
             self._info.update(self.backend.finish_info())
             self._info["capabilities"] = sorted(self.backend.capabilities())
         except Exception:
@@ -142,13 +295,15 @@ class MetricsCollector:
         self.run = WorkflowRun(
             run_id=self.id,
             name=self.name,
-            backend=self.backend.name,
+            backend=self._backend_name or self.backend.name,
             started_at=self._started_at,
             stopped_at=stopped_at,
             wall_time_s=wall,
-            tracking_data=series,
-            span_metrics=span_metrics,
+            tracking_data=series or {},
+            span_metrics=span_metrics or {},
             info=self._info,
+            status=self._info["status"],
+            error=self._info.get("error"),
         )
         self._refresh()
         if self.store:
@@ -159,10 +314,21 @@ class MetricsCollector:
     # -- chunk records ----------------------------------------------------------------
 
     def _receive(self, record: dict[str, Any]) -> None:
+        """A record that reached this process directly: ours, and our parents' too."""
         self._add_chunk(record)
+        parent = self._parent
+        while parent is not None:
+            if parent._open:
+                parent._add_chunk(record)
+            parent = parent._parent
 
     def _add_chunk(self, record: Mapping[str, Any]) -> None:
         chunk = tracking._plain(dict(record))
+        # The seed's names, beside ours; custom fields also at the top level
+        chunk.setdefault("duration", chunk.get("wall_s"))
+        chunk.setdefault("num_events", chunk.get("events"))
+        for key, value in (chunk.get("fields") or {}).items():
+            chunk.setdefault(key, value)
         self._chunks[chunk.get("chunk_id") or uuid.uuid4().hex] = chunk
 
     def extract_metrics_from_output(self, output: Any) -> Any:
@@ -175,8 +341,7 @@ class MetricsCollector:
             for record in output.pop(tracking.INJECT_KEY) or []:
                 if record.get("collector_id") in (None, self.id):
                     self._add_chunk(record)
-            if self.run is not None:
-                self._refresh()
+            self._changed_after_exit()
         return output
 
     def set_coffea_report(self, report: Mapping[str, Any]) -> None:
@@ -184,8 +349,15 @@ class MetricsCollector:
         from daskscope.workflow.coffea import report_to_plain
 
         self._report = report_to_plain(report)
-        if self.run is not None:
-            self._refresh()
+        self._changed_after_exit()
+
+    def _changed_after_exit(self) -> None:
+        # After the with block: the figures and the stored run follow
+        if self.run is None:
+            return
+        self._refresh()
+        if self.store and self._store_thread is not None:
+            self._store_in_background()
 
     # -- derived results --------------------------------------------------------------
 
@@ -204,6 +376,7 @@ class MetricsCollector:
             self._chunks.values(), key=lambda c: (c.get("started_at") or 0, c.get("chunk_id"))
         )
         run.coffea_report = self._report
+        self._settle_cores(run)
         prefixes = self._processor_prefixes()
         run.info["processor_prefixes"] = sorted(prefixes)
         run.sections = aggregate_sections(run.chunk_metrics)
@@ -218,6 +391,22 @@ class MetricsCollector:
             processor_prefixes=prefixes,
             derived=[*derived_metrics(), *self._derived],
         )
+
+    def _settle_cores(self, run: WorkflowRun) -> None:
+        # Local runs: the cores are what the user or the executor said; chunks that all
+        # ran in this process used one; otherwise unknown, and said so (never guessed)
+        if run.backend != "local" or self.cores is not None:
+            return
+        pids = {c.get("pid") for c in run.chunk_metrics}
+        run.info["chunk_processes"] = len(pids)
+        if pids and pids <= {os.getpid()}:
+            run.info["cores"] = 1
+        elif pids:
+            run.info["cores"] = None
+            note = "chunks ran in other processes: pass executor=... or cores=..."
+            if run.info.get("cores_note") != note:
+                run.info["cores_note"] = note
+                logger.warning("daskscope: number of cores not measured: %s", note)
 
     def _finished(self) -> WorkflowRun:
         if self.run is None:
@@ -237,7 +426,12 @@ class MetricsCollector:
 
     @property
     def tracking_data(self) -> dict[str, Any]:
-        return self._finished().tracking_data
+        """The sampled series; ``worker_counts`` is ``{timestamp: count}`` (the seed's
+        shape, derived from ``time`` and ``workers``)."""
+        data = dict(self._finished().tracking_data)
+        if data.get("time") and data.get("workers"):
+            data["worker_counts"] = dict(zip(data["time"], data["workers"], strict=False))
+        return data
 
     @property
     def span_metrics(self) -> dict[tuple, float]:
@@ -294,8 +488,16 @@ class MetricsCollector:
                 self._store_error = exc
                 logger.warning("daskscope: storing workflow run %s failed: %s", run.run_id, exc)
 
+        previous = self._store_thread
+        self._store_error = None
+
+        def after_previous() -> None:
+            if previous is not None:  # one write at a time, in order
+                previous.join()
+            write()
+
         # Off the user's path: opening the store may import SQLAlchemy and migrate
-        self._store_thread = threading.Thread(target=write, name="daskscope-store-run")
+        self._store_thread = threading.Thread(target=after_previous, name="daskscope-store-run")
         self._store_thread.start()
         storage.pending.append(self._store_thread)
 

@@ -15,6 +15,7 @@ from daskscope.collector.snapshot import metric_parts
 
 __all__ = [
     "aggregate_sections",
+    "chunk_attempts",
     "derived_metrics",
     "parse_fine_metrics",
     "register_derived_metric",
@@ -24,7 +25,9 @@ __all__ = [
 
 logger = logging.getLogger("daskscope")
 
-#: ``fn(metrics, worker_metrics) -> {new key: value}``
+#: ``fn(workflow_metrics, worker_metrics) -> {new key: value}``; ``worker_metrics`` holds
+#: ``avg_workers``/``workers_avg``, ``peak_workers``/``workers_peak``, ``cores``,
+#: ``memory_avg_bytes``, ``memory_peak_bytes`` (those measured) and ``tracking_data``
 DerivedMetric = Callable[[Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any]]
 _DERIVED: list[DerivedMetric] = []
 
@@ -71,10 +74,14 @@ def parse_fine_metrics(
     }
     split = {f"{side}_{kind}": 0.0 for side in ("processor", "overhead")
              for kind in ("seconds", "cpu_seconds", "noncpu_seconds")}  # fmt: skip
+    activities: dict[str, float] = {}
     for key, value in span_metrics.items():
         if tuple(key) == _IDLE:
             continue
         context, prefix, activity, unit = metric_parts(tuple(key))
+        # Every activity Dask reports, summed over contexts and prefixes: the set is open
+        name = "activity_" + _slug(f"{activity}_{unit}")
+        activities[name] = activities.get(name, 0.0) + value
         if activity in ("disk-read", "disk-write"):
             side = "read" if activity == "disk-read" else "write"
             if unit in ("bytes", "seconds"):
@@ -96,10 +103,50 @@ def parse_fine_metrics(
             split[f"{side}_noncpu_seconds"] += value
     if processor:
         out.update(split)
+    out.update(activities)
     busy = out["cpu_seconds"] + out["noncpu_seconds"]
     if busy > 0:
         out["cpu_percent"] = 100.0 * out["cpu_seconds"] / busy
     return out
+
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in str(text).lower())
+
+
+def _identity(chunk: Mapping[str, Any]) -> Any:
+    # The same piece of input: a retry of a coffea chunk reads the same entry range;
+    # a retried Dask task keeps its key
+    if chunk.get("filename") is not None and chunk.get("entry_start") is not None:
+        return ("range", chunk.get("dataset"), chunk["filename"], chunk["entry_start"],
+                chunk.get("entry_stop"))  # fmt: skip
+    if chunk.get("task_key") is not None:
+        return ("task", chunk["task_key"])
+    return ("chunk", chunk.get("chunk_id"))
+
+
+def chunk_attempts(chunks: list[dict[str, Any]]) -> dict[str, int]:
+    """Numbers each chunk's attempts in time order (``attempt``, from 1) and counts them:
+    chunks processed, attempts, failed attempts, chunks retried, chunks never done."""
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for chunk in sorted(chunks, key=lambda c: c.get("started_at") or 0):
+        groups.setdefault(_identity(chunk), []).append(chunk)
+    failed_attempts = retried = never = 0
+    for attempts in groups.values():
+        for number, chunk in enumerate(attempts, 1):
+            chunk["attempt"] = number
+        failures = sum(1 for c in attempts if c.get("status") == "failed")
+        failed_attempts += failures
+        if any(c.get("status") != "failed" for c in attempts):
+            retried += failures > 0
+        else:
+            never += 1
+    return {
+        "num_chunk_attempts": len(chunks),
+        "num_failed_attempts": failed_attempts,
+        "num_chunks_retried": retried,
+        "num_chunks_failed": never,
+    }
 
 
 def time_weighted(times: list[float], values: list[Any]) -> tuple[float, float] | None:
@@ -143,14 +190,34 @@ def workflow_metrics(
             out[key] = value
 
     report = report or {}
-    put("total_events", report.get("entries", _sum(chunks, "events") if chunks else None))
-    put("bytes_read", report.get("bytesread", _sum(chunks, "bytes_read") if chunks else None))
-    put("num_chunks", report.get("chunks", len(chunks) if chunks else None))
-    processing = _sum(chunks, "wall_s") if chunks else report.get("processtime")
-    put("processing_time_s", processing)
+    attempts = chunk_attempts(chunks) if chunks else {}
+    done = [c for c in chunks if c.get("status") != "failed"]
+    # What was actually processed comes from the chunks; coffea's report counts the
+    # chunks it planned (skipped files included), so it is used only without chunks
+    if done:
+        put("total_events", _sum(done, "events"))
+        put("bytes_read", _sum(done, "bytes_read"))
+        out["num_chunks"] = len(done)
+    elif not chunks:
+        put("total_events", report.get("entries"))
+        put("bytes_read", report.get("bytesread"))
+        put("num_chunks", report.get("chunks"))
+    else:  # every attempt failed: nothing was processed
+        out["total_events"], out["num_chunks"] = 0, 0
     if chunks:
-        put("chunk_cpu_seconds", _sum(chunks, "cpu_s"))
-        peaks = [c["memory_peak_bytes"] for c in chunks if c.get("memory_peak_bytes") is not None]
+        out.update(attempts)
+    if report.get("chunks") is not None:
+        out["num_chunks_planned"] = report["chunks"]
+        if done:
+            # skipped (skipbadfiles) or lost before they reached the collector
+            out["num_chunks_not_processed"] = max(0, report["chunks"] - len(done))
+    if report.get("entries") is not None:
+        out["report_events"] = report["entries"]
+    processing = _sum(done, "wall_s") if done else report.get("processtime")
+    put("processing_time_s", processing)
+    if done:
+        put("chunk_cpu_seconds", _sum(done, "cpu_s"))
+        peaks = [c["memory_peak_bytes"] for c in done if c.get("memory_peak_bytes") is not None]
         put("chunk_memory_peak_bytes", max(peaks) if peaks else None)
 
     times = tracking.get("time") or []
@@ -178,21 +245,43 @@ def workflow_metrics(
             if cores:
                 out["parallel_efficiency"] = processing / (wall * cores)
     if events is not None and processing:
-        out["event_rate_aggregated_khz"] = events / processing / 1e3
+        out["event_rate_per_busy_second_khz"] = events / processing / 1e3
 
     if span_metrics and parser is not None:
         out.update(parser(span_metrics, set(processor_prefixes)))
     elif info.get("process_cpu_seconds") is not None:
         out["cpu_seconds"] = info["process_cpu_seconds"]
+    cpu = out.get("cpu_seconds")
+    if events is not None and cpu:
+        # the spec's "events per total CPU-second", CPU summed across workers
+        out["event_rate_aggregated_khz"] = events / cpu / 1e3
 
+    if info.get("status"):
+        out["status"] = info["status"]
+        if info.get("error"):
+            out["error"] = info["error"]
+
+    workers_view = worker_metrics(out, tracking)
     for fn in derived:
         try:
-            extra = fn(dict(out), dict(tracking))
+            extra = fn(dict(out), workers_view)
         except Exception:
             logger.warning("daskscope: derived metric %r failed; skipped", fn, exc_info=True)
             continue
         out.update({k: v for k, v in (extra or {}).items() if v is not None})
     return out
+
+
+def worker_metrics(metrics: Mapping[str, Any], tracking: Mapping[str, Any]) -> dict[str, Any]:
+    """The worker-level figures a derived metric reads (seed names and ours)."""
+    view: dict[str, Any] = {"tracking_data": dict(tracking)}
+    for ours, seed in (("workers_avg", "avg_workers"), ("workers_peak", "peak_workers")):
+        if ours in metrics:
+            view[ours] = view[seed] = metrics[ours]
+    for key in ("cores", "memory_avg_bytes", "memory_peak_bytes"):
+        if key in metrics:
+            view[key] = metrics[key]
+    return view
 
 
 def aggregate_sections(chunks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -51,6 +51,8 @@ def run_to_dict(run: WorkflowRun) -> dict[str, Any]:
         "sections": run.sections,
         "coffea_report": run.coffea_report,
         "info": run.info,
+        "status": run.status,
+        "error": run.error,
     }
 
 
@@ -77,6 +79,8 @@ def run_from_dict(data: dict[str, Any]) -> WorkflowRun:
         sections=data["sections"],
         coffea_report=data["coffea_report"],
         info=data["info"],
+        status=data.get("status", "ok"),
+        error=data.get("error"),
     )
 
 

@@ -31,6 +31,9 @@ class WorkflowRun:
     coffea_report: dict[str, Any] | None = None
     #: cluster_id, span_id, computations, capabilities, processor_prefixes, ...
     info: dict[str, Any] = field(default_factory=dict)
+    #: "ok", or "failed" when an exception left the ``with`` block (``error`` says which)
+    status: str = "ok"
+    error: str | None = None
 
     @property
     def capabilities(self) -> set[str]:

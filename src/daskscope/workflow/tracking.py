@@ -3,15 +3,19 @@
 This module runs inside Dask workers and process-pool children: it imports nothing
 heavy (no store, no web, no coffea) and costs next to nothing when collection is off.
 
-A chunk record travels to its collector by the first channel that applies:
+A collector given the processor instance stamps it with a *route*
+(:data:`ROUTE_ATTR`: the collector's id, whether it follows Dask, and the address of its
+side channel). The route travels with the pickled processor, so every chunk names the
+run it belongs to. A chunk record then travels by the first channel that applies:
 
 1. inside a Dask task: the worker's event log (topic :data:`CHUNK_TOPIC`), tagged with
-   the task's span so that each collector picks out its own chunks;
-2. in the process of an active collector (coffea's ``IterativeExecutor``): handed over
+   the route's collector id (else the task's span) for the scheduler plugin to route;
+2. in the process of the collector (coffea's ``IterativeExecutor``): handed over
    directly;
-3. in a child process started under a local collector (``FuturesExecutor``): injected
-   into the output under :data:`INJECT_KEY`, which ``extract_metrics_from_output``
-   removes again.
+3. in a process-pool child (``FuturesExecutor``): the collector's side channel
+   (:mod:`daskscope.workflow.channel`);
+4. without a route, in a child process started under a local collector: injected into
+   the output under :data:`INJECT_KEY`, which ``extract_metrics_from_output`` removes.
 """
 
 from __future__ import annotations
@@ -47,6 +51,14 @@ INJECT_KEY = "__daskscope_chunks__"
 COLLECTOR_ENV = "DASKSCOPE_WORKFLOW_COLLECTOR"
 #: dask config key of the switch (``DASK_DASKSCOPE__WORKFLOW__ENABLED=false``)
 ENABLED_KEY = "daskscope.workflow.enabled"
+#: Processor attribute: where this processor's chunks go (set by the collector)
+ROUTE_ATTR = "_daskscope_route"
+#: Processor attributes of the per-processor switch (daskscope's and the seed's names):
+#: the collector sets them on enter and clears them on exit; False: nothing is measured
+FLAG_ATTRS = ("_daskscope_collect_metrics", "_roastcoffea_collect_metrics")
+#: Processor attributes holding the running chunk's custom fields (a mapping)
+FIELDS_ATTRS = ("_daskscope_current_chunk", "_roastcoffea_current_chunk")
+_ERROR_CHARS = 2000
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -133,6 +145,67 @@ def current_chunk() -> ChunkContext | None:
     return _current.get()
 
 
+class ChunkFields(MutableMapping):  # type: ignore[type-arg]
+    """``self._daskscope_current_chunk`` / ``self._roastcoffea_current_chunk``: the
+    custom fields of the chunk running in *this thread* (a processor instance may be
+    shared by threads). Outside a measured chunk it is empty and writes are dropped."""
+
+    def _fields(self) -> dict[str, Any] | None:
+        chunk = _current.get()
+        return chunk.fields if chunk is not None else None
+
+    def __getitem__(self, key: str) -> Any:
+        fields = self._fields()
+        if fields is None:
+            raise KeyError(key)
+        return fields[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        fields = self._fields()
+        if fields is not None:
+            fields[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        fields = self._fields()
+        if fields is None:
+            raise KeyError(key)
+        del fields[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict(self._fields() or {}))
+
+    def __len__(self) -> int:
+        return len(self._fields() or {})
+
+    def __reduce__(self) -> tuple[Any, tuple]:
+        return (_chunk_fields, ())
+
+    def __repr__(self) -> str:
+        return f"ChunkFields({dict(self._fields() or {})!r})"
+
+
+_FIELDS = ChunkFields()
+
+
+def _chunk_fields() -> ChunkFields:
+    return _FIELDS
+
+
+def attach_fields(owner: Any) -> None:
+    """Give ``owner`` the custom-field attributes (idempotent, never raises)."""
+    try:
+        d = owner.__dict__
+        for name in FIELDS_ATTRS:
+            if d.get(name) is not _FIELDS:
+                d[name] = _FIELDS
+    except Exception:
+        pass
+
+
+#: In-process collectors by id: records whose route names one go straight to it
+local_collectors: dict[str, Callable[[dict[str, Any]], None]] = {}
+
+
 @contextlib.contextmanager
 def track_time(owner: Any, name: str) -> Iterator[None]:
     """Time a section of the current chunk: wall and thread-CPU seconds.
@@ -202,22 +275,61 @@ def track_metrics(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not (_enabled if _enabled is not None else is_enabled()):
             return func(*args, **kwargs)
+        route = None
+        if index == 1 and args:
+            owner = args[0]
+            # The per-processor switch: off means nothing is measured nor sent
+            if getattr(owner, FLAG_ATTRS[0], None) is False:
+                return func(*args, **kwargs)
+            if getattr(owner, FLAG_ATTRS[1], None) is False:
+                return func(*args, **kwargs)
+            route = getattr(owner, ROUTE_ATTR, None)
+            if route is not None and not route.get("dask"):
+                _refuse_dask_without_client(route)
+            attach_fields(owner)
         events = args[index] if len(args) > index else None
-        return _run_chunk(func, args, kwargs, events)
+        return _run_chunk(func, args, kwargs, events, route)
 
     wrapper.__daskscope_tracked__ = True  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
 
 
-def _run_chunk(func: Callable[..., Any], args: tuple, kwargs: dict, events: Any) -> Any:
+def _refuse_dask_without_client(route: dict[str, Any]) -> None:
+    # A collector without a Dask client cannot receive chunks run by Dask workers:
+    # fail the first chunk loudly instead of measuring 0 chunks silently.
+    import sys
+
+    if "distributed" not in sys.modules:
+        return
+    try:
+        from distributed import get_worker
+
+        get_worker()
+    except (ImportError, ValueError):
+        return
+    raise RuntimeError(
+        "daskscope: this chunk runs on a Dask worker, but its MetricsCollector "
+        f"({route.get('collector_id')}) was created without a Dask client, so it cannot "
+        "receive chunks from Dask. Pass the client: MetricsCollector(client, "
+        "processor_instance=...), or the executor: MetricsCollector(executor=executor, "
+        "processor_instance=...)."
+    )
+
+
+def _run_chunk(
+    func: Callable[..., Any], args: tuple, kwargs: dict, events: Any, route: Any = None
+) -> Any:
     chunk = ChunkContext()
     token = _current.set(chunk)
     info = describe_events(events)
     rss0, maxrss0 = _rss(), _maxrss()
     started_at = time.time()
     wall0, cpu0 = time.perf_counter(), time.thread_time()
+    error: BaseException | None = None
     try:
         out = func(*args, **kwargs)
+    except BaseException as exc:
+        error, out = exc, None
     finally:
         wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
         _current.reset(token)
@@ -240,7 +352,18 @@ def _run_chunk(func: Callable[..., Any], args: tuple, kwargs: dict, events: Any)
         record["events"] = chunk.events
     record["sections"] = chunk.sections
     record["fields"] = _plain(chunk.fields)
-    return deliver(record, out)
+    if route is not None:
+        record["collector_id"] = route.get("collector_id")
+    if error is not None:
+        # A failed attempt is data too: sent, then the exception goes on as before
+        record["status"] = "failed"
+        record["error_type"] = type(error).__name__
+        record["error"] = str(error)[:_ERROR_CHARS]
+        with contextlib.suppress(Exception):
+            deliver(record, None, route)
+        raise error
+    record["status"] = "ok"
+    return deliver(record, out, route)
 
 
 def _peak(
@@ -305,9 +428,19 @@ def _plain(value: Any) -> Any:
         return str(value)
 
 
-def deliver(record: dict[str, Any], out: Any) -> Any:
+def deliver(record: dict[str, Any], out: Any, route: Any = None) -> Any:
     """Send one chunk record to its collector; returns the (maybe annotated) output."""
+    collector_id = record.get("collector_id")
+    if collector_id is not None:
+        receive = local_collectors.get(collector_id)
+        if receive is not None:  # the collector lives in this process
+            receive(record)
+            return out
     try:
+        import sys
+
+        if "distributed" not in sys.modules:
+            raise ImportError
         from distributed import get_worker
 
         worker = get_worker()
@@ -322,6 +455,12 @@ def deliver(record: dict[str, Any], out: Any) -> Any:
         record["worker"] = worker.address
         worker.log_event(CHUNK_TOPIC, record)
         return out
+    channel = route.get("channel") if route is not None else None
+    if channel is not None:
+        from daskscope.workflow.channel import send
+
+        if send(tuple(channel), record):
+            return out
     receiver = local_receiver.get()
     if receiver is not None:
         receiver(record)

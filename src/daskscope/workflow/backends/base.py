@@ -14,7 +14,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, ClassVar
 
-__all__ = ["Backend", "backend_names", "get_backend", "register_backend"]
+__all__ = [
+    "AbstractMetricsBackend",
+    "Backend",
+    "backend_names",
+    "get_backend",
+    "register_backend",
+]
 
 SpanMetrics = dict[tuple[Hashable, ...], float]
 #: ``parser(span_metrics, processor_prefixes) -> {metric key: value}``
@@ -27,6 +33,8 @@ class Backend(ABC):
     name: ClassVar[str] = "abstract"
     #: turns ``get_span_metrics`` output into workflow keys (None: no fine metrics)
     parser: ClassVar[Parser | None] = None
+    #: whether chunks run by Dask workers reach this backend (the scheduler plugin)
+    receives_dask_chunks: ClassVar[bool] = False
 
     def open(self, collector_id: str) -> dict[str, Any]:
         """Called when the collector is entered, before the span; returns run info
@@ -43,7 +51,8 @@ class Backend(ABC):
 
     @abstractmethod
     def create_span(self, name: str) -> Any:
-        """A context manager tagging the work done inside it; yields the span's id."""
+        """A context manager tagging the work done inside it, yielding the span's id;
+        or None (no spans), or any value handed back to ``get_span_metrics``."""
 
     @abstractmethod
     def get_span_metrics(self, span: Any) -> SpanMetrics:
@@ -70,6 +79,9 @@ class Backend(ABC):
         """What this backend measures: names used by the summary to say "not measured"."""
         return set()
 
+
+#: The seed's name of the base class
+AbstractMetricsBackend = Backend
 
 _REGISTRY: dict[str, type[Backend]] = {}
 

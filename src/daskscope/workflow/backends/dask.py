@@ -21,10 +21,13 @@ async def _heartbeat(dask_worker: Any) -> None:
 class DaskBackend(Backend):
     name = "dask"
     parser: ClassVar = staticmethod(m.parse_fine_metrics)
+    receives_dask_chunks = True
 
     def __init__(self, client: Any) -> None:
         self.client = client
         self.collector_id = ""
+        #: enclosing collectors on this scheduler (set by the collector before start)
+        self.parents: list[str] = []
         self.span_id: str | None = None
         self._interval: float | None = None
         self._finished: dict[str, Any] | None = None
@@ -45,7 +48,7 @@ class DaskBackend(Backend):
         assert self.span_id is not None, "create_span comes first"
         self._interval = interval
         self.info = self.client.run_on_scheduler(
-            remote.start_run, self.collector_id, self.span_id, interval
+            remote.start_run, self.collector_id, self.span_id, interval, self.parents
         )
 
     def stop_tracking(self) -> dict[str, Any]:

@@ -27,8 +27,9 @@ class LocalBackend(Backend):
     parser = None
 
     def __init__(self, client: Any = None, *, cores: int | None = None) -> None:
-        # cores: what the run may use; default 1 (IterativeExecutor runs in this thread)
-        self.cores = cores or 1
+        # cores: what the run may use (the executor's workers); None: the collector
+        # settles it from where the chunks ran, or leaves it unmeasured
+        self.cores = cores
         self._proc = psutil.Process()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -79,7 +80,8 @@ class LocalBackend(Backend):
         n = len(s["time"])
         s["time"].append(now)
         s["workers"].append(len(procs))
-        s["threads"].append(self.cores)
+        if self.cores is not None:
+            s["threads"].append(self.cores)
         memory = 0
         cpu: list[float] = []
         for proc in procs:

@@ -2,9 +2,10 @@
 
 The functions at the bottom run inside the scheduler (``client.run_on_scheduler``).
 They install one small :class:`WorkflowSchedulerPlugin` whose ``log_event`` hook routes
-every chunk record to the collector whose span contains the task's span, so that two
-collectors on one scheduler never see each other's chunks; and a sampler per collector
-records the workers every ``interval`` seconds, on the scheduler's event loop.
+every chunk record to the collector it names (the route stamped on the processor), else
+to the collector whose span contains the task's span; a collector nested in another
+passes its records on to its parents. A sampler per collector records the workers every
+``interval`` seconds, on the scheduler's event loop.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class _Run:
     collector_id: str
     span_id: str
     interval: float
+    #: enclosing collectors (innermost first): they receive this run's chunks too
+    parents: list[str] = field(default_factory=list)
     chunks: list[dict[str, Any]] = field(default_factory=list)
     samples: dict[str, Any] = field(default_factory=dict)
     task: asyncio.Task | None = None
@@ -70,9 +73,16 @@ class WorkflowSchedulerPlugin(SchedulerPlugin):
         if topic != CHUNK_TOPIC or not self.by_span:
             return
         try:
-            run = self._run_for_span(msg.get("span_id"))
-            if run is not None:
-                run.chunks.append(msg)
+            named = msg.get("collector_id")
+            # A named collector that has finished gets nothing more (never a neighbour)
+            run = self.runs.get(named) if named else self._run_for_span(msg.get("span_id"))
+            if run is None:
+                return
+            run.chunks.append(msg)
+            for parent_id in run.parents:
+                parent = self.runs.get(parent_id)
+                if parent is not None:
+                    parent.chunks.append(msg)
         except Exception:  # never into Dask
             self.failures += 1
             logger.debug("daskscope: routing a chunk record failed", exc_info=True)
@@ -147,11 +157,18 @@ def _plugin(scheduler: Any) -> WorkflowSchedulerPlugin:
 
 
 def start_run(
-    collector_id: str, span_id: str, interval: float | None, dask_scheduler: Any = None
+    collector_id: str,
+    span_id: str,
+    interval: float | None,
+    parents: list[str] | None = None,
+    dask_scheduler: Any = None,
 ) -> dict[str, Any]:
     """Begin routing chunks of ``span_id`` to ``collector_id`` and sampling workers."""
     plugin = _plugin(dask_scheduler)
-    run = _Run(collector_id, span_id, interval or 0.0, samples=_empty_series())
+    run = _Run(
+        collector_id, span_id, interval or 0.0, parents=list(parents or []),
+        samples=_empty_series(),
+    )  # fmt: skip
     plugin.runs[collector_id] = run
     plugin.by_span[span_id] = collector_id
     if interval:
