@@ -69,7 +69,7 @@ def test_a_batch_posted_twice_is_stored_once(app: Any) -> None:
     for _ in range(2):
         response = post(app, batch)
         assert response.status_code == 200, response.text
-        assert response.json() == {"stored": 50, "records": 50}
+        assert response.json() == {"stored": 50, "records": 50, "rejected": []}
     assert table_counts(app.state.store)["task_groups"] == 50
 
 

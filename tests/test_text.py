@@ -3,10 +3,13 @@ SQLite, PostgreSQL and through the server; one odd record never fails its batch.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import sqlalchemy as sa
 
@@ -23,6 +26,8 @@ from daskscope.model import (
 from daskscope.store import Rejected, Store, write_records
 from daskscope.store.schema import TABLES
 from daskscope.text import escape_text, escape_value
+from daskscope.web import create_app
+from daskscope.wire import decode_batch, encode_batch
 
 T0 = 1_767_225_600.5
 
@@ -153,3 +158,51 @@ def test_one_record_the_database_refuses_leaves_the_rest_of_the_batch(
     assert all(r.reason for r in rejected)
     assert "too-big" in caplog.text and "no-name" in caplog.text
     assert stored(store, {r.id for r in batch}) == expected(good)
+
+
+# -- through the server's ingest route -------------------------------------------------
+
+
+def post(app: Any, body: bytes) -> httpx.Response:
+    async def call() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return await client.post("/api/v1/ingest", content=body)
+
+    return asyncio.run(call())
+
+
+def test_odd_text_through_ingest_and_one_refused_record(database_url: str) -> None:
+    app = create_app(database_url)
+    records = [r for i, text in enumerate(ODD) for r in odd_records(f"c{i}", text, i)]
+    too_big = TaskGroupRecord(id="too-big", cluster_id="c0", name="g", prefix="p")
+    too_big.nbytes_total = 2**70  # valid on the wire, beyond what a database holds
+    batch = [*records[:3], too_big, *records[3:]]
+    body = encode_batch(batch)
+    # a lone surrogate has no UTF-8 form: its batch travels escaped; without one, text
+    # (NUL included, as JSON's \\u0000) travels as it is and the store escapes it
+    assert decode_batch(body) == [escaped(r) for r in batch]
+    assert decode_batch(encode_batch(records[:6])) == records[:6]
+    response = post(app, body)
+    assert response.status_code == 200, response.text
+    assert response.json() == {
+        "stored": len(records),
+        "records": len(batch),
+        "rejected": [
+            {"index": 3, "id": "too-big", "reason": response.json()["rejected"][0]["reason"]}
+        ],
+    }
+    assert stored(app.state.store, {r.id for r in batch}) == expected(records)
+    app.state.store.close()
+
+
+def test_a_lone_surrogate_escape_from_another_client_is_explained(tmp_path: Path) -> None:
+    app = create_app(f"sqlite:///{tmp_path / 'server.db'}")
+    body = encode_batch(odd_records("c", "x", 0)).replace(b'"cluster x"', b'"\\ud800"')
+    response = post(app, body)
+    assert response.status_code == 400
+    assert "lone surrogate" in response.json()["error"]["message"]
+
+
+def escaped(record: model.Record) -> model.Record:
+    return type(record)(**escape_value(model.record_to_dict(record)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import threading
 import typing
 from collections.abc import Iterable, Iterator, Sequence
@@ -18,7 +19,8 @@ from typing import Annotated, Any, Union
 
 import msgspec
 
-from daskscope.model import RECORD_TYPES, Record
+from daskscope.model import RECORD_TYPES, Record, record_to_dict
+from daskscope.text import escape_value
 
 __all__ = [
     "WIRE_VERSION",
@@ -44,9 +46,16 @@ _encoder = msgspec.json.Encoder(enc_hook=str)
 
 
 def encode_batch(records: Iterable[Record]) -> bytes:
-    return _encoder.encode(
-        {"version": WIRE_VERSION, "records": [_Item(r.KIND, r) for r in records]}
-    )
+    records = list(records)
+    try:
+        return _encoder.encode(
+            {"version": WIRE_VERSION, "records": [_Item(r.KIND, r) for r in records]}
+        )
+    except UnicodeEncodeError:
+        # A lone surrogate (Dask allows them in keys and text) has no UTF-8 form: send
+        # the batch escaped as the store would keep it (daskscope.text)
+        items = [_Item(r.KIND, escape_value(record_to_dict(r))) for r in records]
+        return _encoder.encode({"version": WIRE_VERSION, "records": items})
 
 
 def encode_batches(
@@ -181,6 +190,12 @@ class _Decoding:
 
 
 _decoding = _Decoding()
+# "\\ud800" not followed by a low surrogate escape, or a low one alone; msgspec refuses
+# both (rightly: they are no Unicode text) with a message about truncated input
+_LONE_SURROGATE_ESCAPE = re.compile(
+    rb"(?<!\\)\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|"
+    rb"(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
 
 
 def decode_rows_json(body: bytes, *, max_records: int = 100_000) -> list[tuple[str, dict]]:
@@ -192,6 +207,13 @@ def decode_rows_json(body: bytes, *, max_records: int = 100_000) -> list[tuple[s
     except msgspec.ValidationError as exc:
         raise _wire_error(str(exc), max_records) from None
     except msgspec.DecodeError as exc:
+        if _LONE_SURROGATE_ESCAPE.search(body):
+            raise NotJSON(
+                "body",
+                "is not Unicode text: it holds a lone surrogate escape (\\udXXX without its "
+                "pair); send the six characters themselves, escaped as \\\\udXXX, as "
+                "daskscope's collector does (daskscope.text)",
+            ) from None
         raise NotJSON("body", f"is not JSON: {exc}") from None
     as_dict, kinds = msgspec.structs.asdict, _decoding.kinds
     return [(kinds[type(item)], as_dict(item.data)) for item in batch.records]

@@ -43,6 +43,8 @@ class HttpSink:
         self._retry_at = 0.0
         self.delivered_batches = 0
         self.rejected_batches = 0
+        #: records the server stored their batch without (its database refused them)
+        self.rejected_records = 0
 
     def _ensure(self) -> Spool:
         import httpx
@@ -123,6 +125,7 @@ class HttpSink:
             self._backoff = 0.0
             self._retry_at = 0.0
             self.delivered_batches += 1
+            self._note_rejected(response)
             return "ok"
         if (
             400 <= response.status_code < 500
@@ -137,6 +140,21 @@ class HttpSink:
             )
             return "rejected"
         return self._failed(f"HTTP {response.status_code}")
+
+    def _note_rejected(self, response: Any) -> None:
+        """Records the server's database refused one by one (the rest was stored)."""
+        try:
+            rejected = response.json().get("rejected") or []
+        except ValueError:
+            return
+        if rejected:
+            self.rejected_records += len(rejected)
+            logger.error(
+                "daskscope server %s stored a batch without %d record(s) its database refused: %s",
+                self.url,
+                len(rejected),
+                "; ".join(f"{r.get('id')} ({r.get('reason')})" for r in rejected[:10]),
+            )
 
     def _failed(self, reason: str) -> str:
         self._backoff = min(_MAX_BACKOFF_S, max(_FIRST_BACKOFF_S, self._backoff * 2))

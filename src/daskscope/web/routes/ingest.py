@@ -1,8 +1,9 @@
 """``POST /api/v1/ingest``: batches of records from collectors anywhere.
 
-A batch is stored whole or not at all. Answers tell a collector what to do next: 2xx
-stored; 4xx never send this batch again (the message names the field); 503 the store is
-unavailable, try again later (the collector's spool does).
+A batch is checked whole: 4xx never send this batch again (the message names the
+field); 503 the store is unavailable, try again later (the collector's spool does). 2xx
+stored, except any record the database itself refused (a value out of its range): those
+are listed under ``rejected`` with their index and id, and the rest is stored.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from starlette.concurrency import run_in_threadpool
 
 from daskscope import config
 from daskscope.model import RECORD_TYPES
-from daskscope.store import RecordConflict, Store, WriteFailed, write_rows
+from daskscope.store import RecordConflict, Rejected, Store, WriteFailed, write_rows
 from daskscope.store.identity import ForeignRecord, Identity, claim_rows
 from daskscope.store.schema import TABLE_FOR
+from daskscope.text import escape_text
 from daskscope.web.auth import viewer_of
 from daskscope.web.errors import BadRequest, HTTPError, PayloadTooLarge
 from daskscope.web.routes.common import store_of
@@ -124,8 +126,9 @@ def store_batch(store: Store, body: bytes, viewer: Identity | None) -> dict[str,
     claim = None
     if viewer is not None:
         claim = functools.partial(claim_rows, rows_by_kind=by_kind, identity=viewer, order=rows)
+    rejected: list[Rejected] = []
     try:
-        stored = write_rows(store, by_table, before_write=claim)
+        stored = write_rows(store, by_table, before_write=claim, rejected=rejected)
     except ForeignRecord as exc:
         raise ConflictingBatch(str(exc)) from None
     except RecordConflict as exc:
@@ -138,7 +141,21 @@ def store_batch(store: Store, body: bytes, viewer: Identity | None) -> dict[str,
         if exc.retryable:
             raise StoreUnavailable(f"{exc}; retry later") from None
         raise UnprocessableBatch(str(exc)) from None
-    return {"stored": stored, "records": len(rows)}
+    return {"stored": stored, "records": len(rows), "rejected": _located(rejected, rows)}
+
+
+def _located(rejected: list[Rejected], rows: list[tuple[str, dict]]) -> list[dict[str, Any]]:
+    """Each record the database refused, with its index in the batch as sent."""
+    if not rejected:
+        return []
+    where = {
+        (TABLE_FOR[RECORD_TYPES[kind]].name, escape_text(str(row["id"]))): i
+        for i, (kind, row) in reversed(list(enumerate(rows)))
+    }
+    return [
+        {"index": where.get((r.table, r.record_id)), "id": r.record_id, "reason": r.reason}
+        for r in rejected
+    ]
 
 
 def parse_batch(body: bytes) -> list[tuple[str, dict]]:
