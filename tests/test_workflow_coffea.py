@@ -174,6 +174,28 @@ def test_dask_executor(client: Client, fileset: dict, tmp_path: Path) -> None:
     assert m["processor_cpu_seconds"] > 0 and "overhead_seconds" in m
     assert m["cpu_seconds"] == pytest.approx(m["processor_cpu_seconds"] + m["overhead_cpu_seconds"])
     assert m["cores"] == 2 and m["workers_peak"] == 2
+    # the spec's aggregated rate: events per thread-CPU second of the span (Dask's own)
+    span = collector.span_metrics
+    cpu = sum(v for k, v in span.items() if k[0] == "execute" and k[2] == "thread-cpu")
+    assert m["event_rate_aggregated_khz"] == pytest.approx(m["total_events"] / cpu / 1e3)
+    assert m["event_rate_per_busy_second_khz"] == pytest.approx(
+        m["total_events"] / m["processing_time_s"] / 1e3
+    )
+    # every activity Dask reported is there, summed over contexts and prefixes
+    truth: dict[str, float] = {}
+    for (_, _, activity, unit), value in span.items():
+        if activity != "idle or other spans":
+            key = "activity_" + "".join(ch if ch.isalnum() else "_" for ch in f"{activity}_{unit}")
+            truth[key] = truth.get(key, 0.0) + value
+    assert "activity_memory_read_bytes" in truth  # the reducers read their inputs
+    assert {k: m[k] for k in truth} == pytest.approx(truth)
+    # the seed's names
+    assert all(c["duration"] == c["wall_s"] and c["num_events"] == c["events"]
+               for c in collector.chunk_metrics)  # fmt: skip
+    counts = collector.tracking_data["worker_counts"]
+    assert counts and set(counts.values()) == {2} and all(t > 1.6e9 for t in counts)
+    assert proc._roastcoffea_collect_metrics is False  # cleared on exit
+    assert m["status"] == "ok"
     # lossless save/load of a real run
     collector.save(tmp_path / "ttbar")
     assert MetricsCollector.load(tmp_path / "ttbar").run == collector.run
@@ -191,14 +213,41 @@ def test_iterative_executor_local_backend(fileset: dict) -> None:
     assert collector.run.backend == "local"
     check_against_ground_truth(collector, out, report, fileset)
     assert "noncpu_seconds" not in collector.metrics
+    assert collector.metrics["cores"] == 1  # every chunk ran in this process
 
 
-def test_futures_executor_chunks_ride_in_the_output(fileset: dict) -> None:
+def test_futures_executor_with_a_pool_made_before_the_collector(fileset: dict) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+
+    from coffea import processor
+
+    from daskscope.workflow.tracking import INJECT_KEY
+
+    proc = make_processor()
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        pool.submit(int, 0).result()  # the pool's processes exist before the collector
+        executor = processor.FuturesExecutor(pool=pool, workers=2, status=False)
+        run = runner(executor)
+        with MetricsCollector(processor_instance=proc, executor=executor, store=False) as c:
+            out, report = run(fileset, proc, treename="Events")
+        pids = {p.pid for p in pool._processes.values()}
+    # no extraction call, and nothing of daskscope in the output
+    assert INJECT_KEY not in out
+    check_against_ground_truth(c, out, report, fileset)
+    assert {ch["pid"] for ch in c.chunk_metrics} <= pids
+    m = c.metrics
+    assert m["cores"] == 2  # the executor's workers, not a default of 1
+    per_core = m["total_events"] / (m["wall_time_s"] * 2) / 1e3
+    assert m["event_rate_core_khz"] == pytest.approx(per_core)
+
+
+def test_futures_executor_without_cores_leaves_them_unmeasured(fileset: dict) -> None:
     from coffea import processor
 
     proc = make_processor()
     run = runner(processor.FuturesExecutor(workers=2, status=False))
-    with MetricsCollector(processor_instance=proc, store=False, cores=2) as collector:
+    with MetricsCollector(processor_instance=proc, store=False) as c:
         out, report = run(fileset, proc, treename="Events")
-        out = collector.extract_metrics_from_output(out)  # removes what was injected
-    check_against_ground_truth(collector, out, report, fileset)
+    check_against_ground_truth(c, out, report, fileset)
+    assert "cores" not in c.metrics and "event_rate_core_khz" not in c.metrics
+    assert "executor=" in c.run.info["cores_note"]
