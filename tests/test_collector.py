@@ -190,11 +190,7 @@ def test_flushing_twice_stores_each_record_once(database_url: str) -> None:
             before = table_counts(store, cluster_id)
             plugin = cluster.scheduler.plugins["daskscope"]
             # forget what was written: the same records are written again
-            plugin._computations_written.clear()
-            plugin._span_tracks.clear()
-            plugin._prefixes_written.clear()
-            for track in plugin._group_tracks.values():
-                track.written = None
+            plugin.write_all_again()
             await daskscope.flush(client, wait_for_metrics=False)
             after = table_counts(store, cluster_id)
         for table in ("computations", "task_groups", "task_prefixes", "spans", "span_metrics"):
@@ -225,8 +221,10 @@ def test_failures_inside_daskscope_never_reach_dask(
                 raise RuntimeError("bug inside daskscope")
 
             plugin._sink = BrokenSink()
-            real_track = plugin._group_track
-            plugin._group_track = broken_track  # type: ignore[method-assign]
+            tracker = plugin.tracker
+            real_finished, real_snapshot = tracker.task_finished, tracker.snapshot_groups
+            tracker.task_finished = broken_track  # type: ignore[method-assign]
+            tracker.snapshot_groups = broken_track  # type: ignore[method-assign]
             results = await client.gather(client.map(inc, range(100)))
             assert results == list(range(1, 101))
             status = await daskscope.flush(client, wait_for_metrics=False)
@@ -235,7 +233,8 @@ def test_failures_inside_daskscope_never_reach_dask(
             assert status["write_failures"] == 1 and "disk on fire" in status["last_write_error"]
 
             # the store comes back: what was kept in memory is written then
-            plugin._group_track = real_track  # type: ignore[method-assign]
+            tracker.task_finished = real_finished  # type: ignore[method-assign]
+            tracker.snapshot_groups = real_snapshot  # type: ignore[method-assign]
             plugin._sink = good_sink
             assert await client.submit(inc, 1) == 2
             status = await daskscope.flush(client, wait_for_metrics=False)
@@ -281,8 +280,8 @@ def test_memory_stays_bounded_over_many_computations(db_url: str) -> None:
             await daskscope.flush(client, wait_for_metrics=False)
             await daskscope.flush(client, wait_for_metrics=False)
             # finished, forgotten and written: only the newest computation is kept
-            assert len(plugin._computations) <= 2
-            assert len(plugin._group_tracks) <= 10
+            assert len(plugin.tracker.computations) <= 2
+            assert len(plugin.tracker.current) <= 10
             assert plugin._buffer == []
             cluster_row = plugin._cluster
             assert cluster_row.tasks_executed >= 30 * 11

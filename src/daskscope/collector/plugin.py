@@ -1,23 +1,27 @@
 """The scheduler plugin that records a Dask cluster.
 
-Hot hooks (``transition``, ``log_event``) only count: O(1), no allocation on the common
-path. Everything else happens on periodic loops: a snapshot of the live task groups,
-computations and spans is taken on the event loop (the objects are not thread-safe) and
-handed to a single writer thread. Every hook is guarded: an error inside daskscope is
-logged and never reaches Dask.
+Hot hooks (``transition``, ``log_event``) only count and mark what changed: O(1). A
+flush, every few seconds, turns only what changed into records on the event loop (the
+scheduler's objects are not thread-safe), in slices so that the loop is never held for
+long, and hands them to one writer thread. Every hook is guarded: an error inside
+daskscope is logged and never reaches Dask.
+
+The parts: :mod:`~daskscope.collector.tracking` (which computation ran which tasks),
+:mod:`~daskscope.collector.lifecycle` (why workers left),
+:mod:`~daskscope.collector.capacity` (threads and memory over time),
+:mod:`~daskscope.collector.writer` (the writer thread), :mod:`~daskscope.collector.sink`
+(where records go).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import platform
 import uuid
-from collections.abc import Callable, Hashable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Hashable
+from dataclasses import dataclass
 from time import perf_counter, thread_time
 from typing import TYPE_CHECKING, Any
 
@@ -27,85 +31,46 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.metrics import time
 
 from daskscope.collector import snapshot
-from daskscope.collector.sink import Sink, StoreSink
+from daskscope.collector.capacity import Capacity, threads_integral
+from daskscope.collector.lifecycle import WorkerLifecycle
+from daskscope.collector.sink import Sink, StoreLost, StoreSink
+from daskscope.collector.tracking import ComputationTrack, GroupUse, WorkTracker
+from daskscope.collector.workers import worker_sample
+from daskscope.collector.writer import WriterThread
 from daskscope.config import CollectorSettings
 from daskscope.model import (
     ClusterRecord,
-    ComputationRecord,
     ErrorRecord,
     EventRecord,
     ProfileRecord,
     Record,
     SpanRecord,
-    TaskPrefixRecord,
     WorkerSampleRecord,
     stable_id,
 )
 
 if TYPE_CHECKING:
-    from distributed.scheduler import Computation, Scheduler, TaskGroup
+    from distributed.scheduler import Scheduler
 
-__all__ = ["DaskscopePlugin"]
+__all__ = ["DaskscopePlugin", "own_metrics"]
 
 logger = logging.getLogger("daskscope")
 
 #: Log the first few failures of each hook in full, then only count them.
 _LOGGED_FAILURES_PER_HOOK = 3
-
-
-@dataclass(slots=True)
-class _GroupTrack:
-    """What daskscope knows of one live TaskGroup beyond what the group keeps itself."""
-
-    record_id: str
-    computation_id: str | None
-    executed: int = 0
-    erred: int = 0
-    #: signature of the last snapshot written; equal means nothing new to write
-    written: tuple[Any, ...] | None = None
-    retired: bool = False
-
-
-@dataclass(slots=True)
-class _Totals:
-    """Additive totals of task groups (per cluster or per prefix)."""
-
-    groups: int = 0
-    executed: int = 0
-    erred: int = 0
-    nbytes: int = 0
-    duration_s: float = 0.0
-    durations: dict[str, float] = field(default_factory=dict)
-
-    def add(self, executed: int, erred: int, nbytes: int, durations: Mapping[str, float]) -> None:
-        self.groups += 1
-        self.executed += executed
-        self.erred += erred
-        self.nbytes += nbytes
-        for activity, seconds in durations.items():
-            self.duration_s += seconds
-            self.durations[activity] = self.durations.get(activity, 0.0) + seconds
-
-    def copy(self) -> _Totals:
-        return _Totals(
-            self.groups,
-            self.executed,
-            self.erred,
-            self.nbytes,
-            self.duration_s,
-            dict(self.durations),
-        )
+#: Changed task groups turned into records per slice of a flush; the event loop is
+#: given back between slices (about 1 to 2 ms each).
+_GROUPS_PER_SLICE = 500
+#: A finished span's fine metrics still arrive with the workers' next heartbeats: keep
+#: comparing them for this long after it finished.
+_SPAN_SETTLE_SECONDS = 30.0
 
 
 @dataclass(slots=True)
 class _SpanTrack:
     own_metrics: dict[tuple[Hashable, ...], float]
     done: bool
-
-
-def _jsonable(value: Any) -> Any:
-    """A JSON-safe copy (annotations may hold tuples, sets or arbitrary objects)."""
-    return json.loads(json.dumps(value, default=str))
+    written_at: float
 
 
 class DaskscopePlugin(SchedulerPlugin):
@@ -126,11 +91,31 @@ class DaskscopePlugin(SchedulerPlugin):
         self.records_written = 0
         self.records_dropped = 0
         self.last_write_error: str | None = None
-        #: Time of daskscope's periodic work on the scheduler's event loop (snapshots,
-        #: samples) and CPU time of its writer thread: what it costs besides the hooks
+        #: why the recorder is not recording, if it could not start
+        self.start_error: str | None = None
+        #: Time of daskscope's own work on the scheduler's event loop (graph hooks,
+        #: snapshots, samples) and CPU time of its writer thread: what it costs besides
+        #: the transition hook
         self.loop_seconds = 0.0
         self.writer_cpu_seconds = 0.0
+        self.tracker = WorkTracker(self.cluster_id, max_code_chars=self.settings.max_code_chars)
+        self._spans: dict[str, _SpanTrack] = {}
+        self._buffer: list[Record] = []
+        #: lifecycle events and errors, kept to write again into a store that was lost
+        self._history: list[Record] = []
+        self._errors_kept = 0
         self._started = False
+        self._closing = False
+        self._loops: list[asyncio.Task] = []
+        self._flush_lock: asyncio.Lock | None = None
+        self._profile_from = 0.0
+        self._last_words: asyncio.Task | None = None
+        self.scheduler: Scheduler | None = None
+        self._sink: Sink | None = None
+        self._writer: WriterThread | None = None
+        self._cluster: ClusterRecord | None = None
+        self._capacity: Capacity | None = None
+        self.lifecycle: WorkerLifecycle | None = None
 
     # -- pickling: only the settings travel from the client to the scheduler --------------
 
@@ -147,36 +132,38 @@ class DaskscopePlugin(SchedulerPlugin):
             return HttpSink(self.settings.server, self.settings.token, self.settings.spool_dir)
         return StoreSink(self.settings.database)
 
+    @property
+    def destination(self) -> str:
+        """Where this recorder writes: the server's URL or the store's."""
+        return self.settings.server or self.settings.database
+
     # -- lifecycle -----------------------------------------------------------------------
 
     async def start(self, scheduler: Scheduler) -> None:
         if self._started:  # add_plugin + start may both reach us; start once
             return
+        self._started = True
+        # Handlers first, so that a client can ask why recording did not start. A second
+        # recorder added under another name must not take them over.
+        scheduler.handlers.setdefault("daskscope_flush", self.handle_flush)
+        scheduler.handlers.setdefault("daskscope_info", self.handle_info)
         try:
             self._start(scheduler)
         except Exception as exc:
-            self._hook_failed("start", exc)
+            self.start_error = f"{type(exc).__name__}: {exc}"
+            logger.error(
+                "daskscope is NOT recording this cluster: it could not start (%s). "
+                "Dask goes on; check the daskscope settings (docs/configuration.md).",
+                self.start_error,
+                exc_info=exc,
+            )
 
     def _start(self, scheduler: Scheduler) -> None:
-        self._started = True
         self.scheduler = scheduler
         self._tasks = scheduler.tasks
-        self._group_tracks: dict[TaskGroup, _GroupTrack] = {}
-        self._computations: dict[uuid.UUID, Computation] = {}
-        self._computations_written: dict[uuid.UUID, tuple[Any, ...]] = {}
-        self._span_tracks: dict[str, _SpanTrack] = {}
-        self._prefixes_written: dict[str, tuple[Any, ...]] = {}
-        self._retired = _Totals()
-        self._retired_by_prefix: dict[str, _Totals] = {}
-        self._name_occurrences: dict[str, int] = {}
-        self._buffer: list[Record] = []
-        self._removals: dict[str, dict[str, Any]] = {}
-        self._errors_kept = 0
         self._sink = self.make_sink()
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="daskscope-writer")
+        self._writer = WriterThread()
         self._flush_lock = asyncio.Lock()
-        self._closing = False
-
         now = time()
         started_at = getattr(scheduler, "time_started", now)
         self._cluster = ClusterRecord(
@@ -193,9 +180,10 @@ class DaskscopePlugin(SchedulerPlugin):
         )
         # Threads before we were attached come from Dask's own history; memory limits
         # have no history, so their integral starts now.
-        self._cluster.core_seconds = self._threads_integral(scheduler.total_nthreads_history, now)
-        self._integrated_until = now
-        self._refresh_capacity()
+        self._cluster.core_seconds = threads_integral(scheduler.total_nthreads_history, now)
+        self._capacity = Capacity(self._cluster, since=now)
+        self._capacity.refresh(scheduler.workers.values())
+        self.lifecycle = WorkerLifecycle(scheduler)
         self._event("cluster-started", at=started_at, detail={"attached_at": now})
         for ws in scheduler.workers.values():
             self._worker_added(ws.address, at=now, detail={"present_when_attached": True})
@@ -203,9 +191,6 @@ class DaskscopePlugin(SchedulerPlugin):
         # Open the store (imports, schema check) in the writer thread now, not during the
         # first flush in the middle of the user's work; a failure shows at the first write.
         self._writer.submit(self._sink.open)
-        # A second recorder added under another name must not take over the handlers
-        scheduler.handlers.setdefault("daskscope_flush", self.handle_flush)
-        scheduler.handlers.setdefault("daskscope_info", self.handle_info)
         self._loops = [
             asyncio.create_task(self._every(self.settings.flush_interval, self.flush)),
             asyncio.create_task(
@@ -220,36 +205,54 @@ class DaskscopePlugin(SchedulerPlugin):
                 )
             )
 
+    @property
+    def recording(self) -> bool:
+        return self._cluster is not None
+
     async def before_close(self) -> None:
-        """Last words while the workers are still there: profile, samples, everything."""
-        if not self._started or self._closing:
+        """Last words: profile, samples, the workers still here, everything."""
+        if not self.recording or self._closing:
             return
         self._closing = True
         try:
             for loop in self._loops:
                 loop.cancel()
+            if self._last_words is not None:
+                await asyncio.wait_for(asyncio.shield(self._last_words), timeout=15)
             if self.settings.profile_enabled:
                 await self._collect_profile()
             self._sample_workers()
             now = time()
+            # Dask drops the workers of a closing scheduler without calling the plugins'
+            # remove_worker (e.g. `dask scheduler` stopped with Ctrl-C): they leave now.
+            assert self.scheduler is not None and self.lifecycle is not None
+            for address in list(self.scheduler.workers):
+                self._worker_removed(address, at=now, reason="closed", msg={}, with_cluster=True)
             self._event("cluster-closed", at=now)
+            assert self._cluster is not None
             self._cluster.stopped_at = now
             await asyncio.wait_for(self.flush(), timeout=60)
         except Exception as exc:
             self._hook_failed("before_close", exc)
 
     async def close(self) -> None:
-        if not self._started:
+        if not self.recording:
             return
         await self.before_close()  # a no-op when Dask already called it
         try:
+            assert self._writer is not None and self._sink is not None
             self._writer.submit(self._sink.close)
-            self._writer.shutdown(wait=False)
+            self._writer.shutdown()
         except Exception as exc:
             self._hook_failed("close", exc)
 
     def restart(self, scheduler: Scheduler) -> None:
+        if not self.recording:
+            return
         try:
+            assert self.lifecycle is not None
+            self.lifecycle.restarting(expected_workers=len(scheduler.workers))
+            self.tracker.finish_all()
             self._event("cluster-restarted", at=time())
         except Exception as exc:
             self._hook_failed("restart", exc)
@@ -258,111 +261,103 @@ class DaskscopePlugin(SchedulerPlugin):
 
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         if start != "processing":
+            if finish == "forgotten":
+                try:
+                    ts = self._tasks.get(key)
+                    if ts is not None:
+                        self.tracker.task_forgotten(ts)
+                except Exception as exc:
+                    self._hook_failed("transition", exc)
             return
         try:
             if finish == "memory":
                 ts = self._tasks.get(key)
                 if ts is not None:
-                    self._group_track(ts.group).executed += 1
+                    self.tracker.task_finished(ts, kwargs)
             elif finish == "erred":
-                self._task_erred(key, kwargs)
+                ts = self._tasks.get(key)
+                if ts is not None:
+                    self._task_erred(key, ts, kwargs)
         except Exception as exc:
             self._hook_failed("transition", exc)
 
-    def update_graph(self, scheduler: Scheduler, **kwargs: Any) -> None:
+    def update_graph(self, scheduler: Scheduler, *, tasks: Any = (), **kwargs: Any) -> None:
+        if not self.recording:
+            return
+        started = perf_counter()
         try:
-            if scheduler.computations:
-                computation = scheduler.computations[-1]
-                self._computations.setdefault(computation.id, computation)
+            self.tracker.graph_updated(scheduler, tasks or kwargs.get("keys") or ())
         except Exception as exc:
             self._hook_failed("update_graph", exc)
+        self.loop_seconds += perf_counter() - started
 
     def log_event(self, topic: str, msg: Any) -> None:
-        # Dask tells why a worker left only through its event log, just before the
-        # remove_worker hook runs: keep the message for that hook.
-        if topic != "all" or not isinstance(msg, dict) or msg.get("action") != "remove-worker":
+        if not isinstance(msg, dict) or self.lifecycle is None:
             return
         try:
-            self._removals[msg["worker"]] = msg
+            if self.lifecycle.observe(topic, msg):
+                self._worker_leaving(topic)
         except Exception as exc:
             self._hook_failed("log_event", exc)
 
     def add_worker(self, scheduler: Scheduler, worker: str) -> None:
+        if not self.recording:
+            return
         try:
+            assert self.lifecycle is not None
+            self.lifecycle.added(worker)
+            self.lifecycle.arrived(len(scheduler.workers))
             self._worker_added(worker, at=time())
         except Exception as exc:
             self._hook_failed("add_worker", exc)
 
     def remove_worker(self, scheduler: Scheduler, worker: str, **kwargs: Any) -> None:
+        if not self.recording:
+            return
         try:
-            now = time()
-            self._advance_integrals(now)
-            self._refresh_capacity()
-            msg = self._removals.pop(worker, {})
-            expected = bool(msg.get("expected", False))
-            detail = {
-                "reason": "closed" if expected else "lost",
-                "expected": expected,
-                "stimulus_id": kwargs.get("stimulus_id", msg.get("stimulus_id")),
-                "processing_tasks": len(msg.get("processing-tasks", ()) or ()),
-                "lost_computed_tasks": len(msg.get("lost-computed-tasks", ()) or ()),
-                "lost_scattered_tasks": len(msg.get("lost-scattered-tasks", ()) or ()),
-            }
-            self._event("worker-removed", at=now, worker=worker, detail=detail)
+            assert self.lifecycle is not None
+            msg = self.lifecycle.removal_message(worker)
+            reason = self.lifecycle.reason(worker, msg, closing=self._closing)
+            self._worker_removed(worker, at=time(), reason=reason, msg=msg, **kwargs)
         except Exception as exc:
             self._hook_failed("remove_worker", exc)
 
     # -- bookkeeping -------------------------------------------------------------------
 
-    def _group_track(self, tg: TaskGroup, computation_id: str | None = None) -> _GroupTrack:
-        track = self._group_tracks.get(tg)
-        if track is None:
-            # A group name comes back as a new TaskGroup once the old one is forgotten:
-            # number the lifetimes so that each keeps its own record.
-            occurrence = self._name_occurrences.get(tg.name, 0)
-            self._name_occurrences[tg.name] = occurrence + 1
-            record_id = stable_id(self.cluster_id, "task-group", tg.name, occurrence)
-            track = self._group_tracks[tg] = _GroupTrack(record_id, computation_id)
-        elif track.computation_id is None and computation_id is not None:
-            track.computation_id = computation_id
-        return track
-
-    def _computation_record_id(self, computation_id: uuid.UUID) -> str:
-        return stable_id(self.cluster_id, "computation", computation_id)
-
-    def _task_erred(self, key: Any, kwargs: dict[str, Any]) -> None:
-        ts = self._tasks.get(key)
-        if ts is None:
-            return
-        track = self._group_track(ts.group)
-        track.erred += 1
+    def _task_erred(self, key: Any, ts: Any, kwargs: dict[str, Any]) -> None:
+        use = self.tracker.task_erred(ts)
         if self._errors_kept >= self.settings.max_errors:
             return
         self._errors_kept += 1
-        now = time()
         traceback_text = kwargs.get("traceback_text") or ""
         limit = self.settings.max_traceback_chars
         if len(traceback_text) > limit:
             traceback_text = "…" + traceback_text[-limit:]  # the innermost frames matter most
-        self._buffer.append(
+        self._keep(
             ErrorRecord(
                 id=stable_id(self.cluster_id, "error", key, self._errors_kept),
                 cluster_id=self.cluster_id,
                 key=str(key),
-                at=now,
+                at=time(),
                 group=ts.group.name,
                 prefix=ts.prefix.name,
-                group_id=track.record_id,
+                group_id=use.record_id,
                 worker=kwargs.get("worker"),
                 exception=(kwargs.get("exception_text") or "")[: self.settings.max_code_chars],
                 traceback=traceback_text,
             )
         )
 
+    def _keep(self, record: Record) -> None:
+        """An event or error: buffered for the next write, and kept for a lost store."""
+        self._buffer.append(record)
+        if len(self._history) < self.settings.max_buffered_records:
+            self._history.append(record)
+
     def _event(
         self, kind: str, *, at: float, worker: str | None = None, detail: dict | None = None
     ) -> None:
-        self._buffer.append(
+        self._keep(
             EventRecord(
                 id=stable_id(self.cluster_id, "event", kind, worker, at),
                 cluster_id=self.cluster_id,
@@ -374,41 +369,57 @@ class DaskscopePlugin(SchedulerPlugin):
         )
 
     def _worker_added(self, worker: str, *, at: float, detail: dict | None = None) -> None:
-        self._advance_integrals(at)
-        self._refresh_capacity()
+        assert self._capacity is not None and self.scheduler is not None
+        self._capacity.advance(at)
+        self._capacity.refresh(self.scheduler.workers.values())
         ws = self.scheduler.workers.get(worker)
         info = dict(detail or {})
         if ws is not None:
             info.update(nthreads=ws.nthreads, memory_limit=ws.memory_limit, name=str(ws.name))
         self._event("worker-added", at=at, worker=worker, detail=info)
 
-    @staticmethod
-    def _threads_integral(history: list[tuple[float, int]], until: float) -> float:
-        total = 0.0
-        for (t0, n), (t1, _) in zip(history, [*history[1:], (until, 0)], strict=True):
-            total += n * max(0.0, min(t1, until) - t0)
-        return total
+    def _worker_removed(
+        self,
+        worker: str,
+        *,
+        at: float,
+        reason: str,
+        msg: dict[str, Any],
+        with_cluster: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        assert self._capacity is not None and self.scheduler is not None
+        assert self.lifecycle is not None
+        if not self.lifecycle.mark_removed(worker):
+            return  # already recorded (e.g. at the scheduler's close)
+        self._capacity.advance(at)
+        remaining = [ws for addr, ws in self.scheduler.workers.items() if addr != worker]
+        self._capacity.refresh(remaining)
+        detail = {
+            "reason": reason,
+            "expected": bool(msg.get("expected", False)),
+            "stimulus_id": kwargs.get("stimulus_id", msg.get("stimulus_id")),
+            "processing_tasks": len(msg.get("processing-tasks", ()) or ()),
+            "lost_computed_tasks": len(msg.get("lost-computed-tasks", ()) or ()),
+            "lost_scattered_tasks": len(msg.get("lost-scattered-tasks", ()) or ()),
+        }
+        if with_cluster:
+            detail["with_cluster"] = True
+        self._event("worker-removed", at=at, worker=worker, detail=detail)
 
-    def _advance_integrals(self, now: float) -> None:
-        """Add the capacity held since the last change to the cluster's integrals."""
-        dt = max(0.0, now - self._integrated_until)
-        self._cluster.core_seconds += self._threads * dt
-        self._cluster.memory_limit_byte_seconds += self._memory_limit * dt
-        self._integrated_until = max(now, self._integrated_until)
-        self._cluster.last_seen_at = max(self._cluster.last_seen_at, now)
-
-    def _refresh_capacity(self) -> None:
-        workers = self.scheduler.workers.values()
-        self._threads = sum(ws.nthreads for ws in workers)
-        self._memory_limit = sum(ws.memory_limit or 0 for ws in workers)
-        cluster = self._cluster
-        cluster.workers_peak = max(cluster.workers_peak, len(workers))
-        cluster.threads_peak = max(cluster.threads_peak, self._threads)
-        cluster.memory_limit_peak = max(cluster.memory_limit_peak, self._memory_limit)
+    def _worker_leaving(self, worker: str) -> None:
+        """A worker said it is closing: sample it while it is here, and take the last
+        profile of the cluster while its workers can still answer."""
+        assert self.scheduler is not None
+        ws = self.scheduler.workers.get(worker)
+        if ws is not None:
+            self._buffer.append(worker_sample(ws, cluster_id=self.cluster_id, at=time()))
+        if self.settings.profile_enabled and (self._last_words is None or self._last_words.done()):
+            self._last_words = asyncio.ensure_future(self._collect_profile_guarded())
 
     # -- periodic work -------------------------------------------------------------------
 
-    async def _every(self, interval: float, action: Callable[[], Any]) -> None:
+    async def _every(self, interval: float, action: Any) -> None:
         while True:
             await asyncio.sleep(interval)
             try:
@@ -419,24 +430,33 @@ class DaskscopePlugin(SchedulerPlugin):
                 self._hook_failed(getattr(action, "__name__", "loop"), exc)
 
     def _sample_workers(self) -> None:
+        assert self._capacity is not None and self.scheduler is not None
         started = perf_counter()
         now = time()
-        self._advance_integrals(now)
+        self._capacity.advance(now)
         for ws in self.scheduler.workers.values():
-            self._buffer.append(snapshot.worker_sample(ws, cluster_id=self.cluster_id, at=now))
+            self._buffer.append(worker_sample(ws, cluster_id=self.cluster_id, at=now))
         self.loop_seconds += perf_counter() - started
 
     async def _sample_workers_async(self) -> None:
         self._sample_workers()
 
+    async def _collect_profile_guarded(self) -> None:
+        try:
+            await self._collect_profile()
+        except Exception as exc:
+            self._hook_failed("profile", exc)
+
     async def _collect_profile(self) -> None:
+        assert self.scheduler is not None
         start, stop = self._profile_from, time()
-        if not self.scheduler.workers:
-            self._profile_from = stop
+        if not self.scheduler.workers or stop - start < 0.05:
             return
         tree = await asyncio.wait_for(
             self.scheduler.get_profile(start=start, stop=stop), timeout=10
         )
+        if start != self._profile_from:
+            return  # another collection took this window meanwhile
         self._profile_from = stop
         if tree and tree.get("count"):
             self._buffer.append(
@@ -453,33 +473,87 @@ class DaskscopePlugin(SchedulerPlugin):
     # -- flushing ------------------------------------------------------------------------
 
     async def flush(self) -> int:
-        """Write everything new since the last successful write; returns records written."""
+        """Write everything that changed since the last successful write; returns the
+        number of records written."""
+        if not self.recording:
+            return 0
+        assert self._flush_lock is not None
         async with self._flush_lock:
-            started = perf_counter()
-            self._advance_integrals(time())
-            try:
-                records, on_success = self._snapshot()
-            except Exception as exc:  # a bug here must not stop the buffered records
-                self._hook_failed("snapshot", exc)
-                records, on_success = [], []
-            records += self._buffer
-            self._buffer = []
-            self.loop_seconds += perf_counter() - started
-            try:
-                await asyncio.get_running_loop().run_in_executor(
-                    self._writer, self._timed_write, records
+            return await self._flush()
+
+    async def _flush(self) -> int:
+        assert self._capacity is not None and self._cluster is not None
+        assert self.scheduler is not None and self._writer is not None
+        tracker = self.tracker
+        started = perf_counter()
+        self._capacity.advance(time())
+        records: list[Record] = []
+        dirty = list(tracker.dirty)
+        tracker.dirty = set()
+        spans: set[str] = set()
+        finished: list[GroupUse] = []
+        computations: set[ComputationTrack] = set()
+        prefixes: set[str] = set()
+        try:
+            for first in range(0, len(dirty), _GROUPS_PER_SLICE):
+                if first:  # give the event loop back between slices
+                    self.loop_seconds += perf_counter() - started
+                    await asyncio.sleep(0)
+                    started = perf_counter()
+                touched, done = tracker.snapshot_groups(
+                    dirty[first : first + _GROUPS_PER_SLICE], self.scheduler, records
                 )
-            except Exception as exc:
-                self._write_failed(exc, [r for r in records if self._is_append_only(r)])
-                return 0
-            for commit in on_success:
-                commit()
-            self.records_written += len(records)
-            self.last_write_error = None
-            return len(records)
+                spans |= touched
+                finished += done
+            computations, tracker.dirty_computations = tracker.dirty_computations, set()
+            done_computations = []
+            for track in computations:
+                record, done = tracker.computation_record(track)
+                records.append(record)
+                if done and track is not tracker.newest:
+                    done_computations.append(track)
+            prefixes, tracker.dirty_prefixes = tracker.dirty_prefixes, set()
+            records += tracker.prefix_records(prefixes)
+            span_tracks = self._snapshot_spans(spans, records)
+        except Exception as exc:  # a bug here must not stop the buffered records
+            self._hook_failed("snapshot", exc)
+            tracker.dirty.update(dirty)
+            span_tracks, done_computations, finished = {}, [], []
+        totals = tracker.totals
+        cluster = self._cluster
+        cluster.tasks_executed = totals.executed
+        cluster.tasks_erred = totals.erred
+        cluster.bytes_processed = totals.nbytes
+        cluster.compute_seconds = totals.durations.get("compute", 0.0)
+        records.append(dataclasses.replace(cluster))
+        records += self._buffer
+        self._buffer = []
+        self.loop_seconds += perf_counter() - started
+        try:
+            await asyncio.wrap_future(self._writer.submit(self._timed_write, records))
+        except StoreLost as exc:
+            self._store_lost(exc)
+            return 0
+        except Exception as exc:
+            # everything snapshotted is taken again next time
+            tracker.dirty.update(dirty)
+            tracker.dirty_computations |= computations
+            tracker.dirty_prefixes |= prefixes
+            self._write_failed(exc, [r for r in records if self._is_append_only(r)])
+            return 0
+        tracker.drop(finished)
+        for track in done_computations:
+            if not track.uses:  # nothing of it is alive any more
+                tracker.computations.pop(track.computation, None)
+            track.touched.clear()
+        self._spans.update(span_tracks)
+        self.records_written += len(records)
+        self.last_write_error = None
+        return len(records)
 
     def _timed_write(self, records: list[Record]) -> None:
         """The sink's write, in the writer thread, counting that thread's CPU time."""
+        assert self._sink is not None
         started = thread_time()
         try:
             self._sink.write(records)
@@ -491,13 +565,14 @@ class DaskscopePlugin(SchedulerPlugin):
         return isinstance(record, (ErrorRecord, EventRecord, ProfileRecord, WorkerSampleRecord))
 
     def _write_failed(self, exc: Exception, unwritten: list[Record]) -> None:
-        # Snapshots are taken again next time; append-only records go back to the buffer,
-        # within its bound (the oldest go first).
+        # Append-only records go back to the buffer, within its bound (oldest first out)
         self.write_failures += 1
         self.last_write_error = f"{type(exc).__name__}: {exc}"
         if self.write_failures <= _LOGGED_FAILURES_PER_HOOK:
             logger.warning(
-                "daskscope could not write to %s: %s (will retry)", self._sink_name(), exc
+                "daskscope could not write to %s: %s (kept in memory; will retry)",
+                self.destination,
+                exc,
             )
         self._buffer[:0] = unwritten
         overflow = len(self._buffer) - self.settings.max_buffered_records
@@ -505,156 +580,37 @@ class DaskscopePlugin(SchedulerPlugin):
             del self._buffer[:overflow]
             self.records_dropped += overflow
 
-    def _sink_name(self) -> str:
-        url = getattr(self._sink, "url", None)
-        return str(url) if url else type(self._sink).__name__
-
-    def _snapshot(self) -> tuple[list[Record], list[Callable[[], None]]]:
-        """Records of everything that changed since the last write, and what to mark as
-        written once they are stored."""
-        records: list[Record] = []
-        on_success: list[Callable[[], None]] = []
-        for computation_id, computation in list(self._computations.items()):
-            record_id = self._computation_record_id(computation_id)
-            for tg in computation.groups:
-                self._group_track(tg, record_id)
-        changed_spans = self._snapshot_groups(records, on_success)
-        self._snapshot_computations(records, on_success)
-        self._snapshot_spans(changed_spans, records, on_success)
-        records.append(dataclasses.replace(self._cluster))
-        return records, on_success
-
-    def _snapshot_groups(
-        self, records: list[Record], on_success: list[Callable[[], None]]
-    ) -> set[str]:
-        live_groups = self.scheduler.task_groups
-        totals = self._retired.copy()
-        by_prefix = {name: t.copy() for name, t in self._retired_by_prefix.items()}
-        changed_spans: set[str] = set()
-        for tg, track in list(self._group_tracks.items()):
-            if track.retired:
-                continue
-            record = snapshot.task_group_record(
-                tg,
-                record_id=track.record_id,
-                cluster_id=self.cluster_id,
-                computation_id=track.computation_id,
-                executed=track.executed,
-                erred=track.erred,
-            )
-            compute = record.durations
-            totals.add(record.tasks_executed, record.tasks_erred, record.nbytes_total, compute)
-            by_prefix.setdefault(record.prefix, _Totals()).add(
-                record.tasks_executed, record.tasks_erred, record.nbytes_total, compute
-            )
-            signature = (
-                record.tasks_executed,
-                record.tasks_erred,
-                record.nbytes_total,
-                record.duration_s,
-                tuple(record.states.items()),
-                record.span_id,
-                record.stopped_at,
-                record.computation_id,
-                len(record.dependencies),
-            )
-            if signature != track.written:
-                records.append(record)
-                on_success.append(_setter(track, "written", signature))
-                if record.span_id:
-                    changed_spans.add(record.span_id)
-            elif live_groups.get(tg.name) is not tg and tg.done:
-                self._retire_group(tg, track, record)
-        self._cluster.tasks_executed = totals.executed
-        self._cluster.tasks_erred = totals.erred
-        self._cluster.bytes_processed = totals.nbytes
-        self._cluster.compute_seconds = totals.durations.get("compute", 0.0)
-        for name, prefix_totals in by_prefix.items():
-            record = TaskPrefixRecord(
-                id=stable_id(self.cluster_id, "task-prefix", name),
-                cluster_id=self.cluster_id,
-                name=name,
-                group_count=prefix_totals.groups,
-                tasks_executed=prefix_totals.executed,
-                tasks_erred=prefix_totals.erred,
-                nbytes_total=prefix_totals.nbytes,
-                duration_s=prefix_totals.duration_s,
-                durations=prefix_totals.durations,
-            )
-            signature = (
-                record.group_count,
-                record.tasks_executed,
-                record.tasks_erred,
-                record.nbytes_total,
-                record.duration_s,
-            )
-            if self._prefixes_written.get(name) != signature:
-                records.append(record)
-                on_success.append(_item_setter(self._prefixes_written, name, signature))
-        return changed_spans
-
-    def _retire_group(self, tg: TaskGroup, track: _GroupTrack, record: Any) -> None:
-        """The scheduler forgot this group and its last state is stored: fold it into the
-        totals and stop looking at it (this keeps the plugin's memory bounded)."""
-        self._retired.add(
-            record.tasks_executed, record.tasks_erred, record.nbytes_total, record.durations
+    def _store_lost(self, exc: Exception) -> None:
+        """The store went away (e.g. its file was deleted) and the sink made a new one:
+        write again everything still known — the cluster, its live groups, computations,
+        prefixes and spans, and every event and error."""
+        self.write_failures += 1
+        self.last_write_error = f"{type(exc).__name__}: {exc}"
+        logger.warning(
+            "daskscope: %s; writing again what this cluster's recorder still holds "
+            "(task groups already finished survive only in the totals)",
+            exc,
         )
-        self._retired_by_prefix.setdefault(record.prefix, _Totals()).add(
-            record.tasks_executed, record.tasks_erred, record.nbytes_total, record.durations
-        )
-        track.retired = True
-        if track.computation_id is None:
-            del self._group_tracks[tg]
+        self.write_all_again()
+        kept = {id(r) for r in self._history}
+        self._buffer = list(self._history) + [r for r in self._buffer if id(r) not in kept]
 
-    def _snapshot_computations(
-        self, records: list[Record], on_success: list[Callable[[], None]]
-    ) -> None:
-        newest = self.scheduler.computations[-1] if self.scheduler.computations else None
-        for computation_id, computation in list(self._computations.items()):
-            tracks = [
-                self._group_tracks[tg] for tg in computation.groups if tg in self._group_tracks
-            ]
-            done = all(tg.done for tg in computation.groups)
-            stop = computation.stop
-            stopped_at = stop if done and stop > 0 else None
-            executed, erred = sum(t.executed for t in tracks), sum(t.erred for t in tracks)
-            signature = (
-                stopped_at,
-                executed,
-                erred,
-                len(computation.groups),
-                len(computation.code),
-            )
-            if self._computations_written.get(computation_id) != signature:
-                # the code is only turned into text when something changed
-                record = ComputationRecord(
-                    id=self._computation_record_id(computation_id),
-                    cluster_id=self.cluster_id,
-                    started_at=computation.start,
-                    stopped_at=stopped_at,
-                    code=snapshot.code_snippets(computation.code, self.settings.max_code_chars),
-                    annotations=_jsonable(computation.annotations),
-                    tasks_executed=executed,
-                    tasks_erred=erred,
-                    group_count=len(computation.groups),
-                )
-                records.append(record)
-                on_success.append(
-                    _item_setter(self._computations_written, computation_id, signature)
-                )
-            elif computation is not newest and all(t.retired for t in tracks):
-                # Dask may still add groups to its newest computation: never retire that one
-                for tg in computation.groups:
-                    self._group_tracks.pop(tg, None)
-                del self._computations[computation_id]
-                del self._computations_written[computation_id]
+    def write_all_again(self) -> None:
+        """Make the next flush write every live group, computation, prefix and span,
+        as if none had been written."""
+        tracker = self.tracker
+        tracker.dirty.update(tracker.current.values())
+        tracker.dirty_computations.update(tracker.computations.values())
+        tracker.dirty_prefixes.update(tracker.prefix_groups)
+        self._spans.clear()
 
-    def _snapshot_spans(
-        self, changed: set[str], records: list[Record], on_success: list[Callable[[], None]]
-    ) -> None:
+    def _snapshot_spans(self, changed: set[str], records: list[Record]) -> dict[str, _SpanTrack]:
+        """Records of the spans whose groups, states or fine metrics changed; returns
+        what to remember of them once written."""
+        assert self.scheduler is not None
         extension = self.scheduler.extensions.get("spans")
         if extension is None:
-            return
+            return {}
         spans = extension.spans
         # A span's states and durations cover its subtree: a change shows in the ancestors
         for span_id in list(changed):
@@ -662,8 +618,15 @@ class DaskscopePlugin(SchedulerPlugin):
             while span is not None:
                 changed.add(span.id)
                 span = span.parent
+        now = time()
+        out: dict[str, _SpanTrack] = {}
         for span_id, span in list(spans.items()):
-            track = self._span_tracks.get(span_id)
+            track = self._spans.get(span_id)
+            settled = (
+                track is not None and track.done and now - track.written_at > _SPAN_SETTLE_SECONDS
+            )
+            if settled and span_id not in changed:
+                continue
             own = own_metrics(span)
             metrics_changed = track is None or own != track.own_metrics
             if not (metrics_changed or span_id in changed or track is None or not track.done):
@@ -676,9 +639,9 @@ class DaskscopePlugin(SchedulerPlugin):
                 records.extend(
                     snapshot.span_metric_records(span_id, own, cluster_id=self.cluster_id)
                 )
-            on_success.append(
-                _item_setter(self._span_tracks, span_id, _SpanTrack(dict(own), record.done))
-            )
+            written_at = track.written_at if track and track.done and not metrics_changed else now
+            out[span_id] = _SpanTrack(dict(own), record.done, written_at)
+        return out
 
     # -- handlers (called by the client through the scheduler's RPC) ----------------------
 
@@ -687,18 +650,23 @@ class DaskscopePlugin(SchedulerPlugin):
     ) -> dict[str, Any]:
         """Write everything now; first wait until every worker has sent two heartbeats
         after this call, so that the fine metrics of finished tasks have arrived."""
+        if not self.recording:
+            return {"written": 0, **self.handle_info()}
         if wait_for_metrics:
             await self._wait_for_heartbeats(timeout)
         self._sample_workers()
         if self.settings.profile_enabled:
             await self._collect_profile()
         written = await self.flush()
-        return {"cluster_id": self.cluster_id, "written": written, **self.handle_info()}
+        return {"written": written, **self.handle_info()}
 
     def handle_info(self) -> dict[str, Any]:
         return {
             "cluster_id": self.cluster_id,
+            "recording": self.recording,
+            "start_error": self.start_error,
             "database": self.settings.database,
+            "destination": self.destination,
             "records_written": self.records_written,
             "write_failures": self.write_failures,
             "last_write_error": self.last_write_error,
@@ -713,6 +681,7 @@ class DaskscopePlugin(SchedulerPlugin):
         }
 
     async def _wait_for_heartbeats(self, timeout: float) -> None:
+        assert self.scheduler is not None
         deadline = time() + timeout
         seen = {addr: [ws.last_seen, 0] for addr, ws in self.scheduler.workers.items()}
         while time() < deadline:
@@ -750,11 +719,3 @@ def own_metrics(span: Any) -> dict[tuple[Hashable, ...], float]:
             if key in out:
                 out[key] -= value
     return {k: v for k, v in out.items() if v}
-
-
-def _setter(obj: Any, attr: str, value: Any) -> Callable[[], None]:
-    return lambda: setattr(obj, attr, value)
-
-
-def _item_setter(mapping: dict, key: Any, value: Any) -> Callable[[], None]:
-    return lambda: mapping.__setitem__(key, value)

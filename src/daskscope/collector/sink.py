@@ -9,7 +9,12 @@ from typing import Protocol
 
 from daskscope.model import Record
 
-__all__ = ["Sink", "StoreSink"]
+__all__ = ["Sink", "StoreLost", "StoreSink"]
+
+
+class StoreLost(Exception):
+    """The store went away (e.g. its file was deleted) and a new one was made: the
+    collector writes again everything it still holds."""
 
 
 class Sink(Protocol):

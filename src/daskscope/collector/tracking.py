@@ -1,0 +1,380 @@
+"""Which computation ran which tasks, and what changed since the last write.
+
+Dask hands a computation only the task groups it *creates* (``Computation.groups``), and
+a group whose name comes back while it is still alive — a persisted array summed in a
+notebook loop, the same expression computed twice — belongs to the first computation
+only. daskscope instead follows the graphs themselves: each ``update_graph`` names the
+tasks it touched, and from then on the tasks of those groups that run or fail count for
+that computation, the newest to ask for them. One :class:`GroupUse` holds one group's
+work within one computation: what the group had already done when the computation took
+it over is its baseline, and the use's figures are the group's growth since.
+
+Every hook marks what it changed; a flush writes only that (issue: recording cost
+proportional to what changed, not to how much is alive).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from daskscope.collector import snapshot
+from daskscope.model import ComputationRecord, Record, TaskGroupRecord, TaskPrefixRecord, stable_id
+
+if TYPE_CHECKING:
+    from distributed.scheduler import Computation, Scheduler, TaskGroup, TaskState
+
+__all__ = ["ComputationTrack", "GroupUse", "WorkTracker"]
+
+
+@dataclass(slots=True)
+class Totals:
+    """Additive totals of group uses (per cluster or per task prefix)."""
+
+    executed: int = 0
+    erred: int = 0
+    nbytes: int = 0
+    durations: dict[str, float] = field(default_factory=dict)
+
+    def add(self, other: Totals, sign: int = 1) -> None:
+        self.executed += sign * other.executed
+        self.erred += sign * other.erred
+        self.nbytes += sign * other.nbytes
+        for activity, seconds in other.durations.items():
+            self.durations[activity] = self.durations.get(activity, 0.0) + sign * seconds
+
+    @property
+    def duration_s(self) -> float:
+        return sum(self.durations.values())
+
+
+@dataclass(eq=False, slots=True)
+class ComputationTrack:
+    """One Dask ``Computation`` (one or more graphs sent while the cluster was busy)."""
+
+    record_id: str
+    computation: Computation
+    #: every group a graph of this computation touched (for "is it done?")
+    touched: set[TaskGroup] = field(default_factory=set)
+    uses: set[GroupUse] = field(default_factory=set)
+    #: figures of its uses already dropped from memory
+    executed: int = 0
+    erred: int = 0
+    dropped_groups: int = 0
+    dropped_stop: float = 0.0
+
+
+@dataclass(eq=False, slots=True)
+class GroupUse:
+    """One TaskGroup's work while one computation was the newest to ask for it."""
+
+    record_id: str
+    group: TaskGroup
+    computation: ComputationTrack | None
+    #: the group's cumulative figures when this use began (its growth since is ours)
+    base_nbytes: int
+    base_durations: dict[str, float]
+    #: True when the group was new: its own start time is this use's start
+    fresh: bool
+    executed: int = 0
+    erred: int = 0
+    first_start: float | None = None
+    #: the record as it stood when the group was handed to a later computation
+    final: TaskGroupRecord | None = None
+    #: what the cluster and prefix totals hold of this use
+    counted: Totals = field(default_factory=Totals)
+    dependencies: list[str] = field(default_factory=list)
+    dependency_count: int = -1
+
+    @property
+    def ran(self) -> bool:
+        return bool(self.executed or self.erred)
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON-safe copy (annotations may hold tuples, sets or arbitrary objects)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _first_start(kwargs: Mapping[str, Any]) -> float | None:
+    startstops = kwargs.get("startstops") or ()
+    starts = [ss["start"] for ss in startstops if ss.get("action") == "compute"]
+    return min(starts) if starts else None
+
+
+class WorkTracker:
+    """Counts each task's outcome for the right computation and group, and turns what
+    changed into records. Runs on the scheduler's event loop only."""
+
+    def __init__(self, cluster_id: str, *, max_code_chars: int) -> None:
+        self.cluster_id = cluster_id
+        self.max_code_chars = max_code_chars
+        self.current: dict[TaskGroup, GroupUse] = {}
+        self.computations: dict[Computation, ComputationTrack] = {}
+        self.newest: ComputationTrack | None = None
+        self.dirty: set[GroupUse] = set()
+        self.dirty_computations: set[ComputationTrack] = set()
+        self.totals = Totals()
+        self.prefix_totals: dict[str, Totals] = {}
+        self.prefix_groups: dict[str, int] = {}
+        self.dirty_prefixes: set[str] = set()
+        self._lifetimes: dict[str, int] = {}
+
+    # -- hot path (transition hook) ------------------------------------------------------
+
+    def task_finished(self, ts: TaskState, kwargs: Mapping[str, Any]) -> GroupUse:
+        use = self.current.get(ts.group) or self._adopt(ts.group, None)
+        if not use.ran and not use.fresh:
+            use.first_start = _first_start(kwargs)
+        use.executed += 1
+        self.dirty.add(use)
+        return use
+
+    def task_erred(self, ts: TaskState) -> GroupUse:
+        use = self.current.get(ts.group) or self._adopt(ts.group, None)
+        use.erred += 1
+        self.dirty.add(use)
+        return use
+
+    def task_forgotten(self, ts: TaskState) -> None:
+        # the group's final states and its retirement are written at the next flush
+        use = self.current.get(ts.group)
+        if use is not None:
+            self.dirty.add(use)
+
+    # -- graphs --------------------------------------------------------------------------
+
+    def graph_updated(self, scheduler: Scheduler, keys: Iterable[Any]) -> None:
+        """A graph arrived: its groups now count their tasks for Dask's newest
+        computation (the one this graph was added to)."""
+        if not scheduler.computations:
+            return
+        computation = scheduler.computations[-1]
+        track = self.computations.get(computation)
+        if track is None:
+            track = ComputationTrack(
+                stable_id(self.cluster_id, "computation", computation.id), computation
+            )
+            self.computations[computation] = track
+        if self.newest is not None and self.newest is not track:
+            # the previous one is finished now: its record gets its stop time
+            self.dirty_computations.add(self.newest)
+        self.newest = track
+        self.dirty_computations.add(track)
+        tasks = scheduler.tasks
+        seen: set[TaskGroup] = set()
+        for key in keys:
+            ts = tasks.get(key)
+            if ts is None or ts.group in seen:
+                continue
+            tg = ts.group
+            seen.add(tg)
+            use = self.current.get(tg)
+            if use is None:
+                self._adopt(tg, track)
+            elif use.computation is not track:
+                self._hand_over(use, track)
+        track.touched |= seen
+
+    def _adopt(self, tg: TaskGroup, computation: ComputationTrack | None) -> GroupUse:
+        # A group we do not follow is new to us (we drop a use only once its group is
+        # forgotten, and a name that comes back is a new TaskGroup): number the lifetimes
+        # of a name so that each keeps its own record.
+        lifetime = self._lifetimes[tg.name] = self._lifetimes.get(tg.name, 0) + 1
+        prefix = tg.prefix.name
+        self.prefix_groups[prefix] = self.prefix_groups.get(prefix, 0) + 1
+        self.dirty_prefixes.add(prefix)
+        use = GroupUse(
+            self._use_id(tg.name, lifetime, computation),
+            tg,
+            computation,
+            base_nbytes=tg.nbytes_total,
+            base_durations=dict(tg.all_durations),
+            fresh=not tg.start,
+        )
+        self.current[tg] = use
+        if computation is not None:
+            computation.uses.add(use)
+        return use
+
+    def _use_id(self, name: str, lifetime: int, computation: ComputationTrack | None) -> str:
+        owner = computation.record_id if computation is not None else None
+        return stable_id(self.cluster_id, "task-group", name, lifetime, owner)
+
+    def _hand_over(self, use: GroupUse, to: ComputationTrack) -> None:
+        tg = use.group
+        if use.ran:
+            # freeze what the group did for the earlier computation
+            use.final = self._group_record(use)
+            self.dirty.add(use)
+        elif use.computation is not None:
+            use.computation.uses.discard(use)
+        lifetime = self._lifetimes[tg.name]
+        successor = GroupUse(
+            self._use_id(tg.name, lifetime, to),
+            tg,
+            to,
+            base_nbytes=tg.nbytes_total,
+            base_durations=dict(tg.all_durations),
+            fresh=False,
+        )
+        self.current[tg] = successor
+        to.uses.add(successor)
+
+    # -- snapshots -----------------------------------------------------------------------
+
+    def _group_record(self, use: GroupUse) -> TaskGroupRecord:
+        if use.final is not None:
+            return use.final
+        tg = use.group
+        durations = {}
+        for activity, seconds in tg.all_durations.items():
+            grown = seconds - use.base_durations.get(activity, 0.0)
+            if grown > 0:
+                durations[activity] = grown
+        if len(tg.dependencies) != use.dependency_count:
+            use.dependencies = sorted(dep.name for dep in tg.dependencies)
+            use.dependency_count = len(tg.dependencies)
+        started = tg.start if use.fresh else use.first_start
+        return TaskGroupRecord(
+            id=use.record_id,
+            cluster_id=self.cluster_id,
+            name=tg.name,
+            prefix=tg.prefix.name,
+            computation_id=use.computation.record_id if use.computation else None,
+            span_id=tg.span_id,
+            dependencies=use.dependencies,
+            states=snapshot.nonzero(tg.states),
+            tasks_total=len(tg),
+            tasks_executed=use.executed,
+            tasks_erred=use.erred,
+            nbytes_total=tg.nbytes_total - use.base_nbytes,
+            duration_s=sum(durations.values()),
+            durations=durations,
+            types=sorted(tg.types),
+            started_at=started or None,
+            stopped_at=(tg.stop or None) if use.ran else None,
+        )
+
+    def snapshot_groups(
+        self, uses: Iterable[GroupUse], scheduler: Scheduler, records: list[Record]
+    ) -> tuple[set[str], list[GroupUse]]:
+        """Records of the given (changed) uses; returns the spans they touch and the uses
+        that are finished for good (their group forgotten, or handed over), to drop once
+        their records are stored."""
+        spans: set[str] = set()
+        finished: list[GroupUse] = []
+        live_groups = scheduler.task_groups
+        for use in uses:
+            record = self._group_record(use)
+            self._count(use, record)
+            if use.ran:
+                records.append(record)
+                if record.span_id:
+                    spans.add(record.span_id)
+            if use.computation is not None:
+                self.dirty_computations.add(use.computation)
+            tg = use.group
+            if use.final is not None or (live_groups.get(tg.name) is not tg and tg.done):
+                finished.append(use)
+        return spans, finished
+
+    def _count(self, use: GroupUse, record: TaskGroupRecord) -> None:
+        now = Totals(record.tasks_executed, record.tasks_erred, record.nbytes_total)
+        now.durations = record.durations
+        if (now.executed, now.erred, now.nbytes, now.durations) == (
+            use.counted.executed,
+            use.counted.erred,
+            use.counted.nbytes,
+            use.counted.durations,
+        ):
+            return
+        prefix = self.prefix_totals.setdefault(record.prefix, Totals())
+        for totals in (self.totals, prefix):
+            totals.add(use.counted, -1)
+            totals.add(now)
+        use.counted = Totals(now.executed, now.erred, now.nbytes, dict(now.durations))
+        self.dirty_prefixes.add(record.prefix)
+
+    def drop(self, finished: Iterable[GroupUse]) -> None:
+        """Forget uses whose last state is stored: memory stays bounded by what is alive."""
+        for use in finished:
+            if self.current.get(use.group) is use:
+                del self.current[use.group]
+            track = use.computation
+            if track is not None and use in track.uses:
+                track.uses.discard(use)
+                if use.ran:
+                    track.executed += use.executed
+                    track.erred += use.erred
+                    track.dropped_groups += 1
+                    stop = use.final.stopped_at if use.final else use.group.stop
+                    track.dropped_stop = max(track.dropped_stop, stop or 0.0)
+
+    def finish_all(self) -> None:
+        """After ``client.restart()`` Dask drops every group without forgetting its
+        tasks one by one: write each use once more, then let it go."""
+        for use in list(self.current.values()):
+            if use.ran:
+                use.final = self._group_record(use)
+            self.dirty.add(use)
+        self.current.clear()
+
+    def prefix_records(self, names: Iterable[str]) -> list[Record]:
+        records: list[Record] = []
+        for name in names:
+            totals = self.prefix_totals.get(name, Totals())
+            records.append(
+                TaskPrefixRecord(
+                    id=stable_id(self.cluster_id, "task-prefix", name),
+                    cluster_id=self.cluster_id,
+                    name=name,
+                    group_count=self.prefix_groups.get(name, 0),
+                    tasks_executed=totals.executed,
+                    tasks_erred=totals.erred,
+                    nbytes_total=totals.nbytes,
+                    duration_s=totals.duration_s,
+                    durations=dict(totals.durations),
+                )
+            )
+        return records
+
+    def computation_record(self, track: ComputationTrack) -> tuple[ComputationRecord, bool]:
+        """The computation's record, and whether it is done (nothing of it left to run)."""
+        uses = [u for u in track.uses if u.ran]
+        executed = sum(u.executed for u in uses)
+        erred = sum(u.erred for u in uses)
+        # uses already dropped were counted into the track when they finished
+        executed += track.executed
+        erred += track.erred
+        done = track is not self.newest or self._all_done(track)
+        stops = [u.group.stop if u.final is None else u.final.stopped_at for u in uses]
+        stop = max((s or 0.0 for s in stops), default=0.0)
+        stop = max(stop, track.dropped_stop)
+        computation = track.computation
+        return (
+            ComputationRecord(
+                id=track.record_id,
+                cluster_id=self.cluster_id,
+                started_at=computation.start,
+                # a computation that ran nothing (its results were in memory) took no time
+                stopped_at=max(stop, computation.start) if done else None,
+                code=snapshot.code_snippets(computation.code, self.max_code_chars),
+                annotations=jsonable(computation.annotations),
+                tasks_executed=executed,
+                tasks_erred=erred,
+                group_count=len(uses) + track.dropped_groups,
+            ),
+            done,
+        )
+
+    def _all_done(self, track: ComputationTrack) -> bool:
+        current = self.current
+        for tg in track.touched:
+            if not tg.done:
+                use = current.get(tg)
+                if use is None or use.computation is track:
+                    return False
+        return True
