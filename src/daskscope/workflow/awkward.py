@@ -91,13 +91,13 @@ def report_rows(report: Any) -> list[dict[str, Any]]:
                 row["dataset"] = str(dataset)
                 rows.append(row)
         return rows
-    if hasattr(report, "to_list"):
-        report = report.to_list()
     if hasattr(report, "__dask_graph__"):
         raise TypeError(
             "the uproot report is still lazy: compute it together with the output "
             "(dask.compute(out, report)) and pass the computed report"
         )
+    if hasattr(report, "to_list"):
+        report = report.to_list()
     if not isinstance(report, Iterable) or isinstance(report, (str, bytes)):
         raise TypeError(
             f"not an uproot report: {type(report).__name__}; expected the computed report "
