@@ -9,10 +9,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import distributed
 import httpx
 import pytest
 import sqlalchemy as sa
+from distributed import Client, LocalCluster
 
+import daskscope
 from daskscope import model
 from daskscope.model import (
     ClusterRecord,
@@ -23,7 +26,7 @@ from daskscope.model import (
     TaskGroupRecord,
     stable_id,
 )
-from daskscope.store import Rejected, Store, write_records
+from daskscope.store import Rejected, Store, open_store, write_records
 from daskscope.store.schema import TABLES
 from daskscope.text import escape_text, escape_value
 from daskscope.web import create_app
@@ -206,3 +209,101 @@ def test_a_lone_surrogate_escape_from_another_client_is_explained(tmp_path: Path
 
 def escaped(record: model.Record) -> model.Record:
     return type(record)(**escape_value(model.record_to_dict(record)))
+
+
+# -- a real cluster whose keys, span tags and exceptions carry such text ----------------
+
+#: key, span tag and exception text of one computation each (long text in keys and tags:
+#: exception text is cut to max-code-chars by the recorder)
+CLUSTER_TEXTS = ["nul\x00key", "lone\ud800high", "lone\udc00low", "😀\U0010ffff", "L" * 20_000]
+
+
+def fail_with(x: int, text: str) -> int:
+    raise ValueError(f"cannot {text[:50]}")
+
+
+def inc(x: int) -> int:
+    return x + 1
+
+
+async def record_odd_cluster(**register: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """Run tasks keyed, tagged and failing with odd text; return the cluster id, the
+    flush status and Dask's own view (keys, group names, span names, exception text)."""
+    async with (
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=2,
+            processes=False,
+            asynchronous=True,
+            dashboard_address=":0",
+        ) as cluster,
+        Client(cluster, asynchronous=True) as client,
+    ):
+        cluster_id = await daskscope.register(client, **register)
+        futures = []
+        for i, text in enumerate(CLUSTER_TEXTS):
+            with distributed.span(f"tag {text}"):
+                futures.append(client.submit(inc, i, key=f"ok-{text}"))
+                futures.append(client.submit(fail_with, i, text, key=f"bad-{text}"))
+        await distributed.wait(futures)
+        status = await daskscope.flush(client)
+        scheduler = cluster.scheduler
+        tasks = [scheduler.tasks[f.key] for f in futures]
+        truth = {
+            "errors": {ts.key: ts.exception_text for ts in tasks if ts.state == "erred"},
+            "groups": {ts.group.name for ts in tasks},
+            "spans": {tuple(s.name) for s in scheduler.extensions["spans"].spans.values()},
+        }
+        assert len(truth["errors"]) == len(CLUSTER_TEXTS)
+        return cluster_id, status, truth
+
+
+def check_stored(store: Store, cluster_id: str, status: dict[str, Any], truth: dict) -> None:
+    assert status["write_failures"] == 0, status["last_write_error"]
+    with store.engine.connect() as conn:
+        errors = {
+            row.key: row.exception
+            for row in conn.execute(
+                sa.select(TABLES["errors"]).where(TABLES["errors"].c.cluster_id == cluster_id)
+            )
+        }
+        groups = set(
+            conn.execute(
+                sa.select(TABLES["task_groups"].c.name).where(
+                    TABLES["task_groups"].c.cluster_id == cluster_id
+                )
+            ).scalars()
+        )
+        spans = {
+            tuple(name)
+            for name in conn.execute(
+                sa.select(TABLES["spans"].c.name).where(TABLES["spans"].c.cluster_id == cluster_id)
+            ).scalars()
+        }
+    assert errors == {escape_text(k): escape_text(v) for k, v in truth["errors"].items()}
+    assert groups == {escape_text(g) for g in truth["groups"]}
+    assert spans == {tuple(escape_text(part) for part in name) for name in truth["spans"]}
+
+
+def test_a_cluster_with_odd_text_is_recorded_whole(database_url: str) -> None:
+    cluster_id, status, truth = asyncio.run(record_odd_cluster(database=database_url))
+    with open_store(database_url) as store:
+        check_stored(store, cluster_id, status, truth)
+
+
+def test_a_cluster_with_odd_text_is_recorded_through_the_server(tmp_path: Path) -> None:
+    from test_ingest import Server, free_port
+
+    url = f"sqlite:///{tmp_path / 'server.db'}"
+    open_store(url).close()
+    server = Server(url, free_port(), tmp_path / "server.log")
+    server.start()
+    try:
+        cluster_id, status, truth = asyncio.run(
+            record_odd_cluster(server=server.url, spool_dir=str(tmp_path / "spool"))
+        )
+    finally:
+        server.stop()
+    assert status["spooled"] == 0 and status["rejected_batches"] == 0
+    with open_store(url) as store:
+        check_stored(store, cluster_id, status, truth)

@@ -39,7 +39,12 @@ _NAMESPACE = uuid.UUID("6f1c2a8e-5d0b-4c39-9a51-2f7d3b9e8c41")
 
 def stable_id(*parts: object) -> str:
     """A deterministic id from the natural key of a record (uuid5 of its parts)."""
-    return str(uuid.uuid5(_NAMESPACE, "\x1f".join(str(p) for p in parts)))
+    name = "\x1f".join(str(p) for p in parts)
+    if not name.isascii():
+        # a lone surrogate (Dask allows them in keys) has no UTF-8 form: spell it
+        # \udXXX; any other text keeps the id it always had
+        name = name.encode("utf-8", "backslashreplace").decode("utf-8")
+    return str(uuid.uuid5(_NAMESPACE, name))
 
 
 @dataclass(slots=True, kw_only=True)
