@@ -116,13 +116,16 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         at_once = client.run_on_scheduler(_sample_now)
         gpu = client.run(lambda dask_worker: _gpu_value(dask_worker.address))
         daskscope.flush(client)
-        yield {
-            "url": url,
-            "cluster_id": cluster_id,
-            "at_once": at_once,
-            "gpu": gpu,
-            "persisted_bytes": int(x.nbytes),
-        }
+        rest_ended = time.time()
+    # The cluster closed: the store holds everything and changes no more
+    yield {
+        "url": url,
+        "cluster_id": cluster_id,
+        "at_once": at_once,
+        "rest_ended": rest_ended,
+        "gpu": gpu,
+        "persisted_bytes": int(x.nbytes),
+    }
 
 
 def test_sample_is_dasks_memory_split_at_the_same_moment(recorded: dict[str, Any]) -> None:
@@ -161,12 +164,15 @@ def test_managed_and_spilled_add_up_to_the_data_persisted(recorded: dict[str, An
 def test_stored_samples_keep_every_metric_the_workers_reported(recorded: dict[str, Any]) -> None:
     with open_store(recorded["url"]) as store:
         rows = worker_samples(store, recorded["cluster_id"])
+    at_once = {rec["worker"]: (rec, mem) for rec, mem, _ in recorded["at_once"]}
+    # Samples taken while the data was at rest: after Dask's figures were read, before
+    # the cluster began to close (closing moves or drops the data)
+    rest_started = max(rec["sampled_at"] for rec, _ in at_once.values())
     last: dict[str, dict[str, Any]] = {}
     for row in rows:
-        if "gpu.utilization" in (row["metrics"] or {}):
+        if rest_started < row["sampled_at"] < recorded["rest_ended"]:
             last[row["worker"]] = row
     assert set(last) == set(recorded["gpu"])
-    at_once = {rec["worker"]: (rec, mem) for rec, mem, _ in recorded["at_once"]}
     for worker, row in last.items():
         metrics = row["metrics"]
         assert metrics["gpu.utilization"] == recorded["gpu"][worker]
@@ -187,17 +193,19 @@ def test_cluster_page_and_api_show_the_split_and_extra_metrics(recorded: dict[st
     try:
         cid = recorded["cluster_id"]
         body = call(app, "GET", f"/api/v1/clusters/{cid}").json()
+        with open_store(recorded["url"]) as store:
+            rows = worker_samples(store, cid)
+        last = {r["worker"]: r for r in rows}  # in time order: each worker's last sample
         workers = {w["worker"]: w for w in body["workers"]}
-        assert set(workers) == set(recorded["gpu"])
+        assert set(workers) == set(recorded["gpu"]) == set(last)
         for worker, w in workers.items():
             assert w["extra_metrics"]["gpu.utilization"] == recorded["gpu"][worker]
             assert w["extra_metrics"]["my_metric"] == 1.5
             assert "memory" not in w["extra_metrics"]  # has a column of its own
             assert w["memory_limit"] == LIMIT
-            assert w["spilled_bytes"] > 0
+            for part in ("managed_bytes", "unmanaged_bytes", "spilled_bytes"):
+                assert w[part] == last[worker][part]
         series = call(app, "GET", f"/api/v1/clusters/{cid}/workers").json()
-        with open_store(recorded["url"]) as store:
-            rows = worker_samples(store, cid)
         # The drawn totals are the sums of the stored samples of each round
         memory = series["memory"]
         for i, t in enumerate(memory["t"]):
@@ -206,9 +214,10 @@ def test_cluster_page_and_api_show_the_split_and_extra_metrics(recorded: dict[st
                 values = [r[part] for r in same_round]
                 expected = None if None in values else sum(values)
                 assert memory[part][i] == expected
-        assert memory["memory_limit"][-1] == 2 * LIMIT
+        assert max(memory["memory_limit"]) == 2 * LIMIT
+        assert max(memory["spilled_bytes"]) > 0
         for worker in recorded["gpu"]:
-            assert series["workers"][worker]["spilled"][-1] > 0
+            assert max(series["workers"][worker]["spilled"]) > 0
         html = call(app, "GET", f"/clusters/{cid}").text
         assert 'data-metric="gpu.utilization"' in html
         assert 'data-metric="my_metric"' in html
@@ -321,4 +330,42 @@ def test_flatten_metrics_keeps_numeric_leaves_only() -> None:
         "gpu.memory-used": 10.5,
         "big": float(2**40),
         "bandwidth.total": 1e8,
+    }
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
+def test_browser_draws_memory_against_the_limit(recorded: dict[str, Any], tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from webutil import serving
+
+    app = create_app(recorded["url"])
+    cid = recorded["cluster_id"]
+    try:
+        series = call(app, "GET", f"/api/v1/clusters/{cid}/workers").json()["memory"]
+        with serving(app) as base, sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox", "--disable-gpu"]
+            )
+            try:
+                page = browser.new_page(viewport={"width": 1300, "height": 900})
+                page.set_default_timeout(20_000)
+                page.goto(f"{base}/clusters/{cid}")
+                page.wait_for_selector("#workers-chart[data-ready='1']")
+                drawn = page.evaluate(
+                    """() => Object.fromEntries(document.getElementById("workers-chart").data
+                        .filter((t) => t.yaxis === "y").map((t) => [t.name, t.y]))"""
+                )
+                page.screenshot(path=str(tmp_path / "workers.png"))
+            finally:
+                browser.close()
+    finally:
+        app.state.store.close()
+    assert drawn == {
+        "managed": series["managed_bytes"],
+        "unmanaged": series["unmanaged_bytes"],
+        "spilled (on disk)": series["spilled_bytes"],
+        "memory limit": series["memory_limit"],
     }

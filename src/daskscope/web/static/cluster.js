@@ -42,7 +42,7 @@
     }
     await Plotly.newPlot(div, traces, ds.layout({
       xaxis: { type: "date", anchor: "y3" },
-      yaxis: { domain: [0.7, 1], title: "memory (all workers)" },
+      yaxis: { domain: [0.7, 1], title: "memory (all workers)", tickformat: ".2s", ticksuffix: "B" },
       yaxis2: { domain: [0.37, 0.65], title: "CPU %" },
       yaxis3: { domain: [0, 0.32], title: "tasks" },
       shapes, annotations, margin: { l: 70, r: 20, t: 20, b: 40 },
@@ -66,6 +66,14 @@
   async function drawGraph(computationId) {
     const div = document.getElementById(`graph-${computationId}`);
     const g = await ds.json(`${base}/computations/${encodeURIComponent(computationId)}/graph`);
+    if (g.groups_not_drawn > 0) {
+      // Say what is missing: only the longest groups are drawn.
+      const note = document.getElementById(`graph-note-${computationId}`);
+      note.replaceChildren(
+        `${g.groups_not_drawn.toLocaleString("en")} more groups not drawn: the ${g.groups_drawn} longest of ${g.groups_total.toLocaleString("en")} are shown (arrows only between them). All groups: `,
+        Object.assign(document.createElement("a"), { href: g.all_groups_url, textContent: "the task-groups list" }), ".");
+      note.hidden = false;
+    }
     const pos = Object.fromEntries(g.nodes.map((n) => [n.name, n]));
     const showLabels = g.nodes.length <= 60;
     const arrows = g.edges.length <= 400;
@@ -104,6 +112,7 @@
       margin: { l: 20, r: 20, t: 20, b: 20 },
     }), { ...ds.config, scrollZoom: true });
     div.dataset.nodes = String(g.nodes.length);
+    div.dataset.notDrawn = String(g.groups_not_drawn);
     div.dataset.failed = String(g.nodes.filter((n) => n.failed).length);
     div.dataset.ready = "1";
   }
