@@ -4,12 +4,17 @@ never from the scheduler's event loop."""
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 from collections.abc import Sequence
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 from daskscope.model import Record
 
 __all__ = ["Sink", "StoreLost", "StoreSink"]
+
+logger = logging.getLogger("daskscope")
 
 
 class StoreLost(Exception):
@@ -28,11 +33,25 @@ class Sink(Protocol):
 
 
 class StoreSink:
-    """Writes straight into a daskscope store (SQLite or PostgreSQL)."""
+    """Writes straight into a daskscope store (SQLite or PostgreSQL).
+
+    A SQLite file is written by a child process (:mod:`.store_process`): SQLite can kill
+    the process that maps a WAL's ``-shm`` file (SIGBUS), and that must never be the
+    scheduler. Before each write the file is checked to be the one opened: a file
+    deleted or replaced meanwhile is noticed, said, made again, and :class:`StoreLost`
+    raised so that the collector writes everything again.
+    """
 
     def __init__(self, url: str):
         self.url = url
-        self._store = None
+        self._store: Any = None  # in-process: PostgreSQL, in-memory SQLite
+        self._process: Any = None  # a SQLite file
+        self._path: Path | None = None
+        self._identity: tuple[int, int] | None = None
+        self._lost: str | None = None  # why the store must be written whole again
+        self._failing = False
+        #: records the database refused one by one (their batches were stored without them)
+        self.rejected_records = 0
 
     def open(self) -> None:
         # write() tries again and reports the error where it counts
@@ -40,20 +59,114 @@ class StoreSink:
             self._open()
 
     def _open(self) -> None:
-        from daskscope.store import open_store
+        if self._store is not None or self._process is not None:
+            return
+        # Imported and opened lazily, in the writer thread: opening may run migrations,
+        # which must never happen on the scheduler's event loop.
+        from daskscope import config
+        from daskscope.store.engine import parse_url
 
-        if self._store is None:
+        parsed = parse_url(config.database_url(self.url))
+        database = parsed.database
+        if parsed.get_backend_name() != "sqlite" or database in (None, "", ":memory:"):
+            from daskscope.store import open_store
+
             self._store = open_store(self.url)
+            return
+        from daskscope.collector.store_process import StoreProcess
+
+        process = StoreProcess(self.url)
+        process.start()
+        self._process, self._path = process, Path(database)
+        self._identity = _identity(self._path)
 
     def write(self, records: Sequence[Record]) -> None:
-        # The store is imported and opened lazily, in the writer thread: opening may run
-        # migrations, which must never happen on the scheduler's event loop.
-        from daskscope.store import write_records
+        try:
+            self._check_still_there()
+            self._open()
+            if self._lost is not None:
+                lost, self._lost = self._lost, None
+                raise StoreLost(lost)
+            self._write(records)
+        except StoreLost:
+            raise
+        except Exception as exc:
+            if not self._failing:
+                self._failing = True
+                logger.warning(
+                    "daskscope cannot write to %s: %s; the records are kept in memory and "
+                    "written once it can be",
+                    self.url,
+                    exc,
+                )
+            raise
+        if self._failing:
+            self._failing = False
+            logger.warning("daskscope writes to %s again", self.url)
 
-        self._open()
-        write_records(self._store, records)
+    def _write(self, records: Sequence[Record]) -> None:
+        from daskscope.store import Rejected, WriteFailed, write_records
+
+        rejected: list[Rejected] = []
+        if self._store is not None:
+            write_records(self._store, records, rejected=rejected)
+        else:
+            from daskscope.collector.store_process import StoreProcessDied
+            from daskscope.wire import encode_batch
+
+            try:
+                answer = self._process.write(encode_batch(records))
+            except StoreProcessDied as exc:
+                self._process = None  # a new one for the next write
+                raise WriteFailed(f"{self.url}: {exc}", retryable=True) from None
+            if "error" in answer:
+                raise WriteFailed(answer["error"], retryable=bool(answer.get("retryable")))
+            rejected = [Rejected(*item) for item in answer["rejected"]]
+            # the child's warnings are silenced: say it here, once
+            for item in rejected:
+                logger.warning(
+                    "daskscope: %s refused record %s of %s (%s); the rest of its batch was stored",
+                    self.url,
+                    item.record_id,
+                    item.table,
+                    item.reason,
+                )
+        self.rejected_records += len(rejected)
+
+    def _check_still_there(self) -> None:
+        """Notice a SQLite file deleted or replaced since it was opened: SQLite would go
+        on writing into the unlinked file, and everything recorded would be lost."""
+        if self._path is None or self._identity is None:
+            return
+        now = _identity(self._path)
+        if now == self._identity:
+            return
+        what = "deleted" if now is None else "replaced by another file"
+        self._lost = (
+            f"the store {self._path} was {what} while this cluster was being recorded; "
+            "a new store is made there and everything the recorder holds written again"
+        )
+        logger.warning("daskscope: %s", self._lost)
+        self._close()  # the next _open() makes the new store
+
+    def _close(self) -> None:
+        store, self._store = self._store, None
+        process, self._process = self._process, None
+        self._identity = None
+        if store is not None:
+            store.close()
+        if process is not None:
+            process.close()
 
     def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        self._close()
+        self._path = None
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``; None when there is none."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino)
