@@ -369,3 +369,18 @@ def test_browser_draws_memory_against_the_limit(recorded: dict[str, Any], tmp_pa
         "spilled (on disk)": series["spilled_bytes"],
         "memory limit": series["memory_limit"],
     }
+
+
+def test_samples_from_before_0004_show_not_recorded() -> None:
+    from rich.console import Console
+
+    from daskscope.cli.render import worker_metrics_table
+
+    console = Console(width=200, record=True)
+    old = {"worker": "tcp://old:1", "metrics": None}
+    new = {"worker": "tcp://new:1", "metrics": {"gpu.utilization": 37.0, "memory": 5.0}}
+    console.print(worker_metrics_table([old, new]))
+    text = console.export_text()
+    assert "not recorded" in text
+    assert "gpu.utilization" in text and "37" in text
+    assert "│ memory" not in text  # has a column of its own in the workers table
