@@ -17,7 +17,13 @@ import pytest
 
 from daskscope.collector.sink import StoreLost, StoreSink
 from daskscope.model import ClusterRecord, EventRecord, stable_id
-from daskscope.store import WriteFailed, open_store, table_counts
+from daskscope.store import (
+    WriteFailed,
+    cluster_detail,
+    list_clusters,
+    open_store,
+    table_counts,
+)
 
 T0 = 1_767_225_600.5
 needs_chattr = pytest.mark.skipif(
@@ -208,3 +214,48 @@ def test_write_failed_is_what_a_dead_writer_raises(tmp_path: Path) -> None:
     sink.write([cluster(), *events(1)])  # a new writer
     assert counts(tmp_path / "store.db")["events"] == 1
     sink.close()
+
+
+def test_a_store_deleted_mid_run_ends_up_holding_the_whole_cluster(tmp_path: Path) -> None:
+    import asyncio
+
+    from distributed import Client, LocalCluster
+
+    import daskscope
+
+    path = tmp_path / "store.db"
+
+    def inc(x: int) -> int:
+        return x + 1
+
+    async def body() -> tuple[str, dict, int]:
+        async with (
+            LocalCluster(
+                n_workers=1, threads_per_worker=2, processes=False, asynchronous=True,
+                dashboard_address=":0",
+            ) as cluster,
+            Client(cluster, asynchronous=True) as client,
+        ):  # fmt: skip
+            cid = await daskscope.register(client, database=f"sqlite:///{path}")
+            futures = client.map(inc, range(20))  # kept: their groups stay live
+            await client.gather(futures)
+            await daskscope.flush(client)
+            path.unlink()
+            more = client.map(inc, range(100, 130))
+            await client.gather(more)
+            lost = await daskscope.flush(client)  # notices, re-creates, asks for all again
+            status = await daskscope.flush(client)
+            executed = sum(
+                tp.state_counts["memory"] for tp in cluster.scheduler.task_prefixes.values()
+            )
+            assert lost["write_failures"] == 1 and "deleted" in lost["last_write_error"]
+            return cid, status, executed
+
+    cid, status, executed = asyncio.run(body())
+    assert status["last_write_error"] is None
+    with open_store(f"sqlite:///{path}") as store:
+        (stored,) = list_clusters(store)
+        events = {e["kind"] for e in cluster_detail(store, cid)["events"]}
+    assert stored["id"] == cid
+    assert stored["tasks_executed"] == executed == 50
+    assert "cluster-started" in events
