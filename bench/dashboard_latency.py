@@ -4,6 +4,10 @@ seeded store (``bench/seed.py``), through the in-process ASGI client.
 Prints p50/p95 per route in milliseconds and ends with one JSON line of the figures.
 
     python bench/dashboard_latency.py sqlite:////tmp/dash.db [--repeat 40]
+
+With ``--many-groups`` it measures instead the routes of the cluster that
+``bench/seed.py --many-groups N`` added (its page and JSON, each computation's graph, the
+paged task groups, and ``daskscope show --json``), with each response's size.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from daskscope.model import stable_id
 from daskscope.store import list_clusters
 from daskscope.store.analytics import MONDAY, WEEK
 from daskscope.web import create_app
@@ -68,6 +73,57 @@ def routes(app: Any, rng: random.Random, repeat: int) -> dict[str, list[str]]:
     }
 
 
+MANY_GROUPS_ID = stable_id("bench", "many-groups")
+
+
+def many_groups_routes(app: Any, repeat: int) -> dict[str, list[str]]:
+    """The many-groups cluster's routes; the computations' graphs in turn."""
+    from daskscope.store import cluster_detail
+
+    detail = cluster_detail(app.state.store, MANY_GROUPS_ID, compact=True)
+    comps = [c["id"] for c in detail["computations"]]
+    base = f"/api/v1/clusters/{MANY_GROUPS_ID}"
+    last = max(0, sum(c["group_count"] for c in detail["computations"]) - 1000)
+    return {
+        "GET /clusters/{id} (page)": [f"/clusters/{MANY_GROUPS_ID}"] * repeat,
+        "GET /api/v1/clusters/{id}": [base] * repeat,
+        "GET .../computations/{c}/graph": [
+            f"{base}/computations/{comps[i % len(comps)]}/graph" for i in range(repeat)
+        ],
+        "GET .../task-groups (first page)": [f"{base}/task-groups"] * repeat,
+        "GET .../task-groups?offset=last": [f"{base}/task-groups?offset={last}"] * repeat,
+        "GET .../task-groups?computation": [
+            f"{base}/task-groups?computation={comps[i % len(comps)]}" for i in range(repeat)
+        ],
+    }
+
+
+def measure_show(url: str, repeat: int, *extra: str) -> dict[str, float]:
+    """``daskscope show ID --json`` in this process, as the command line runs it."""
+    from click.testing import CliRunner
+
+    from daskscope.cli.main import cli
+
+    runner = CliRunner()
+    timings, size = [], 0
+    for _ in range(repeat + 1):  # the first one warms up
+        started = time.perf_counter()
+        result = runner.invoke(cli, ["--database", url, "show", MANY_GROUPS_ID, "--json", *extra])
+        timings.append((time.perf_counter() - started) * 1000)
+        if result.exit_code != 0:
+            raise SystemExit(
+                f"show {' '.join(extra)}: exit {result.exit_code} {result.output[:200]}"
+            )
+        size = len(result.output.encode())
+    timings = timings[1:]
+    return {
+        "p50_ms": round(statistics.median(timings), 1),
+        "p95_ms": round(percentile(timings, 0.95), 1),
+        "max_ms": round(max(timings), 1),
+        "bytes": size,
+    }
+
+
 async def measure(app: Any, plan: dict[str, list[str]]) -> dict[str, dict[str, float]]:
     transport = httpx.ASGITransport(app=app)
     results = {}
@@ -85,6 +141,7 @@ async def measure(app: Any, plan: dict[str, list[str]]) -> dict[str, dict[str, f
                 "p50_ms": round(statistics.median(timings), 1),
                 "p95_ms": round(percentile(timings, 0.95), 1),
                 "max_ms": round(max(timings), 1),
+                "bytes": len(response.content),  # of the last response
             }
     return results
 
@@ -94,14 +151,30 @@ def main() -> None:
     parser.add_argument("url")
     parser.add_argument("--repeat", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--many-groups", action="store_true",
+        help="measure the cluster bench/seed.py --many-groups added",
+    )  # fmt: skip
+    parser.add_argument("--show-repeat", type=int, default=5, help="runs of show --json")
     args = parser.parse_args()
     app = create_app(args.url)
-    plan = routes(app, random.Random(args.seed), args.repeat)
+    if args.many_groups:
+        plan = many_groups_routes(app, args.repeat)
+    else:
+        plan = routes(app, random.Random(args.seed), args.repeat)
     results = asyncio.run(measure(app, plan))
+    if args.many_groups:
+        results["daskscope show --json"] = measure_show(args.url, args.show_repeat)
+        results["daskscope show --json --all-groups"] = measure_show(
+            args.url, args.show_repeat, "--all-groups"
+        )
     width = max(len(n) for n in results)
-    print(f"{'route':<{width}}  {'p50 ms':>8}  {'p95 ms':>8}  {'max ms':>8}")
+    print(f"{'route':<{width}}  {'p50 ms':>8}  {'p95 ms':>8}  {'max ms':>8}  {'bytes':>10}")
     for name, r in results.items():
-        print(f"{name:<{width}}  {r['p50_ms']:>8}  {r['p95_ms']:>8}  {r['max_ms']:>8}")
+        print(
+            f"{name:<{width}}  {r['p50_ms']:>8}  {r['p95_ms']:>8}  {r['max_ms']:>8}  "
+            f"{r['bytes']:>10,}"
+        )
     dialect = app.state.store.dialect
     worst = max(r["p95_ms"] for r in results.values())
     print(json.dumps({"dialect": dialect, "repeat": args.repeat, "worst_p95_ms": worst,

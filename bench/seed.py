@@ -8,6 +8,12 @@ and an error in every tenth cluster. Rows go in with the driver's bulk path (SQL
 upserting writer.
 
     python bench/seed.py sqlite:////tmp/dash.db [--clusters 10000]
+
+``--many-groups 40000`` adds one more cluster, named "many groups" (id
+``stable_id("bench", "many-groups")``), with that many task groups over
+``--many-groups-computations`` computations (layers of 100 groups, each depending on one
+group of the layer before, durations spread over four orders of magnitude), as a graph
+with one group per file and operation has.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import random
 import sys
 import time
 from collections.abc import Iterator
+from itertools import chain
 from typing import Any
 
 from daskscope.model import stable_id
@@ -47,7 +54,7 @@ def _j(value: Any) -> str:
     return json.dumps(value)
 
 
-def generate(clusters: int, members: int, weeks: int, seed: int) -> dict[str, Iterator[tuple]]:
+def generate(clusters: int, members: int, weeks: int, seed: int) -> dict[str, Iterator[Any]]:
     """One lazily generated stream of row tuples per table, in schema column order."""
     rng = random.Random(seed)
     now = time.time()
@@ -108,14 +115,20 @@ def generate(clusters: int, members: int, weeks: int, seed: int) -> dict[str, It
                     yield (stable_id(cid, "m", k, a), cid, stable_id(cid, "span", k), "execute",
                            PREFIXES[k], activity, "seconds", 1.0 + a + k)  # fmt: skip
 
-    def sample_rows() -> Iterator[tuple]:
+    def sample_rows() -> Iterator[dict[str, Any]]:
+        # By column name: the samples' columns grow with what Dask reports.
         for cid, start in zip(ids, starts, strict=True):
             for w in range(2):
                 worker = f"tcp://10.0.0.{w + 2}:4000"
                 for n in range(50):
-                    yield (stable_id(cid, "ws", w, n), cid, worker, start + n * 10, 4, 8 * GIB,
-                           GIB + n * 2**20, GIB, 0, 50.0 + n % 40, n % 4, n % 6, 0, 0, 0.0, 0.0,
-                           0.0, 0.0)  # fmt: skip
+                    yield {"id": stable_id(cid, "ws", w, n), "cluster_id": cid, "worker": worker,
+                           "sampled_at": start + n * 10, "nthreads": 4, "memory_limit": 8 * GIB,
+                           "memory": GIB + n * 2**20, "managed_bytes": GIB, "spilled_bytes": 0,
+                           "cpu_percent": 50.0 + n % 40, "executing": n % 4,
+                           "processing": n % 6, "transfer_incoming_bytes": 0,
+                           "transfer_outgoing_bytes": 0,
+                           "net_read_bps": 0.0, "net_write_bps": 0.0, "disk_read_bps": 0.0,
+                           "disk_write_bps": 0.0}  # fmt: skip
 
     def event_rows() -> Iterator[tuple]:
         for cid, start in zip(ids, starts, strict=True):
@@ -147,6 +160,77 @@ def generate(clusters: int, members: int, weeks: int, seed: int) -> dict[str, It
     }  # fmt: skip
 
 
+MANY_GROUPS_ID = stable_id("bench", "many-groups")
+LAYER = 100  # groups a layer of the many-groups graph
+
+
+def many_groups_rows(groups: int, computations: int, seed: int) -> dict[str, list[dict[str, Any]]]:
+    """Named rows of one cluster with ``groups`` task groups over ``computations``
+    computations (10 tasks a group, all executed)."""
+    rng = random.Random(seed)
+    cid = MANY_GROUPS_ID
+    start = time.time() - 3600
+    per_comp = -(-groups // computations)
+    comps, rows = [], []
+    prefix_sums: dict[str, list[float]] = {}
+    for c in range(computations):
+        comp = stable_id(cid, "comp", c)
+        names = [f"{PREFIXES[g % len(PREFIXES)]}-{c:02d}-{g:06d}" for g in range(per_comp)]
+        names = names[: max(0, groups - c * per_comp)]
+        for g, name in enumerate(names):
+            seconds = 10 ** rng.uniform(-2, 2)
+            prefix = PREFIXES[g % len(PREFIXES)]
+            at = start + c * 600 + g * 0.01
+            rows.append({
+                "id": stable_id(cid, "tg", c, g), "cluster_id": cid, "name": name,
+                "prefix": prefix, "computation_id": comp, "span_id": stable_id(cid, "span", 0),
+                "dependencies": _j([names[g - LAYER - rng.randrange(min(g - LAYER + 1, LAYER))]]
+                                   if g >= LAYER else []),
+                "states": '{"memory": 10}', "tasks_total": 10, "tasks_executed": 10,
+                "tasks_erred": 0, "nbytes_total": 2**16 * (1 + g % 97), "duration_s": seconds,
+                "durations": _j({"compute": seconds}), "types": '["numpy.ndarray"]',
+                "started_at": at, "stopped_at": at + seconds,
+            })  # fmt: skip
+            sums = prefix_sums.setdefault(prefix, [0, 0.0, 0])
+            sums[0] += 1
+            sums[1] += seconds
+            sums[2] += 2**16 * (1 + g % 97)
+        comps.append({
+            "id": comp, "cluster_id": cid, "started_at": start + c * 600,
+            "stopped_at": start + c * 600 + 500, "code": _j([f"# many.py:{c}\nx.compute()\n"]),
+            "annotations": "{}", "tasks_executed": 10 * len(names), "tasks_erred": 0,
+            "group_count": len(names),
+        })  # fmt: skip
+    end = start + computations * 600
+    compute = sum(r["duration_s"] for r in rows)
+    cluster = {
+        "id": cid, "name": "many groups", "account": "acct0", "user": "user000",
+        "scheduler_address": "tcp://10.0.0.1:8786", "dask_version": "2026.8.0",
+        "distributed_version": "2026.8.0", "python_version": "3.11", "started_at": start,
+        "stopped_at": end, "last_seen_at": end, "workers_peak": 2, "threads_peak": 8,
+        "memory_limit_peak": 16 * GIB, "core_seconds": 8.0 * (end - start),
+        "memory_limit_byte_seconds": 16.0 * GIB * (end - start), "tasks_executed": 10 * len(rows),
+        "tasks_erred": 0, "compute_seconds": compute,
+        "bytes_processed": sum(r["nbytes_total"] for r in rows),
+    }  # fmt: skip
+    prefixes = [
+        {"id": stable_id(cid, "tp", name), "cluster_id": cid, "name": name, "group_count": n,
+         "tasks_executed": 10 * n, "tasks_erred": 0, "nbytes_total": nbytes, "duration_s": secs,
+         "durations": _j({"compute": secs})}
+        for name, (n, secs, nbytes) in prefix_sums.items()
+    ]  # fmt: skip
+    events = [
+        {"id": stable_id(cid, "ev", 0), "cluster_id": cid, "at": start, "kind": "cluster-started",
+         "worker": None, "detail": "{}"},
+        {"id": stable_id(cid, "ev", 9), "cluster_id": cid, "at": end, "kind": "cluster-closed",
+         "worker": None, "detail": "{}"},
+    ]  # fmt: skip
+    return {
+        "clusters": [cluster], "computations": comps, "task_groups": rows,
+        "task_prefixes": prefixes, "events": events,
+    }  # fmt: skip
+
+
 def _chunks(rows: Iterator[tuple]) -> Iterator[list[tuple]]:
     chunk: list[tuple] = []
     for row in rows:
@@ -158,7 +242,13 @@ def _chunks(rows: Iterator[tuple]) -> Iterator[list[tuple]]:
         yield chunk
 
 
-def load(url: str, streams: dict[str, Iterator[tuple]]) -> dict[str, int]:
+def _as_tuples(rows: Iterator[tuple | dict[str, Any]], columns: list[str]) -> Iterator[tuple]:
+    # Named rows leave out the columns they do not know: those are NULL.
+    for row in rows:
+        yield tuple(row.get(c) for c in columns) if isinstance(row, dict) else row
+
+
+def load(url: str, streams: dict[str, Iterator[Any]]) -> dict[str, int]:
     store = open_store(url)
     counts = {}
     raw = store.engine.raw_connection()
@@ -167,6 +257,7 @@ def load(url: str, streams: dict[str, Iterator[tuple]]) -> dict[str, int]:
         for name, rows in streams.items():
             table = s.TABLES[name]
             columns = [c.name for c in table.columns]
+            rows = _as_tuples(rows, columns)
             quoted = ", ".join(f'"{c}"' for c in columns)
             n = 0
             if store.dialect == "postgresql":
@@ -197,9 +288,22 @@ def main() -> None:
     parser.add_argument("--members", type=int, default=100)
     parser.add_argument("--weeks", type=int, default=26)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--many-groups", type=int, default=0, metavar="N",
+        help="add one cluster with N task groups (id: stable_id('bench', 'many-groups'))",
+    )  # fmt: skip
+    parser.add_argument("--many-groups-computations", type=int, default=4, metavar="C")
     args = parser.parse_args()
+    if args.many_groups < 0 or args.many_groups_computations < 1:
+        parser.error("--many-groups needs N >= 0 and --many-groups-computations C >= 1")
     started = time.perf_counter()
-    counts = load(args.url, generate(args.clusters, args.members, args.weeks, args.seed))
+    streams = generate(args.clusters, args.members, args.weeks, args.seed)
+    if args.many_groups:
+        extra = many_groups_rows(args.many_groups, args.many_groups_computations, args.seed)
+        for name, rows in extra.items():
+            streams[name] = chain(streams[name], rows)
+        print(f"many groups: cluster {MANY_GROUPS_ID}", file=sys.stderr)
+    counts = load(args.url, streams)
     took = time.perf_counter() - started
     for name, n in counts.items():
         print(f"{name:>15}: {n:>10,} rows")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import click
 from rich.console import Console
@@ -92,13 +92,32 @@ def clusters_command(state: State, as_json: bool, limit: int) -> None:
         _console().print(clusters_table(rows))
 
 
-def load_cluster(database: str | None, id_or_prefix: str) -> dict[str, Any]:
-    """The cluster_detail dict of one cluster plus its ``statistics``."""
+#: Task groups read for the tables (the first by start; the table shows this many) and
+#: for ``show --json`` (the longest) unless ``--all-groups``: a cluster may have tens of
+#: thousands, and all of them made 31 MB of JSON in 3 s (docs/benchmarks.md).
+TABLE_GROUPS = 50
+JSON_GROUPS = 1000
+
+
+def load_cluster(
+    database: str | None,
+    id_or_prefix: str,
+    *,
+    max_groups: int | None = TABLE_GROUPS,
+    groups_by: Literal["start", "duration"] = "start",
+) -> dict[str, Any]:
+    """The cluster_detail dict of one cluster plus its ``statistics``; of its task
+    groups at most ``max_groups`` (None: all), ``task_group_summary`` counting them all."""
     from daskscope.analysis import cluster_statistics, cost_rates
     from daskscope.store import cluster_detail, open_store, resolve_cluster_id
 
     with open_store(database) as store:
-        detail = cluster_detail(store, resolve_cluster_id(store, id_or_prefix))
+        detail = cluster_detail(
+            store,
+            resolve_cluster_id(store, id_or_prefix),
+            max_groups=max_groups,
+            groups_by=groups_by,
+        )
     cluster = detail["cluster"]
     detail["statistics"] = cluster_statistics(cluster, cost_rates(cluster.get("account")))
     return detail
@@ -115,20 +134,40 @@ def print_cluster(detail: dict[str, Any], console: Console | None = None) -> Non
         tag = (root.get("name") or [root["span_id"]])[0]
         rows = fine_metrics_table(detail["span_metrics"], spans=detail["spans"], tag=tag)
         per_root.append((f"fine metrics: span {tag!r}", rows))
-    (console or _console()).print(cluster_summary(detail, detail["statistics"], tree, per_root))
+    console = console or _console()
+    console.print(cluster_summary(detail, detail["statistics"], tree, per_root))
+    summary = detail["task_group_summary"]
+    if summary["omitted"]:
+        which = "longest" if summary.get("selection") == "longest" else "first by start"
+        console.print(
+            f"task groups: the {summary['shown']} {which} of {summary['count']:,} are shown; "
+            f"`daskscope show {detail['cluster']['id']} --json --all-groups` lists all of them",
+            style="dim",
+        )
 
 
 @cli.command("show")
 @click.argument("cluster_id")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@click.option(
+    "--all-groups",
+    is_flag=True,
+    help=f"With --json: every task group (by default the {JSON_GROUPS} longest, "
+    "task_group_summary counting them all).",
+)
 @click.pass_obj
-def show_command(state: State, cluster_id: str, as_json: bool) -> None:
+def show_command(state: State, cluster_id: str, as_json: bool, all_groups: bool) -> None:
     """Everything recorded about one cluster (a unique id prefix is enough)."""
-    detail = load_cluster(state.database, cluster_id)
+    if all_groups and not as_json:
+        raise click.UsageError(
+            "--all-groups lists every task group in JSON: add --json (the tables show "
+            f"the first {TABLE_GROUPS})"
+        )
     if as_json:
-        _dump_json(detail)
+        limit = None if all_groups else JSON_GROUPS
+        _dump_json(load_cluster(state.database, cluster_id, max_groups=limit, groups_by="duration"))
     else:
-        print_cluster(detail)
+        print_cluster(load_cluster(state.database, cluster_id))
 
 
 # -- the demo --------------------------------------------------------------------------

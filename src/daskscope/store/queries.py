@@ -13,6 +13,13 @@ import sqlalchemy as sa
 from daskscope.store import schema as s
 from daskscope.store.engine import Store, as_engine
 from daskscope.store.errors import AmbiguousCluster, UnknownCluster
+from daskscope.store.groups import (
+    Selection,
+    group_counts_by_computation,
+    group_names_by_computation,
+    group_summary,
+    selected_groups,
+)
 
 __all__ = [
     "cluster_detail",
@@ -24,6 +31,10 @@ __all__ = [
 ]
 
 MIN_PREFIX = 4
+#: Of a cluster's task groups, a page carries the longest this many, and per
+#: computation the names of the first this many (the rest: the paged route).
+PAGE_TOP_GROUPS = 20
+PAGE_NAMES_PER_COMPUTATION = 50
 _MAX_CANDIDATES = 10
 
 Row = dict[str, Any]
@@ -90,35 +101,64 @@ def resolve_cluster_id(
     return found[0]
 
 
-def cluster_detail(store: Store | sa.Engine, cluster_id: str, *, compact: bool = False) -> Row:
+def cluster_detail(
+    store: Store | sa.Engine,
+    cluster_id: str,
+    *,
+    compact: bool = False,
+    max_groups: int | None = None,
+    groups_by: Selection = "duration",
+) -> Row:
     """Everything recorded about one cluster except worker samples and profile trees.
 
+    Task groups: ``task_group_summary`` always has their ``count`` and summed tasks,
+    bytes and seconds. ``task_groups`` lists all of them, or with ``max_groups`` only
+    the longest (``groups_by="duration"``) or earliest (``"start"``) that many, the
+    summary's ``shown`` and ``omitted`` saying how many are left out.
+
     ``compact`` reads what a cluster's page shows, which stays cheap however long the
-    cluster lived (it may have hundreds of thousands of groups and metrics): of task
-    groups only each computation's group names, and instead of every fine metric
-    (``span_metrics`` empty) their sums by activity, prefix and unit, added up by the
-    database (``fine_metrics``, as :func:`daskscope.analysis.fine_metrics_table`)."""
+    cluster lived (it may have tens of thousands of groups and hundreds of thousands of
+    metrics): ``task_groups`` empty, each computation's first
+    :data:`PAGE_NAMES_PER_COMPUTATION` group names with ``task_groups_total`` and
+    ``task_groups_omitted``, the :data:`PAGE_TOP_GROUPS` longest groups in the summary's
+    ``top``, and instead of every fine metric (``span_metrics`` empty) their sums by
+    activity, prefix and unit, added up by the database (``fine_metrics``, as
+    :func:`daskscope.analysis.fine_metrics_table`)."""
+    if max_groups is not None and max_groups < 0:
+        raise ValueError(f"max_groups must be None (all) or >= 0, got {max_groups}")
     with as_engine(store).connect() as conn:
         cluster = conn.execute(sa.select(s.clusters).where(s.clusters.c.id == cluster_id)).first()
         if cluster is None:
             raise UnknownCluster(
                 f"no cluster with id {cluster_id!r}; `daskscope clusters` lists them"
             )
-        g = s.task_groups.c
-        order = (_nulls_last(g.started_at), g.name)
-        if not compact:
-            groups = _children(conn, s.task_groups, cluster_id, *order)
-        else:
-            query = sa.select(g.computation_id, g.name).where(
-                g.cluster_id == cluster_id, g.computation_id.is_not(None)
-            )
-            groups = _rows(conn, query.order_by(*order))
         computations = _children(conn, s.computations, cluster_id, s.computations.c.started_at)
-        by_computation: dict[str | None, list[str]] = {}
-        for group in groups:
-            by_computation.setdefault(group["computation_id"], []).append(group["name"])
+        if compact:
+            groups: list[Row] = []
+            summary = group_summary(conn, cluster_id, top=PAGE_TOP_GROUPS)
+            names = group_names_by_computation(
+                conn, cluster_id, per_computation=PAGE_NAMES_PER_COMPUTATION
+            )
+        else:
+            groups = selected_groups(conn, cluster_id, limit=max_groups, by=groups_by)
+            summary = group_summary(conn, cluster_id, top=0)
+            del summary["top"], summary["top_by"]
+            summary.update(shown=len(groups), omitted=summary["count"] - len(groups))
+            if summary["omitted"]:
+                summary["selection"] = "longest" if groups_by == "duration" else "earliest"
+            names = {}
+            for group in groups:
+                names.setdefault(group["computation_id"], ([], 0))[0].append(group["name"])
+            if summary["omitted"]:  # the computations' own totals
+                counts = group_counts_by_computation(conn, cluster_id)
+                names = {k: (names.get(k, ([], 0))[0], n) for k, n in counts.items()}
+            else:
+                names = {k: (v[0], len(v[0])) for k, v in names.items()}
         for comp in computations:
-            comp["task_groups"] = by_computation.get(comp["id"], [])
+            shown, total = names.get(comp["id"], ([], 0))
+            comp["task_groups"] = shown
+            comp["task_groups_total"] = total
+            comp["task_groups_omitted"] = total - len(shown)
         prefixes = _children(
             conn,
             s.task_prefixes,
@@ -137,7 +177,8 @@ def cluster_detail(store: Store | sa.Engine, cluster_id: str, *, compact: bool =
         detail = {
             "cluster": _with_duration(dict(cluster._mapping)),
             "computations": computations,
-            "task_groups": [] if compact else groups,
+            "task_groups": groups,
+            "task_group_summary": summary,
             "task_prefixes": prefixes,
             "spans": _children(conn, s.spans, cluster_id, s.spans.c.enqueued_at, s.spans.c.span_id),
             "span_metrics": []

@@ -5,6 +5,7 @@ and the profile as a flame graph."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import dask.config
 from dask.utils import parse_timedelta
@@ -18,7 +19,8 @@ from daskscope.analysis.graph import ACTIVITY_COLOURS, task_group_graph
 from daskscope.analysis.workers import extra_metrics, memory_over_time
 from daskscope.store import Store, cluster_detail, profile_trees
 from daskscope.store import worker_samples as load_worker_samples
-from daskscope.store.analytics import computation_groups, span_rows, worker_events
+from daskscope.store.analytics import span_rows, worker_events
+from daskscope.store.groups import computation_graph_groups, find_computation, task_group_page
 from daskscope.web.errors import NotFound
 from daskscope.web.render import page
 from daskscope.web.routes.common import json_response, store_of, visible_cluster_id
@@ -30,6 +32,9 @@ api = APIRouter(tags=["clusters"])
 
 TOP_PREFIXES = 25
 MAX_POINTS_PER_WORKER = 2000
+MAX_GRAPH_GROUPS = 300  # task groups drawn in a computation's graph (the longest)
+DEFAULT_GROUP_PAGE = 1000
+MAX_GROUP_PAGE = 10_000
 
 
 def _flatten_spans(nodes: list[dict[str, Any]], depth: int = 0) -> list[dict[str, Any]]:
@@ -74,6 +79,7 @@ def cluster_data(store: Store, cluster_id: str) -> dict[str, Any]:
         "statistics": cluster_statistics(cluster, cost_rates(cluster.get("account"))),
         "task_prefixes": prefixes,
         "computations": comps,
+        "task_group_summary": detail["task_group_summary"],
         "spans": _flatten_spans(span_tree(detail["spans"], ())),
         "span_tags": tags,
         "fine_metrics": detail["fine_metrics"],
@@ -148,18 +154,58 @@ def workers_json(request: Request, cluster_id: str) -> JSONResponse:
 def graph_json(request: Request, cluster_id: str, computation_id: str) -> JSONResponse:
     store = store_of(request)
     cluster_id = visible_cluster_id(request, cluster_id)
-    found = computation_groups(store, cluster_id, computation_id)
+    found = computation_graph_groups(store, cluster_id, computation_id, limit=MAX_GRAPH_GROUPS)
     if found is None:
         raise NotFound(f"cluster {cluster_id} has no computation {computation_id!r}")
-    comp, groups = found
+    comp, groups, total = found
     return json_response(
         {
             "computation_id": comp["id"],
             "code": comp["code"],
             **task_group_graph(groups),
+            # A graph of thousands of groups is neither drawable nor readable: the
+            # longest are drawn, the rest are counted (and listed by the paged route).
+            "groups_total": total,
+            "groups_drawn": len(groups),
+            "groups_not_drawn": total - len(groups),
+            "all_groups_url": f"{_groups_url(cluster_id)}?computation={quote(comp['id'])}",
             "activity_colours": ACTIVITY_COLOURS,
         }
     )
+
+
+def _groups_url(cluster_id: str) -> str:
+    return f"/api/v1/clusters/{quote(cluster_id)}/task-groups"
+
+
+@api.get(
+    "/clusters/{cluster_id}/task-groups",
+    summary="All task groups of a cluster (or of one computation), a page at a time",
+)
+def task_groups_json(
+    request: Request,
+    cluster_id: str,
+    offset: int = Query(0, ge=0, description="Groups to skip (the order is stable)."),
+    limit: int = Query(
+        DEFAULT_GROUP_PAGE, ge=1, le=MAX_GROUP_PAGE, description="Groups in this page."
+    ),
+    computation: str | None = Query(None, description="Only this computation's groups."),
+) -> JSONResponse:
+    """Groups in one stable order (start, name, id), so that following ``next`` from
+    offset 0 yields every group exactly once; ``total`` is how many there are."""
+    store = store_of(request)
+    cluster_id = visible_cluster_id(request, cluster_id)
+    page = task_group_page(
+        store, cluster_id, offset=offset, limit=limit, computation_id=computation
+    )
+    if page is None:
+        raise NotFound(f"cluster {cluster_id} has no computation {computation!r}")
+    end = offset + len(page["groups"])
+    query = f"offset={end}&limit={limit}" + (
+        f"&computation={quote(computation)}" if computation is not None else ""
+    )
+    page["next"] = f"{_groups_url(cluster_id)}?{query}" if end < page["total"] else None
+    return json_response({"cluster_id": cluster_id, "computation": computation, **page})
 
 
 def _profile_interval() -> float:
@@ -176,10 +222,10 @@ def profile_json(
     cluster_id = visible_cluster_id(request, cluster_id)
     start = stop = None
     if computation is not None:
-        found = computation_groups(store, cluster_id, computation)
-        if found is None:
+        with store.engine.connect() as conn:
+            comp = find_computation(conn, cluster_id, computation)
+        if comp is None:
             raise NotFound(f"cluster {cluster_id} has no computation {computation!r}")
-        comp = found[0]
         start = comp["started_at"]
         stop = comp["stopped_at"]
     windows = profile_trees(store, cluster_id, start=start, stop=stop)
