@@ -85,16 +85,30 @@ def client() -> Iterator[Client]:
         yield c
 
 
-def make_processor() -> Any:
+def make_processor(fail: Any = None, log: Path | None = None) -> Any:
+    """``fail(events)`` returns an exception to raise for that chunk, or None; ``log``
+    gets a line "file start" per chunk that returned: ground truth of what a run
+    actually processed, kept by the user's code, not by daskscope."""
     from coffea import processor
 
     class JetCounter(processor.ProcessorABC):
+        def __init__(self) -> None:
+            self.fail = fail
+            self.log = log
+
         @track_metrics
         def process(self, events: Any) -> dict[str, Any]:
+            error = self.fail(events) if self.fail is not None else None
+            if error is not None:
+                raise error
             with track_time(self, "jet_selection"):
                 jets = events.Jet[events.Jet.pt > 30]
             with track_memory(self, "histograms"):
                 njets = int(ak.sum(ak.num(jets)))
+            if self.log is not None:
+                meta = events.metadata
+                with open(self.log, "a") as f:
+                    f.write(f"{Path(meta['filename']).name} {meta['entrystart']}\n")
             return {"events": len(events), "jets": njets}
 
         def postprocess(self, accumulator: Any) -> Any:
@@ -125,7 +139,7 @@ def check_against_ground_truth(
     collector: MetricsCollector, out: dict, report: dict, fileset: dict
 ) -> None:
     total = sum(ENTRIES.values())
-    chunks = collector.chunk_metrics
+    chunks = [c for c in collector.chunk_metrics if c["status"] == "ok"]
     m = collector.metrics
     # events equal the entries written, everywhere
     assert out == {"events": total, "jets": truth_jets(fileset)}  # output unchanged
@@ -251,3 +265,146 @@ def test_futures_executor_without_cores_leaves_them_unmeasured(fileset: dict) ->
     check_against_ground_truth(c, out, report, fileset)
     assert "cores" not in c.metrics and "event_rate_core_khz" not in c.metrics
     assert "executor=" in c.run.info["cores_note"]
+
+
+def in_file(name: str, start: int | None = None, error: Any = ValueError) -> Any:
+    def fail(events: Any) -> Any:
+        meta = events.metadata
+        if Path(meta["filename"]).name == name and start in (None, meta["entrystart"]):
+            return error(f"bad chunk of {name} at {meta['entrystart']}")
+        return None
+
+    return fail
+
+
+def test_a_failed_run_then_a_new_run_as_in_a_notebook(
+    client: Client, fileset: dict, tmp_path: Path
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+    from coffea import processor
+
+    from daskscope.cli.main import cli
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    bad = make_processor(in_file("b.root"))
+    run = runner(processor.DaskExecutor(client=client, status=False, retries=0))
+    with (
+        pytest.raises(Exception, match=r"bad chunk of b\.root") as failed,
+        MetricsCollector(client, processor_instance=bad, database=url) as first,
+    ):
+        run(fileset, bad, treename="Events")
+    m = first.metrics
+    assert m["status"] == "failed" and "bad chunk of b.root" in m["error"]
+    broken = [c for c in first.chunk_metrics if c["status"] == "failed"]
+    assert broken and all(Path(c["filename"]).name == "b.root" for c in broken)
+    assert all(c["error_type"] == "ValueError" and "bad chunk" in c["error"] for c in broken)
+    assert m["num_failed_attempts"] == len(broken)
+    done = [c for c in first.chunk_metrics if c["status"] == "ok"]
+    assert m["num_chunks"] == len(done) and m["total_events"] == sum(c["events"] for c in done)
+    # the failed run is in the store and says so on its page and in the CLI
+    first.wait_stored()
+    shown = CliRunner().invoke(cli, ["--database", url, "run", first.run.run_id, "--json"])
+    stored = json.loads(shown.output)["run"]["metrics"]
+    assert stored["status"] == "failed" and "bad chunk of b.root" in stored["error"]
+    text = CliRunner().invoke(cli, ["--database", url, "run", first.run.run_id]).output
+    assert "failed" in text
+
+    # `failed` still holds the exception (and its frames), as a notebook would
+    assert failed.value is not None
+    proc = make_processor()
+    good = runner(processor.DaskExecutor(client=client, status=False))
+    with MetricsCollector(client, processor_instance=proc, store=False) as second:
+        out, report = good(fileset, proc, treename="Events")
+    check_against_ground_truth(second, out, report, fileset)
+    assert second.metrics["status"] == "ok" and "num_failed_attempts" not in {
+        k for k, v in second.metrics.items() if v
+    }
+    # distributed puts the new tasks on the failed run's span (their task group is still
+    # alive): the growth of that span during this run is this run's
+    assert second.run.info["span_borrowed_from"] == [first.run.info["span_id"]]
+    assert second.metrics["processor_cpu_seconds"] > 0
+    assert second.metrics["cpu_seconds"] > second.metrics["processor_cpu_seconds"]
+
+
+def test_a_retried_chunk_records_both_attempts(
+    client: Client, fileset: dict, tmp_path: Path
+) -> None:
+    from coffea import processor
+
+    marker = tmp_path / "failed-once"
+
+    def flaky(events: Any) -> Any:
+        meta = events.metadata
+        first = Path(meta["filename"]).name == "a.root" and meta["entrystart"] == 0
+        if first and not marker.exists():
+            marker.touch()
+            return OSError("flaky read")
+        return None
+
+    proc = make_processor(flaky)
+    run = runner(processor.DaskExecutor(client=client, status=False, retries=1))
+    with MetricsCollector(client, processor_instance=proc, store=False) as collector:
+        out, report = run(fileset, proc, treename="Events")
+    check_against_ground_truth(collector, out, report, fileset)
+    m = collector.metrics
+    assert marker.exists()  # ground truth: exactly one attempt failed
+    assert m["num_failed_attempts"] == 1 and m["num_chunks_retried"] == 1
+    assert m["num_chunks_failed"] == 0
+    assert m["num_chunk_attempts"] == report["chunks"] + 1
+    first = [c for c in collector.chunk_metrics if c["entry_start"] == 0
+             and Path(c["filename"]).name == "a.root"]  # fmt: skip
+    assert [(c["attempt"], c["status"]) for c in first] == [(1, "failed"), (2, "ok")]
+    assert first[0]["error"] == "flaky read" and first[0]["error_type"] == "OSError"
+
+
+def done(log: Path) -> list[tuple[str, int]]:
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [(name, int(start)) for name, start in (line.split() for line in lines)]
+
+
+def test_a_skipped_chunk_and_a_run_that_ends_with_an_exception(
+    fileset: dict, tmp_path: Path
+) -> None:
+    from coffea import processor
+    from coffea.nanoevents import NanoAODSchema
+
+    executor = processor.IterativeExecutor()
+    # skipbadfiles: coffea retries the unreadable chunk, then skips it
+    log = tmp_path / "skip.log"
+    proc = make_processor(in_file("b.root", 350, error=OSError), log)
+    run = processor.Runner(executor=executor, schema=NanoAODSchema, chunksize=CHUNKSIZE,
+                           savemetrics=True, skipbadfiles=True)  # fmt: skip
+    with (
+        pytest.warns(UserWarning, match="Skipping bad file"),
+        MetricsCollector(processor_instance=proc, executor=executor, store=False) as c,
+    ):
+        out, report = run(fileset, proc, treename="Events")
+    c.set_coffea_report(report)  # after the with block: the figures follow
+    m = c.metrics
+    skipped = ENTRIES["b.root"] - 350  # coffea cuts 700 into 350 + 350
+    assert out["events"] == sum(ENTRIES.values()) - skipped  # the user's own count
+    assert m["total_events"] == out["events"] == report["entries"]
+    assert m["num_chunks"] == len(done(log)) == report["chunks"] - 1  # not coffea's plan
+    assert m["num_chunks_planned"] == report["chunks"]
+    assert m["num_chunks_not_processed"] == 1 and m["num_chunks_failed"] == 1
+    assert m["num_failed_attempts"] == executor.retries + 1  # every attempt recorded
+    assert m["status"] == "ok"
+
+    # an exception that ends the run: what was processed before it is what counts
+    log = tmp_path / "fail.log"
+    proc = make_processor(in_file("b.root", 350), log)
+    run = runner(executor)
+    with (
+        pytest.raises(Exception, match="bad chunk"),
+        MetricsCollector(processor_instance=proc, executor=executor, store=False) as c,
+    ):
+        run(fileset, proc, treename="Events")
+    m = c.metrics
+    assert m["status"] == "failed" and "bad chunk of b.root at 350" in m["error"]
+    ok = [ch for ch in c.chunk_metrics if ch["status"] == "ok"]
+    truth = done(log)
+    assert sorted((Path(c["filename"]).name, c["entry_start"]) for c in ok) == sorted(truth)
+    assert m["num_chunks"] == len(truth) and m["total_events"] == sum(c["events"] for c in ok)
+    assert ("b.root", 0) in truth  # the chunks before the failing one were processed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -11,6 +12,8 @@ from daskscope.workflow.backends import scheduler_side as remote
 from daskscope.workflow.backends.base import Backend, SpanMetrics, register_backend
 
 __all__ = ["DaskBackend"]
+
+logger = logging.getLogger("daskscope")
 
 
 async def _heartbeat(dask_worker: Any) -> None:
@@ -65,19 +68,33 @@ class DaskBackend(Backend):
         from distributed.metrics import time
 
         deadline = time() + timeout
-        last = self._metrics(span)
-        if last is None:  # no task ever ran in the span: nothing to wait for
+
+        def watch() -> Any:
+            return self.client.run_on_scheduler(remote.watch_metrics, self.collector_id, span)
+
+        last = watch()
+        if last is None:  # no task ever ran for this run: nothing to wait for
             return
         quiet = 0
         while time() < deadline and quiet < 2:
             self.client.run(_heartbeat)
-            now = self._metrics(span)
+            now = watch()
             quiet = quiet + 1 if now == last else 0
             last = now
 
     def get_span_metrics(self, span: Any) -> SpanMetrics:
-        if self._finished is not None and self._finished.get("span"):
-            pairs = self._finished["span"]["metrics"]
+        finished_span = (self._finished or {}).get("span") or {}
+        if finished_span.get("incomplete"):
+            # Some of the run's work sits in spans shared with another open run: the
+            # fine metrics cannot be told apart, so they are not measured
+            logger.warning(
+                "daskscope: fine metrics not measured: this run's tasks joined task groups "
+                "of other spans (%s) that another open run shares",
+                ", ".join(finished_span["incomplete"]),
+            )
+            return {}
+        if finished_span:
+            pairs = finished_span["metrics"]
         else:
             pairs = self.client.run_on_scheduler(remote.span_metrics, span) or []
         return {tuple(k): v for k, v in pairs}
@@ -99,6 +116,8 @@ class DaskBackend(Backend):
             "span_id": self.span_id,
             "span_name": span.get("name"),
             "span_subtree": span.get("subtree", []),
+            "span_borrowed_from": span.get("borrowed_from", []),
+            "span_incomplete": span.get("incomplete", []),
             "computations": finished.get("computations", []),
         }
 

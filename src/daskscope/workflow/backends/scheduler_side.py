@@ -38,6 +38,9 @@ class _Run:
     chunks: list[dict[str, Any]] = field(default_factory=list)
     samples: dict[str, Any] = field(default_factory=dict)
     task: asyncio.Task | None = None
+    #: own metrics, at the start, of every other span holding a live task group: new
+    #: tasks of the same group join that span (distributed's TaskGroup collision)
+    foreign: dict[str, dict[tuple, float]] = field(default_factory=dict)
 
 
 def _empty_series() -> dict[str, Any]:
@@ -171,6 +174,12 @@ def start_run(
     )  # fmt: skip
     plugin.runs[collector_id] = run
     plugin.by_span[span_id] = collector_id
+    ext = dask_scheduler.extensions.get("spans")
+    if ext is not None:
+        for tg in dask_scheduler.task_groups.values():
+            other = ext.spans.get(tg.span_id) if tg.span_id else None
+            if other is not None and other.id not in run.foreign:
+                run.foreign[other.id] = dict(other._cumulative_worker_metrics)
     if interval:
         plugin.sample(run)
         run.task = asyncio.get_running_loop().create_task(plugin._sampling(run))
@@ -187,6 +196,63 @@ def start_run(
 def _span(scheduler: Any, span_id: str) -> Any:
     ext = scheduler.extensions.get("spans")
     return ext.spans.get(span_id) if ext is not None else None
+
+
+def _collided(
+    plugin: WorkflowSchedulerPlugin, run: _Run, scheduler: Any, span: Any
+) -> tuple[dict[str, dict[tuple, float]], set[str]]:
+    """Work of this run that Dask put on other spans (TaskGroup collision).
+
+    Returns the growth, during the run, of each such span that no other open collector
+    owns (that growth is this run's), and the spans whose growth cannot be told apart
+    (another open run's span, or a span not seen at the start)."""
+    ext = scheduler.extensions.get("spans")
+    ours = {s.id for s in span.traverse_spans()} if span is not None else {run.span_id}
+    seen = {c.get("span_id") for c in run.chunks if c.get("span_id")} - ours
+    others: set[str] = set()
+    for other_run in plugin.runs.values():
+        other = ext.spans.get(other_run.span_id) if ext is not None else None
+        if other is not None:
+            others |= {s.id for s in other.traverse_spans()}
+    borrowed: dict[str, dict[tuple, float]] = {}
+    unknown: set[str] = set()
+    for span_id, before in run.foreign.items():
+        if span_id in ours:
+            continue
+        foreign = ext.spans.get(span_id) if ext is not None else None
+        if foreign is None:
+            continue
+        delta = {
+            k: v - before.get(k, 0.0)
+            for k, v in foreign._cumulative_worker_metrics.items()
+            if v - before.get(k, 0.0) > 0
+        }
+        if not delta:
+            continue
+        if span_id in others:
+            unknown.add(span_id)
+        else:
+            borrowed[span_id] = delta
+    unknown |= seen - set(borrowed)
+    return borrowed, unknown
+
+
+def watch_metrics(collector_id: str, span_id: str, dask_scheduler: Any = None) -> Any:
+    """What the wait for heartbeats watches: the span's metrics and the growth of the
+    spans this run's tasks may have joined. None: nothing ran, nothing to wait for."""
+    plugin = _plugin(dask_scheduler)
+    run = plugin.runs.get(collector_id)
+    own = span_metrics(span_id, dask_scheduler)
+    grown = []
+    ext = dask_scheduler.extensions.get("spans")
+    for foreign_id, before in (run.foreign if run is not None else {}).items():
+        foreign = ext.spans.get(foreign_id) if ext is not None else None
+        if foreign is not None and dict(foreign._cumulative_worker_metrics) != before:
+            grown.append([foreign_id, sorted(map(str, foreign._cumulative_worker_metrics.items()))])
+    chunks = len(run.chunks) if run is not None else 0
+    if own is None and not grown and not chunks:
+        return None
+    return [own, grown, chunks]
 
 
 def span_metrics(span_id: str, dask_scheduler: Any = None) -> list[list[Any]] | None:
@@ -213,19 +279,29 @@ async def finish_run(collector_id: str, dask_scheduler: Any = None) -> dict[str,
     span = _span(dask_scheduler, run.span_id)
     info = None
     computations: list[str] = []
-    if span is not None:
-        subtree = {s.id for s in span.traverse_spans()}
+    borrowed, unknown = _collided(plugin, run, dask_scheduler, span)
+    if span is not None or borrowed or unknown:
+        subtree = {s.id for s in span.traverse_spans()} if span is not None else set()
+        metrics: dict[tuple, float] = (
+            dict(span.cumulative_worker_metrics) if span is not None else {}
+        )
+        for delta in borrowed.values():
+            for key, value in delta.items():
+                metrics[key] = metrics.get(key, 0.0) + value
         info = {
-            "span_id": span.id,
-            "name": list(span.name),
-            "subtree": sorted(subtree),
-            "enqueued": span.enqueued,
-            "start": span.start or None,
-            "stop": span.stop if span.done else None,
-            "nbytes_total": span.nbytes_total,
-            "active_cpu_seconds": span.active_cpu_seconds,
-            "metrics": [[list(k), float(v)] for k, v in span.cumulative_worker_metrics.items()],
-        }
+            "span_id": run.span_id,
+            "metrics": [[list(k), float(v)] for k, v in metrics.items()],
+            "borrowed_from": sorted(borrowed),
+            "incomplete": sorted(unknown),
+            "name": None, "subtree": [], "enqueued": None, "start": None, "stop": None,
+            "nbytes_total": None, "active_cpu_seconds": None,
+        }  # fmt: skip
+        if span is not None:
+            info.update(
+                name=list(span.name), subtree=sorted(subtree), enqueued=span.enqueued,
+                start=span.start or None, stop=span.stop if span.done else None,
+                nbytes_total=span.nbytes_total, active_cpu_seconds=span.active_cpu_seconds,
+            )  # fmt: skip
         for computation in dask_scheduler.computations:
             if any(tg.span_id in subtree for tg in computation.groups):
                 computations.append(str(computation.id))
