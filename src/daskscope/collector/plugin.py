@@ -325,7 +325,7 @@ class DaskscopePlugin(SchedulerPlugin):
     # -- bookkeeping -------------------------------------------------------------------
 
     def _task_erred(self, key: Any, ts: Any, kwargs: dict[str, Any]) -> None:
-        use = self.tracker.task_erred(ts)
+        use = self.tracker.task_erred(ts, kwargs)
         if self._errors_kept >= self.settings.max_errors:
             return
         self._errors_kept += 1

@@ -81,6 +81,8 @@ class GroupUse:
     executed: int = 0
     erred: int = 0
     first_start: float | None = None
+    #: Dask keeps no stop time for failed tasks in the group: the last failure's
+    error_stop: float = 0.0
     #: the record as it stood when the group was handed to a later computation
     final: TaskGroupRecord | None = None
     #: what the cluster and prefix totals hold of this use
@@ -96,6 +98,13 @@ class GroupUse:
 def jsonable(value: Any) -> Any:
     """A JSON-safe copy (annotations may hold tuples, sets or arbitrary objects)."""
     return json.loads(json.dumps(value, default=str))
+
+
+def _use_stop(use: GroupUse) -> float | None:
+    """When the use's last task finished or failed."""
+    if use.final is not None:
+        return use.final.stopped_at
+    return max(use.group.stop, use.error_stop) if use.ran else None
 
 
 def _first_start(kwargs: Mapping[str, Any]) -> float | None:
@@ -132,8 +141,12 @@ class WorkTracker:
         self.dirty.add(use)
         return use
 
-    def task_erred(self, ts: TaskState) -> GroupUse:
+    def task_erred(self, ts: TaskState, kwargs: Mapping[str, Any]) -> GroupUse:
         use = self.current.get(ts.group) or self._adopt(ts.group, None)
+        if not use.ran and not use.fresh:
+            use.first_start = _first_start(kwargs)
+        for ss in kwargs.get("startstops") or ():
+            use.error_stop = max(use.error_stop, ss.get("stop") or 0.0)
         use.erred += 1
         self.dirty.add(use)
         return use
@@ -238,6 +251,7 @@ class WorkTracker:
             use.dependencies = sorted(dep.name for dep in tg.dependencies)
             use.dependency_count = len(tg.dependencies)
         started = tg.start if use.fresh else use.first_start
+        stopped = _use_stop(use)
         return TaskGroupRecord(
             id=use.record_id,
             cluster_id=self.cluster_id,
@@ -255,7 +269,7 @@ class WorkTracker:
             durations=durations,
             types=sorted(tg.types),
             started_at=started or None,
-            stopped_at=(tg.stop or None) if use.ran else None,
+            stopped_at=stopped or None,
         )
 
     def snapshot_groups(
@@ -310,8 +324,7 @@ class WorkTracker:
                     track.executed += use.executed
                     track.erred += use.erred
                     track.dropped_groups += 1
-                    stop = use.final.stopped_at if use.final else use.group.stop
-                    track.dropped_stop = max(track.dropped_stop, stop or 0.0)
+                    track.dropped_stop = max(track.dropped_stop, _use_stop(use) or 0.0)
 
     def finish_all(self) -> None:
         """After ``client.restart()`` Dask drops every group without forgetting its
@@ -350,7 +363,7 @@ class WorkTracker:
         executed += track.executed
         erred += track.erred
         done = track is not self.newest or self._all_done(track)
-        stops = [u.group.stop if u.final is None else u.final.stopped_at for u in uses]
+        stops = [_use_stop(u) for u in uses]
         stop = max((s or 0.0 for s in stops), default=0.0)
         stop = max(stop, track.dropped_stop)
         computation = track.computation
