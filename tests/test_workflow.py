@@ -354,3 +354,116 @@ def test_importing_daskscope_stays_light() -> None:
     assert {"MetricsCollector", "track_metrics", "track_time", "track_memory"} <= set(
         daskscope.__all__
     )
+
+
+def test_seed_api_custom_backend_with_its_own_arguments() -> None:
+    from daskscope.workflow.backends import AbstractMetricsBackend
+
+    class TaskVineLike(AbstractMetricsBackend):
+        """As the seed's docs write one: its own constructor, no spans, no fine metrics."""
+
+        def __init__(self, manager: dict) -> None:
+            self.manager = manager
+
+        def start_tracking(self, interval: float | None) -> None:
+            self.manager["started"] = interval
+
+        def stop_tracking(self) -> dict:
+            return {"taskvine_metrics": self.manager}
+
+        def create_span(self, name: str) -> Any:
+            return None
+
+        def get_span_metrics(self, span_info: Any) -> dict:
+            raise AssertionError("never asked: supports_fine_metrics() is False")
+
+        def supports_fine_metrics(self) -> bool:
+            return False
+
+    register_backend("taskvine-like", TaskVineLike, replace=True)
+    manager: dict = {}
+    proc = Counter()
+    with MetricsCollector(
+        backend="taskvine-like", backend_options={"manager": manager},
+        processor_instance=proc, store=False, worker_tracking_interval=0.5,
+    ) as c:  # fmt: skip
+        assert proc.process(0, 4) == 6
+    assert manager == {"started": 0.5}
+    assert c.run.backend == "taskvine-like"
+    assert c.tracking_data["taskvine_metrics"] is manager
+    assert c.span_metrics == {} and "cpu_seconds" not in c.metrics
+    assert [ch["num_events"] for ch in c.chunk_metrics] == [4]
+    with pytest.raises(TypeError, match="backend_options"):
+        MetricsCollector(backend="taskvine-like")
+
+
+def test_seed_api_switch_fields_worker_counts_and_derived_metrics(client: Client) -> None:
+    def seed_style(workflow_metrics: dict, worker_metrics: dict) -> dict:
+        return {
+            "custom_efficiency": workflow_metrics["total_events"] / worker_metrics["avg_workers"]
+        }
+
+    proc = Counter()
+    assert not hasattr(proc, "_roastcoffea_collect_metrics")
+    with MetricsCollector(
+        client, processor_instance=proc, store=False, worker_tracking_interval=0.05,
+        derived_metrics=[seed_style],
+    ) as c:  # fmt: skip
+        assert proc._roastcoffea_collect_metrics is True  # set on enter
+        client.gather(client.map(proc.process, [0, 20], [10, 25]))
+    assert proc._roastcoffea_collect_metrics is False  # cleared on exit
+    m = c.metrics
+    assert m["custom_efficiency"] == pytest.approx(15 / m["workers_avg"])
+    chunks = c.chunk_metrics
+    assert sorted(ch["num_events"] for ch in chunks) == [5, 10]
+    assert all(ch["duration"] == ch["wall_s"] for ch in chunks)
+    assert sorted(ch["custom_count"] for ch in chunks) == [5, 10]
+    counts = c.tracking_data["worker_counts"]
+    assert list(counts) == c.tracking_data["time"] and set(counts.values()) == {2}
+    assert isinstance(c.span_metrics, dict) and c.span_metrics
+
+    # switched off: the processor's chunks run as before and workers send nothing,
+    # not even to a collector that would take them by span
+    with MetricsCollector(client, name="bystander", store=False) as bystander:
+        assert client.gather(client.map(proc.process, [0, 3], [2, 5])) == [1, 7]
+    assert bystander.chunk_metrics == []
+    # without any collector, the seed's custom-field code is harmless
+    assert proc.process(0, 3) == 3
+
+
+def test_post_exit_report_and_extraction_reach_the_store(tmp_path: Path) -> None:
+    from daskscope.workflow import tracking
+
+    @track_metrics
+    def process(self: Any, events: list[int]) -> dict[str, Any]:
+        return {"sum": sum(events)}
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with MetricsCollector(database=url, worker_tracking_interval=None) as c:
+        pass
+    c.wait_stored()
+    # a process-pool child of that run: its record rides in the output
+    import os
+
+    os.environ[tracking.COLLECTOR_ENV] = c.id
+    try:
+        out = process(None, [1, 2, 3])
+    finally:
+        os.environ.pop(tracking.COLLECTOR_ENV)
+    c.extract_metrics_from_output(out)  # after the with block
+    c.set_coffea_report({"entries": 3, "bytesread": 10, "chunks": 1, "processtime": 0.1})
+    c.wait_stored()
+    shown = CliRunner().invoke(cli, ["--database", url, "run", c.run.run_id, "--json"])
+    detail = json.loads(shown.output)
+    assert len(detail["chunks"]) == 1 and detail["run"]["chunk_count"] == 1
+    assert detail["run"]["metrics"]["num_chunks_planned"] == 1
+    assert detail["run"]["coffea_report"]["entries"] == 3
+
+
+def test_dask_chunks_under_a_collector_without_client_fail_loudly(client: Client) -> None:
+    proc = Counter()
+    with MetricsCollector(processor_instance=proc, store=False) as c:
+        future = client.submit(proc.process, 0, 3)
+        with pytest.raises(RuntimeError, match=r"without a Dask client.*MetricsCollector\(client"):
+            future.result()
+    assert c.chunk_metrics == []

@@ -408,3 +408,10 @@ def test_a_skipped_chunk_and_a_run_that_ends_with_an_exception(
     assert sorted((Path(c["filename"]).name, c["entry_start"]) for c in ok) == sorted(truth)
     assert m["num_chunks"] == len(truth) and m["total_events"] == sum(c["events"] for c in ok)
     assert ("b.root", 0) in truth  # the chunks before the failing one were processed
+
+
+def test_a_dask_executor_without_client_is_refused() -> None:
+    from coffea import processor
+
+    with pytest.raises(ValueError, match=r"DaskExecutor\(client=client\)"):
+        MetricsCollector(executor=processor.DaskExecutor(), processor_instance=make_processor())
