@@ -133,7 +133,10 @@ def test_each_computation_owns_its_tasks_in_a_notebook_loop(db_url: str) -> None
         assert sum(g["tasks_executed"] for g in stored.values()) == t["executed"]
         assert sum(g["tasks_erred"] for g in stored.values()) == t["erred"]
         # it stops with its last task
-        assert computation["stopped_at"] == pytest.approx(t["last_stop"], abs=0.05), label
+        if t["executed"] or t["erred"]:
+            assert computation["stopped_at"] == pytest.approx(t["last_stop"], abs=0.05), label
+        else:  # it ran nothing (all it needed was held already): it took no time
+            assert computation["stopped_at"] == computation["started_at"], label
         assert "call(" in "\n".join(computation["code"]), label
     # the failing call owns its errors (compute() gives up at the first one; the retry
     # may find the error still held by the scheduler and run nothing, as Dask decides)

@@ -675,6 +675,8 @@ class DaskscopePlugin(SchedulerPlugin):
             "spooled": getattr(self._sink, "spooled", 0),
             "delivered_batches": getattr(self._sink, "delivered_batches", None),
             "rejected_batches": getattr(self._sink, "rejected_batches", None),
+            # records a store refused one by one (the rest of their batch was written)
+            "rejected_records": getattr(self._sink, "rejected_records", 0),
             "loop_seconds": self.loop_seconds,
             "writer_cpu_seconds": self.writer_cpu_seconds,
             "hook_failures": dict(self.hook_failures),
