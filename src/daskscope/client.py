@@ -6,6 +6,7 @@ it through the scheduler's RPC handlers. Importing this module never imports the
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import dask.config
@@ -15,7 +16,7 @@ from daskscope import config
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["flush", "register"]
+__all__ = ["NotRecording", "flush", "register"]
 
 _NFRAMES = "distributed.diagnostics.computations.nframes"
 
@@ -41,8 +42,9 @@ def register(
 
     Settings come from the ``daskscope`` section of dask's config, resolved here in the
     client's process, and keyword arguments override them (``database`` is a SQLAlchemy
-    URL). Registering twice keeps the first recorder. With an asynchronous client, await
-    the result.
+    URL). Registering twice keeps the first recorder, and warns when the second asked for
+    another store. Raises :class:`NotRecording` when the recorder could not start on the
+    scheduler. With an asynchronous client, await the result.
     """
     from daskscope.collector.plugin import DaskscopePlugin
 
@@ -61,6 +63,10 @@ def register(
     return client.sync(_register, client, plugin)
 
 
+class NotRecording(RuntimeError):
+    """The scheduler has no working daskscope recorder after ``register``."""
+
+
 async def _register(client: Client, plugin: Any) -> str:
     from distributed.protocol.pickle import dumps
 
@@ -68,7 +74,27 @@ async def _register(client: Client, plugin: Any) -> str:
     await client.scheduler.register_scheduler_plugin(
         plugin=dumps(plugin), name=plugin.name, idempotent=True
     )
-    info = await client.scheduler.daskscope_info()
+    try:
+        info = await client.scheduler.daskscope_info()
+    except Exception as exc:
+        raise NotRecording(
+            f"daskscope registered its recorder but the scheduler does not answer for it "
+            f"({type(exc).__name__}: {exc}); the scheduler's log says why"
+        ) from exc
+    if not info.get("recording", True):
+        raise NotRecording(
+            f"daskscope could not start recording on the scheduler: {info.get('start_error')}. "
+            "Dask goes on unrecorded; fix the setting named above and register again."
+        )
+    wanted, recording = plugin.destination, info.get("destination") or info.get("database")
+    if recording and wanted != recording:
+        # e.g. a preload (or an earlier register) already records into another store
+        warnings.warn(
+            f"daskscope is already recording this cluster into {recording}; "
+            f"{wanted} is not used. To record into another store, start the cluster with "
+            "that setting (daskscope.database or daskscope.server in its dask config).",
+            stacklevel=4,
+        )
     return info["cluster_id"]
 
 

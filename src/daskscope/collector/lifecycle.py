@@ -41,21 +41,25 @@ class WorkerLifecycle:
         self._restart_until = 0.0
         self._restart_workers = 0
 
-    def observe(self, topic: str, msg: dict[str, Any]) -> bool:
-        """Take what the event log says of workers; True when a worker starts to leave."""
+    def observe(self, topic: str, msg: dict[str, Any]) -> str | None:
+        """Take what the event log says of workers. Returns the address of a worker that
+        starts to leave, ``"*"`` when workers are about to be retired (a LocalCluster's
+        close and ``cluster.scale()`` down ask for that before closing any), else None."""
         action = msg.get("action")
         if action == "remove-worker" and topic == "all":
             # Dask tells what a removal cost only through its event log, just before the
             # remove_worker hook runs: keep the message for that hook
             self._removals[msg["worker"]] = msg
+        elif action == "retire-workers" and topic == "all":
+            return "*"
         elif (
             action == "worker-status-change"
             and msg.get("status") in _LEAVING
             and topic not in self._leaving
         ):
             self._leaving.add(topic)
-            return True
-        return False
+            return topic
+        return None
 
     def removal_message(self, worker: str) -> dict[str, Any]:
         return self._removals.pop(worker, {})

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import dask
 import distributed
+import distributed.profile
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.metrics import time
 
@@ -64,6 +65,9 @@ _GROUPS_PER_SLICE = 500
 #: A finished span's fine metrics still arrive with the workers' next heartbeats: keep
 #: comparing them for this long after it finished.
 _SPAN_SETTLE_SECONDS = 30.0
+#: How long a worker may take to send its profile window (a leaving worker: less)
+_PROFILE_TIMEOUT = 10.0
+_LAST_PROFILE_TIMEOUT = 3.0
 
 
 @dataclass(slots=True)
@@ -188,6 +192,7 @@ class DaskscopePlugin(SchedulerPlugin):
         for ws in scheduler.workers.values():
             self._worker_added(ws.address, at=now, detail={"present_when_attached": True})
 
+        self._wrap_retire_workers(scheduler)
         # Open the store (imports, schema check) in the writer thread now, not during the
         # first flush in the middle of the user's work; a failure shows at the first write.
         self._writer.submit(self._sink.open)
@@ -205,6 +210,32 @@ class DaskscopePlugin(SchedulerPlugin):
                 )
             )
 
+    def _wrap_retire_workers(self, scheduler: Scheduler) -> None:
+        """A LocalCluster's close and ``cluster.scale()`` down retire workers through the
+        scheduler's ``retire_workers`` handler before any of them closes: the last moment
+        their samples and profile can be taken. (A worker that is already closing no
+        longer answers for its profile.)"""
+        original = scheduler.handlers.get("retire_workers")
+        if original is None or getattr(original, "_daskscope", False):
+            return
+
+        async def retire_workers(*args: Any, **kwargs: Any) -> Any:
+            await self._take_last_words()
+            return await original(*args, **kwargs)
+
+        retire_workers._daskscope = True  # type: ignore[attr-defined]
+        scheduler.handlers["retire_workers"] = retire_workers
+
+    async def _take_last_words(self) -> None:
+        try:
+            self._workers_leaving("*")
+            if self._last_words is not None:
+                await asyncio.wait_for(
+                    asyncio.shield(self._last_words), timeout=_LAST_PROFILE_TIMEOUT + 1
+                )
+        except Exception as exc:
+            self._hook_failed("retire_workers", exc)
+
     @property
     def recording(self) -> bool:
         return self._cluster is not None
@@ -218,9 +249,9 @@ class DaskscopePlugin(SchedulerPlugin):
             for loop in self._loops:
                 loop.cancel()
             if self._last_words is not None:
-                await asyncio.wait_for(asyncio.shield(self._last_words), timeout=15)
+                await asyncio.wait_for(self._last_words, timeout=_LAST_PROFILE_TIMEOUT + 1)
             if self.settings.profile_enabled:
-                await self._collect_profile()
+                await self._collect_profile(_LAST_PROFILE_TIMEOUT)
             self._sample_workers()
             now = time()
             # Dask drops the workers of a closing scheduler without calling the plugins'
@@ -295,8 +326,9 @@ class DaskscopePlugin(SchedulerPlugin):
         if not isinstance(msg, dict) or self.lifecycle is None:
             return
         try:
-            if self.lifecycle.observe(topic, msg):
-                self._worker_leaving(topic)
+            leaving = self.lifecycle.observe(topic, msg)
+            if leaving is not None:
+                self._workers_leaving(leaving)
         except Exception as exc:
             self._hook_failed("log_event", exc)
 
@@ -407,15 +439,21 @@ class DaskscopePlugin(SchedulerPlugin):
             detail["with_cluster"] = True
         self._event("worker-removed", at=at, worker=worker, detail=detail)
 
-    def _worker_leaving(self, worker: str) -> None:
-        """A worker said it is closing: sample it while it is here, and take the last
-        profile of the cluster while its workers can still answer."""
+    def _workers_leaving(self, worker: str) -> None:
+        """Workers are about to leave (``"*"``: some, not yet known which; else the one
+        that said it is closing): sample them while they are here, and take the last
+        profile while they can still answer."""
         assert self.scheduler is not None
-        ws = self.scheduler.workers.get(worker)
-        if ws is not None:
-            self._buffer.append(worker_sample(ws, cluster_id=self.cluster_id, at=time()))
+        now = time()
+        leaving = self.scheduler.workers.values() if worker == "*" else ()
+        if worker != "*" and worker in self.scheduler.workers:
+            leaving = (self.scheduler.workers[worker],)
+        for ws in leaving:
+            self._buffer.append(worker_sample(ws, cluster_id=self.cluster_id, at=now))
         if self.settings.profile_enabled and (self._last_words is None or self._last_words.done()):
-            self._last_words = asyncio.ensure_future(self._collect_profile_guarded())
+            self._last_words = asyncio.ensure_future(
+                self._collect_profile_guarded(timeout=_LAST_PROFILE_TIMEOUT)
+            )
 
     # -- periodic work -------------------------------------------------------------------
 
@@ -441,23 +479,30 @@ class DaskscopePlugin(SchedulerPlugin):
     async def _sample_workers_async(self) -> None:
         self._sample_workers()
 
-    async def _collect_profile_guarded(self) -> None:
+    async def _collect_profile_guarded(self, timeout: float) -> None:
         try:
-            await self._collect_profile()
+            await self._collect_profile(timeout)
         except Exception as exc:
             self._hook_failed("profile", exc)
 
-    async def _collect_profile(self) -> None:
+    async def _collect_profile(self, timeout: float = _PROFILE_TIMEOUT) -> None:
+        """The workers' merged profile since the last window. Each worker is asked on its
+        own, with a timeout: a worker on its way out must not hold the others back."""
         assert self.scheduler is not None
         start, stop = self._profile_from, time()
-        if not self.scheduler.workers or stop - start < 0.05:
+        workers = list(self.scheduler.workers)
+        if not workers or stop - start < 0.05:
             return
-        tree = await asyncio.wait_for(
-            self.scheduler.get_profile(start=start, stop=stop), timeout=10
-        )
-        if start != self._profile_from:
-            return  # another collection took this window meanwhile
-        self._profile_from = stop
+        self._profile_from = stop  # the next window starts here, whatever comes back
+
+        async def one(address: str) -> Any:
+            return await asyncio.wait_for(
+                self.scheduler.rpc(address).profile(start=start, stop=stop), timeout
+            )
+
+        answers = await asyncio.gather(*map(one, workers), return_exceptions=True)
+        trees = [t for t in answers if isinstance(t, dict)]
+        tree = distributed.profile.merge(*trees) if trees else None
         if tree and tree.get("count"):
             self._buffer.append(
                 ProfileRecord(
