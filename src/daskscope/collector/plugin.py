@@ -60,8 +60,8 @@ logger = logging.getLogger("daskscope")
 #: Log the first few failures of each hook in full, then only count them.
 _LOGGED_FAILURES_PER_HOOK = 3
 #: Changed task groups turned into records per slice of a flush; the event loop is
-#: given back between slices (about 1 to 2 ms each).
-_GROUPS_PER_SLICE = 500
+#: given back between slices (a few milliseconds each).
+_GROUPS_PER_SLICE = 200
 #: A finished span's fine metrics still arrive with the workers' next heartbeats: keep
 #: comparing them for this long after it finished.
 _SPAN_SETTLE_SECONDS = 30.0
@@ -587,10 +587,7 @@ class DaskscopePlugin(SchedulerPlugin):
             self._write_failed(exc, [r for r in records if self._is_append_only(r)])
             return 0
         tracker.drop(finished)
-        for track in done_computations:
-            if not track.uses:  # nothing of it is alive any more
-                tracker.computations.pop(track.computation, None)
-            track.touched.clear()
+        tracker.computations_written(done_computations)
         self._spans.update(span_tracks)
         self.records_written += len(records)
         self.last_write_error = None

@@ -56,14 +56,20 @@ class ComputationTrack:
 
     record_id: str
     computation: Computation
-    #: every group a graph of this computation touched (for "is it done?")
-    touched: set[TaskGroup] = field(default_factory=set)
+    #: groups its graphs touched that may still run tasks for it ("is it done?"):
+    #: pruned as they finish, so each is looked at about once
+    pending: set[TaskGroup] = field(default_factory=set)
     uses: set[GroupUse] = field(default_factory=set)
-    #: figures of its uses already dropped from memory
+    #: sums over its group records as last snapshotted (kept up to date by deltas, so a
+    #: computation of 40,000 groups costs no more to write than one of 4)
     executed: int = 0
     erred: int = 0
-    dropped_groups: int = 0
-    dropped_stop: float = 0.0
+    groups: int = 0
+    stop: float = 0.0
+    code_frames: int = -1
+    code: list[str] = field(default_factory=list)
+    #: its record is stored as done: it goes once its last group use does
+    done_written: bool = False
 
 
 @dataclass(eq=False, slots=True)
@@ -189,7 +195,7 @@ class WorkTracker:
                 self._adopt(tg, track)
             elif use.computation is not track:
                 self._hand_over(use, track)
-        track.touched |= seen
+        track.pending.update(tg for tg in seen if not tg.done)
 
     def _adopt(self, tg: TaskGroup, computation: ComputationTrack | None) -> GroupUse:
         # A group we do not follow is new to us (we drop a use only once its group is
@@ -288,8 +294,6 @@ class WorkTracker:
                 records.append(record)
                 if record.span_id:
                     spans.add(record.span_id)
-            if use.computation is not None:
-                self.dirty_computations.add(use.computation)
             tg = use.group
             if use.final is not None or (live_groups.get(tg.name) is not tg and tg.done):
                 finished.append(use)
@@ -298,13 +302,22 @@ class WorkTracker:
     def _count(self, use: GroupUse, record: TaskGroupRecord) -> None:
         now = Totals(record.tasks_executed, record.tasks_erred, record.nbytes_total)
         now.durations = record.durations
+        before = use.counted
         if (now.executed, now.erred, now.nbytes, now.durations) == (
-            use.counted.executed,
-            use.counted.erred,
-            use.counted.nbytes,
-            use.counted.durations,
+            before.executed,
+            before.erred,
+            before.nbytes,
+            before.durations,
         ):
             return
+        track = use.computation
+        if track is not None:
+            track.executed += now.executed - before.executed
+            track.erred += now.erred - before.erred
+            if not (before.executed or before.erred):
+                track.groups += 1  # its first task ran or failed
+            track.stop = max(track.stop, record.stopped_at or 0.0)
+            self.dirty_computations.add(track)
         prefix = self.prefix_totals.setdefault(record.prefix, Totals())
         for totals in (self.totals, prefix):
             totals.add(use.counted, -1)
@@ -318,13 +331,18 @@ class WorkTracker:
             if self.current.get(use.group) is use:
                 del self.current[use.group]
             track = use.computation
-            if track is not None and use in track.uses:
+            if track is not None:
                 track.uses.discard(use)
-                if use.ran:
-                    track.executed += use.executed
-                    track.erred += use.erred
-                    track.dropped_groups += 1
-                    track.dropped_stop = max(track.dropped_stop, _use_stop(use) or 0.0)
+                if track.done_written and not track.uses:
+                    self.computations.pop(track.computation, None)
+
+    def computations_written(self, done: Iterable[ComputationTrack]) -> None:
+        """Their records are stored as done: forget them once nothing of them is alive."""
+        for track in done:
+            track.done_written = True
+            track.pending.clear()
+            if not track.uses:
+                self.computations.pop(track.computation, None)
 
     def finish_all(self) -> None:
         """After ``client.restart()`` Dask drops every group without forgetting its
@@ -356,38 +374,34 @@ class WorkTracker:
 
     def computation_record(self, track: ComputationTrack) -> tuple[ComputationRecord, bool]:
         """The computation's record, and whether it is done (nothing of it left to run)."""
-        uses = [u for u in track.uses if u.ran]
-        executed = sum(u.executed for u in uses)
-        erred = sum(u.erred for u in uses)
-        # uses already dropped were counted into the track when they finished
-        executed += track.executed
-        erred += track.erred
         done = track is not self.newest or self._all_done(track)
-        stops = [_use_stop(u) for u in uses]
-        stop = max((s or 0.0 for s in stops), default=0.0)
-        stop = max(stop, track.dropped_stop)
         computation = track.computation
+        if len(computation.code) != track.code_frames:  # Dask adds code with each graph
+            track.code = snapshot.code_snippets(computation.code, self.max_code_chars)
+            track.code_frames = len(computation.code)
         return (
             ComputationRecord(
                 id=track.record_id,
                 cluster_id=self.cluster_id,
                 started_at=computation.start,
                 # a computation that ran nothing (its results were in memory) took no time
-                stopped_at=max(stop, computation.start) if done else None,
-                code=snapshot.code_snippets(computation.code, self.max_code_chars),
+                stopped_at=max(track.stop, computation.start) if done else None,
+                code=track.code,
                 annotations=jsonable(computation.annotations),
-                tasks_executed=executed,
-                tasks_erred=erred,
-                group_count=len(uses) + track.dropped_groups,
+                tasks_executed=track.executed,
+                tasks_erred=track.erred,
+                group_count=track.groups,
             ),
             done,
         )
 
     def _all_done(self, track: ComputationTrack) -> bool:
         current = self.current
-        for tg in track.touched:
-            if not tg.done:
-                use = current.get(tg)
-                if use is None or use.computation is track:
-                    return False
+        pending = track.pending
+        for tg in list(pending):
+            use = current.get(tg)
+            if tg.done or (use is not None and use.computation is not track):
+                pending.discard(tg)  # finished, or a newer computation runs it now
+            else:
+                return False
         return True

@@ -13,10 +13,9 @@ STEPS = {"a.root": [[0, 500], [500, 1000], [1000, 1300]], "b.root": [[0, 400], [
 def write_nanoaod(path: Path, n: int, seed: int) -> None:
     """``n`` events with run/luminosityBlock/event and a jagged Jet collection, written
     in several baskets, with NanoAOD branch naming."""
+    import awkward as ak
     import numpy as np
     import uproot
-
-    import awkward as ak
 
     rng = np.random.default_rng(seed)
     counts = rng.integers(0, 5, n)
