@@ -454,10 +454,15 @@ def test_cluster_detail(store: store_api.Store, three_clusters: list[ClusterReco
         {
             "worker": "tcp://10.0.0.6:40001", "first_sample_at": T0, "last_sample_at": T0 + 10.0,
             "peak_memory": 2 * GIB + 12_345, "samples": 3, "nthreads": 4, "memory_limit": 16 * GIB,
+            # the last sample's memory split and other metrics (none recorded here)
+            "memory": 2 * GIB + 12_345, "managed_bytes": 2 * GIB, "unmanaged_bytes": None,
+            "spilled_bytes": 0, "metrics": {},
         },
         {
             "worker": "tcp://10.0.0.7:40001", "first_sample_at": T0, "last_sample_at": T0 + 10.0,
             "peak_memory": 3 * GIB + 12_345, "samples": 3, "nthreads": 4, "memory_limit": 16 * GIB,
+            "memory": 3 * GIB + 12_345, "managed_bytes": 2 * GIB, "unmanaged_bytes": None,
+            "spilled_bytes": 0, "metrics": {},
         },
     ]  # fmt: skip
     assert [set(p) for p in detail["profiles"]] == [
