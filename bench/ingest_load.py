@@ -9,10 +9,12 @@ batches back to back for
 Then it counts what the store holds against what was acknowledged. Prints accepted
 records/s, p95 ingest and page latency, errors, lost and duplicated records, and ends
 with one line of JSON. Also how much CPU the server, PostgreSQL and this load generator
-each spent per accepted record: they share the machine.
+each spent per accepted record: they share the machine. ``--workers 1,2`` measures
+``daskscope serve --workers N`` for each N (several server processes on one port and one
+database), with the CPU of each server process.
 
     python bench/ingest_load.py [--seconds 60] [--clusters 20] [--databases sqlite,postgres]
-                                [--batch-records 501] [--no-reader]
+                                [--batch-records 501] [--no-reader] [--workers 1,2]
 """
 
 from __future__ import annotations
@@ -138,9 +140,10 @@ def batch_template(cluster: int, load: Load) -> bytes:
     return encode_batch(records)
 
 
-def start_server(database: str, port: int, log: Path) -> subprocess.Popen:
+def start_server(database: str, port: int, log: Path, workers: int = 1) -> subprocess.Popen:
     command = [sys.executable, "-m", "daskscope.cli.main", "--database", database]
     command += ["serve", "--host", "127.0.0.1", "--port", str(port), "--auth"]
+    command += ["--workers", str(workers)]
     process = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -239,6 +242,17 @@ def cpu_by_part(server_pid: int, db_pid: int | None) -> dict[str, float]:
     return parts
 
 
+def cpu_by_server_process(server_pid: int) -> dict[int, float]:
+    """CPU time of each server process: with ``--workers N`` the supervisor (pid
+    ``server_pid``) and its worker processes, each on its own."""
+    process = psutil.Process(server_pid)
+    times = {server_pid: cpu_seconds(server_pid, children=False)}
+    for child in process.children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times[child.pid] = sum(child.cpu_times()[:2])
+    return times
+
+
 def p95_ms(values: list[float]) -> float | None:
     if not values:
         return None  # no pages were loaded (--no-reader)
@@ -246,17 +260,21 @@ def p95_ms(values: list[float]) -> float | None:
     return round(seconds * 1000, 1)
 
 
-def measure(database: str, label: str, load: Load, tmp: Path, db_pid: int | None) -> dict:
+def measure(
+    database: str, label: str, load: Load, tmp: Path, db_pid: int | None, workers: int = 1
+) -> dict:
     with open_store(database) as store:
         create_account(store, "default")
         add_user(store, "loadtest", account="default")
         token = create_token(store, "loadtest")
     port = free_port()
-    server = start_server(database, port, tmp / f"server-{label}.log")
+    server = start_server(database, port, tmp / f"server-{label}.log", workers)
     try:
         before = cpu_by_part(server.pid, db_pid)
+        before_each = cpu_by_server_process(server.pid)
         result = asyncio.run(run_load(f"http://127.0.0.1:{port}", token, load))
         after = cpu_by_part(server.pid, db_pid)
+        after_each = cpu_by_server_process(server.pid)
     finally:
         died = server.poll()  # the server must still be up: anything else is a failure
         server.terminate()
@@ -272,13 +290,23 @@ def measure(database: str, label: str, load: Load, tmp: Path, db_pid: int | None
         counts[t] for t in ("clusters", "task_groups", "span_metrics", "worker_samples")
     )
     pages = [v for values in result["page_latencies"].values() for v in values]
+    accepted = max(1, result["acknowledged"])
     us_per_record = {
-        part: round((after[part] - before[part]) * 1e6 / max(1, result["acknowledged"]), 1)
-        for part in before
+        part: round((after[part] - before[part]) * 1e6 / accepted, 1) for part in before
     }
+    # one figure a server process, busiest first (with workers: the supervisor is last)
+    per_process = sorted(
+        (
+            round((after_each[pid] - before_each.get(pid, 0.0)) * 1e6 / accepted, 1)
+            for pid in after_each
+        ),
+        reverse=True,
+    )
     return {
         "database": label,
+        "workers": workers,
         "cpu_us_per_record": us_per_record,
+        "server_process_us_per_record": per_process,
         "clusters": load.clusters,
         "batch_records": load.batch_records,
         "reader": load.reader,
@@ -295,6 +323,25 @@ def measure(database: str, label: str, load: Load, tmp: Path, db_pid: int | None
     }
 
 
+def measure_on(label: str, load: Load, tmp: Path, workers: int) -> dict:
+    tmp.mkdir()
+    if label == "sqlite":
+        return measure(f"sqlite:///{tmp / 'load.db'}", label, load, tmp, None, workers)
+    if label != "postgres":
+        raise SystemExit(f"unknown database {label!r}: use sqlite and/or postgres")
+    pg = PostgresServer()
+    pg.start()
+    try:
+        import psycopg
+
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{pg.port}/postgres",
+                             autocommit=True) as conn:  # fmt: skip
+            conn.execute("CREATE DATABASE load")
+        return measure(f"{pg.url}/load", label, load, tmp, pg.postmaster_pid(), workers)
+    finally:
+        pg.remove()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60)
@@ -304,7 +351,11 @@ def main() -> None:
     parser.add_argument(
         "--no-reader", action="store_true", help="no page loads (to see ingest's own costs)"
     )
+    parser.add_argument(
+        "--workers", default="1", help="server processes (serve --workers N), e.g. 1,2"
+    )
     args = parser.parse_args()
+    worker_counts = [int(n) for n in args.workers.split(",")]
     if args.batch_records < 6:
         raise SystemExit("--batch-records: at least 6 (the cluster row and one of each kind)")
     load = Load(args.clusters, args.seconds, args.batch_records, not args.no_reader)
@@ -312,27 +363,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         for label in args.databases.split(","):
-            if label == "sqlite":
-                url = f"sqlite:///{tmp / 'load.db'}"
-                results.append(measure(url, label, load, tmp, None))
-            elif label == "postgres":
-                pg = PostgresServer()
-                pg.start()
-                try:
-                    import psycopg
-
-                    with psycopg.connect(f"postgresql://postgres@127.0.0.1:{pg.port}/postgres",
-                                         autocommit=True) as conn:  # fmt: skip
-                        conn.execute("CREATE DATABASE load")
-                    url = f"{pg.url}/load"
-                    results.append(measure(url, label, load, tmp, pg.postmaster_pid()))
-                finally:
-                    pg.remove()
-            else:
-                raise SystemExit(f"unknown database {label!r}: use sqlite and/or postgres")
+            for workers in worker_counts:  # a fresh database for each
+                results.append(measure_on(label, load, tmp / f"{label}-{workers}", workers))
     for r in results:
         print(
-            f"{r['database']:>8}: {r['records_per_s']:>8,} records/s accepted over {r['seconds']} s"
+            f"{r['database']:>8} x{r['workers']}: {r['records_per_s']:>8,} records/s accepted"
+            f" over {r['seconds']} s"
             f" from {r['clusters']} clusters ({r['batch_records']} a batch)"
             f" | p95 ingest {r['p95_ingest_ms']} ms"
             + (
@@ -344,9 +380,15 @@ def main() -> None:
         )
         cpu = ", ".join(f"{part} {us}" for part, us in r["cpu_us_per_record"].items())
         print(f"          CPU µs per accepted record: {cpu}")
+        each = ", ".join(str(us) for us in r["server_process_us_per_record"])
+        print(f"          each server process: {each}")
         for error in r["first_errors"]:
             print(f"          {error}")
-    print(json.dumps({"cpu_count": os.cpu_count(), "results": results}))
+    load_average = [round(x, 2) for x in os.getloadavg()]
+    print(f"load average at the end: {load_average} on {os.cpu_count()} cores")
+    print(
+        json.dumps({"cpu_count": os.cpu_count(), "load_average": load_average, "results": results})
+    )
 
 
 if __name__ == "__main__":

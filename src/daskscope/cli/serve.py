@@ -59,8 +59,10 @@ def run_server(
     *,
     open_browser: bool = False,
     auth: bool | None = None,
+    workers: int = 1,
 ) -> None:
-    """Serve the dashboard until interrupted (Ctrl-C)."""
+    """Serve the dashboard until interrupted (Ctrl-C); ``workers`` > 1 runs that many
+    server processes on one port (uvicorn's supervisor restarts any that dies)."""
     _need_web()
     import uvicorn
 
@@ -78,9 +80,34 @@ def run_server(
     # What exists now (modules, the app, the store) lives as long as the process: keep
     # it out of the collector's full passes, which ingest's many small objects trigger.
     gc.freeze()
+    target: Any = app
+    if workers > 1:
+        target = _worker_app(database, app)
     # Keep connections open longer than collectors wait between flushes: a server that
     # closes one just as a client reuses it makes the client see a dropped request.
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_keep_alive=75)
+    uvicorn.run(
+        target,
+        factory=workers > 1,
+        workers=workers,
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_keep_alive=75,
+    )
+
+
+def _worker_app(database: str | None, app: Any) -> str:
+    """The import string of the app factory each worker process calls, with this app's
+    arguments left for it in the environment; this process only supervises."""
+    import json
+
+    from daskscope import config
+    from daskscope.web.app import WORKER_APP_ENV
+
+    arguments = {"database": config.database_url(database), "auth": app.state.auth}
+    os.environ[WORKER_APP_ENV] = json.dumps(arguments)
+    app.state.store.close()  # the schema is checked and migrated; workers open their own
+    return "daskscope.web.app:create_worker_app"
 
 
 @click.command("serve")
@@ -93,12 +120,19 @@ def run_server(
     help="Require members' tokens (default: config daskscope.auth, 'auto' = on unless "
     "--host is a loopback address).",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    default=1,
+    show_default=True,
+    help="Server processes sharing the port (docs/server.md: scaling out).",
+)
 @click.pass_obj
 def serve_command(
-    state: Any, database: str | None, host: str, port: int, auth: bool | None
+    state: Any, database: str | None, host: str, port: int, auth: bool | None, workers: int
 ) -> None:
     """Serve the web dashboard: account and cluster analytics, reports, runs."""
-    run_server(database or state.database, host, port, auth=auth)
+    run_server(database or state.database, host, port, auth=auth, workers=workers)
 
 
 @click.command("upload-report")

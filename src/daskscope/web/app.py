@@ -15,7 +15,7 @@ from daskscope.web.auth import authenticate
 from daskscope.web.auth import pages as login_pages
 from daskscope.web.routes import account, assets, clusters, ingest, reports, runs
 
-__all__ = ["create_app"]
+__all__ = ["WORKER_APP_ENV", "create_app", "create_worker_app"]
 
 API_PREFIX = "/api/v1"
 
@@ -43,4 +43,24 @@ def create_app(database: str | Store | None = None, *, auth: bool = False) -> Fa
     for module in (assets, account, clusters, runs, reports, ingest):
         app.include_router(module.pages)
         app.include_router(module.api, prefix=API_PREFIX)
+    return app
+
+
+#: What ``daskscope serve --workers N`` hands its worker processes: the arguments of
+#: :func:`create_app` as JSON (the database URL and keyword options).
+WORKER_APP_ENV = "DASKSCOPE_SERVE_APP"
+
+
+def create_worker_app() -> FastAPI:
+    """uvicorn's app factory for ``serve --workers N``: each worker process builds its
+    own app, with its own connection pool, from the arguments its parent left in the
+    environment (:data:`WORKER_APP_ENV`)."""
+    import gc
+    import json
+    import os
+
+    arguments = json.loads(os.environ[WORKER_APP_ENV])
+    app = create_app(arguments.pop("database"), **arguments)
+    # As in a single-process serve: what exists now lives as long as the process.
+    gc.freeze()
     return app
