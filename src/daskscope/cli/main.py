@@ -17,6 +17,7 @@ from rich.console import Console
 
 from daskscope.cli.identity import account_group, token_group, user_group
 from daskscope.cli.runs import run_command, runs_command
+from daskscope.cli.spool import spool_group
 from daskscope.store import StoreError
 
 __all__ = ["cli", "main"]
@@ -237,6 +238,7 @@ cli.add_command(account_group)
 cli.add_command(user_group)
 cli.add_command(token_group)
 cli.add_command(upload_report_command)
+cli.add_command(spool_group)
 
 
 for _command in (runs_command, run_command):  # workflow runs (cli/runs.py)
