@@ -283,3 +283,16 @@ TABLE_FOR: dict[type, sa.Table] = {
 }
 
 TABLES: dict[str, sa.Table] = {t.name: t for t in TABLE_FOR.values()}
+
+# Browser logins: only the SHA-256 of a session id is kept. A session ends at its
+# expiry, at logout, or when the token that opened it is revoked (looked up each time).
+sessions = sa.Table(
+    "sessions",
+    metadata,
+    sa.Column("id_hash", sa.String, primary_key=True),
+    sa.Column("token_id", sa.String, nullable=False),
+    sa.Column("created_at", Time, nullable=False),
+    sa.Column("expires_at", Time, nullable=False),
+    sa.Index("ix_sessions_token_id", "token_id"),
+    sa.Index("ix_sessions_expires_at", "expires_at"),
+)

@@ -2,36 +2,50 @@
 
 With authentication off (the embedded single-user mode on loopback) every request sees
 everything. With it on, every page and API route needs a token — ``Authorization:
-Bearer <token>`` from programs, or the ``daskscope_token`` cookie that ``/login`` sets
-for browsers — except the login page itself, static assets and the OpenAPI document.
-A member sees their own account's clusters; an admin also sees every member's usage.
+Bearer <token>`` from programs — or, for browsers, a session opened at ``/login``
+(cookie ``daskscope_session``: a random id, kept hashed on the server, ended at logout,
+at expiry or when its token is revoked), except the login page itself, static assets
+and the OpenAPI document. A member sees their own account's clusters; an admin also
+sees every member's usage.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from dask.utils import parse_timedelta
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from fastapi import APIRouter, Form, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
-
+from daskscope import config
 from daskscope.store.identity import Identity, identity_for_token
+from daskscope.store.sessions import end_session, identity_for_session, open_session
 from daskscope.web.errors import Unauthorized
+from daskscope.web.ratelimit import RateLimiter
 from daskscope.web.render import page, render_page
+from daskscope.web.security import CSRF_FIELD, CrossSite, check_csrf, cookie_secure
 
 __all__ = ["COOKIE", "authenticate", "pages", "viewer_of"]
 
-COOKIE = "daskscope_token"
+COOKIE = "daskscope_session"
 PUBLIC_PREFIXES = ("/login", "/logout", "/static/", "/assets/", "/openapi.json", "/api/docs")
 
 pages = APIRouter(include_in_schema=False)
 
 
-def _token(request: Request) -> str | None:
+def _bearer(request: Request) -> str | None:
     header = request.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
     if scheme.lower() == "bearer" and value.strip():
         return value.strip()
-    return request.cookies.get(COOKIE) or None
+    return None
+
+
+def _identity(request: Request) -> Identity | None:
+    store = request.app.state.store
+    token = _bearer(request)
+    if token:
+        return identity_for_token(store, token)
+    session = request.cookies.get(COOKIE)
+    return identity_for_session(store, session) if session else None
 
 
 def authenticate(request: Request) -> None:
@@ -39,8 +53,7 @@ def authenticate(request: Request) -> None:
     request.state.viewer = None
     if not request.app.state.auth or request.url.path.startswith(PUBLIC_PREFIXES):
         return
-    token = _token(request)
-    viewer = identity_for_token(request.app.state.store, token) if token else None
+    viewer = _identity(request)
     if viewer is None:
         raise Unauthorized(
             "this daskscope server needs a token: log in, or send "
@@ -54,43 +67,73 @@ def viewer_of(request: Request) -> Identity | None:
     return getattr(request.state, "viewer", None)
 
 
+def _login_page(request: Request, next: str, message: str | None, status: int) -> HTMLResponse:
+    html = render_page(
+        request, "login.html", title="Log in", next=_safe_next(next), message=message
+    )
+    return HTMLResponse(html, status_code=status)
+
+
 @pages.get("/login", response_class=HTMLResponse)
 def login_page(request: Request, next: str = "/") -> HTMLResponse:
     return page(request, "login.html", title="Log in", next=_safe_next(next), message=None)
 
 
+def _limiter(request: Request) -> RateLimiter:
+    state = request.app.state
+    if getattr(state, "login_limiter", None) is None:
+        state.login_limiter = RateLimiter(int(config.get("login-attempts-per-minute", 10)))
+    return state.login_limiter
+
+
 @pages.post("/login", response_model=None)
-def login(
-    request: Request, token: Annotated[str, Form()], next: Annotated[str, Form()] = "/"
-) -> HTMLResponse | RedirectResponse:
-    if identity_for_token(request.app.state.store, token.strip()) is None:
-        html = render_page(
-            request,
-            "login.html",
-            title="Log in",
-            next=_safe_next(next),
-            message="That token is unknown or revoked.",
+async def login(request: Request) -> Response:
+    # Counted before the body is read: guessing costs the guesser, not the server.
+    client = request.client.host if request.client else "unknown"
+    wait = _limiter(request).attempt(client)
+    if wait:
+        response = _login_page(
+            request, "/", f"Too many login attempts; try again in {wait} s.", 429
         )
-        return HTMLResponse(html, status_code=401)
-    response = RedirectResponse(_safe_next(next), status_code=303)
+        response.headers["Retry-After"] = str(wait)
+        return response
+    form = await request.form(max_files=0, max_fields=3)
+    next_, token = form.get("next", "/"), form.get("token", "")
+    next_ = next_ if isinstance(next_, str) else "/"
+    try:
+        check_csrf(request, form.get(CSRF_FIELD))
+    except CrossSite as exc:
+        return _login_page(request, next_, exc.message, 403)
+    lifetime = float(parse_timedelta(config.get("session-lifetime", "12h")))
+    token = token.strip() if isinstance(token, str) else ""
+    session = open_session(request.app.state.store, token, lifetime) if token else None
+    if session is None:
+        return _login_page(request, next_, "That token is unknown or revoked.", 401)
+    response = RedirectResponse(_safe_next(next_), status_code=303)
     response.set_cookie(
         COOKIE,
-        token.strip(),
+        session,
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
-        max_age=30 * 86400,
+        secure=cookie_secure() or request.url.scheme == "https",
+        max_age=int(lifetime),
     )
     return response
 
 
 @pages.post("/logout")
-def logout() -> RedirectResponse:
+async def logout(request: Request) -> RedirectResponse:
+    form = await request.form(max_files=0, max_fields=2)
+    check_csrf(request, form.get(CSRF_FIELD))
+    session = request.cookies.get(COOKIE)
+    if session:
+        end_session(request.app.state.store, session)
     response = RedirectResponse("/login", status_code=303)
-    response.delete_cookie(COOKIE)
+    response.delete_cookie(COOKIE, httponly=True, samesite="strict", secure=cookie_secure())
     return response
 
 
 def _safe_next(target: str) -> str:
     # Only paths on this server: never an open redirect to another site
-    return target if target.startswith("/") and not target.startswith("//") else "/"
+    # ("/\\host" is "//host" to browsers)
+    return target if target.startswith("/") and target[1:2] not in ("/", "\\") else "/"

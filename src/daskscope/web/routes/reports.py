@@ -1,10 +1,12 @@
 """Uploaded Dask performance reports (``/reports``).
 
 A report is third-party HTML with scripts. It is only ever served from
-``/reports/{id}/raw`` with a ``Content-Security-Policy: sandbox allow-scripts`` header,
-so even opened directly it runs in an opaque origin: it cannot read the dashboard's
-cookies, storage or DOM, and the report page embeds it in an ``<iframe sandbox>``
-without ``allow-same-origin`` as a second fence.
+``/reports/{id}/raw`` with a ``Content-Security-Policy: sandbox allow-scripts`` header
+(no ``allow-same-origin``, no ``allow-top-navigation``), so it runs in an opaque origin:
+it cannot read the dashboard's cookies, storage or DOM, nor send to its API. The report
+page embeds it in an ``<iframe sandbox>`` as a second fence; a browser opening the raw
+URL as a tab of its own is sent to that page, since a sandboxed top-level page could
+still navigate its own tab.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from daskscope.store.reports import (
 from daskscope.web.errors import BadRequest, HTTPError, NotFound, PayloadTooLarge
 from daskscope.web.render import page
 from daskscope.web.routes.common import account_scope, store_of, visible_cluster_id
+from daskscope.web.security import CSRF_FIELD, check_csrf
 
 __all__ = ["REPORT_CSP", "api", "pages"]
 
@@ -49,7 +52,9 @@ class LengthRequired(HTTPError):
     title = "Length required"
 
 
-async def _receive_upload(request: Request, store: Store) -> dict[str, Any]:
+async def _receive_upload(
+    request: Request, store: Store, *, form_page: bool = False
+) -> dict[str, Any]:
     limit = max_report_bytes()
     length = request.headers.get("content-length")
     if length is None:
@@ -59,6 +64,8 @@ async def _receive_upload(request: Request, store: Store) -> dict[str, Any]:
     if int(length) > limit + _ENVELOPE:
         raise PayloadTooLarge(f"the upload has {length} bytes; reports may have {limit}")
     form = await request.form(max_files=1, max_fields=5)
+    if form_page:  # the page's form, sent with the session cookies: CSRF-checked
+        check_csrf(request, form.get(CSRF_FIELD))
     upload = form.get("file")
     if upload is None or isinstance(upload, str):
         raise BadRequest("send the report as the multipart form field 'file'")
@@ -102,7 +109,7 @@ def reports_page(request: Request) -> HTMLResponse:
 
 @pages.post("/reports")
 async def upload_from_page(request: Request) -> RedirectResponse:
-    info = await _receive_upload(request, store_of(request))
+    info = await _receive_upload(request, store_of(request), form_page=True)
     return RedirectResponse(f"/reports/{info['id']}", status_code=303)
 
 
@@ -117,12 +124,17 @@ def report_raw(request: Request, report_id: str) -> Response:
     content = read_report(store_of(request), report_id, account=account_scope(request))
     if content is None:
         raise NotFound(f"no performance report with id {report_id!r}")
+    if request.headers.get("sec-fetch-dest") == "document":
+        # Opened as the tab itself, a sandboxed page may still navigate that tab: show
+        # it inside the viewer's iframe instead, which may not.
+        return RedirectResponse(f"/reports/{report_id}", status_code=303)
     return Response(
         content,
         media_type="text/html; charset=utf-8",
         headers={
             "Content-Security-Policy": REPORT_CSP,
             "X-Content-Type-Options": "nosniff",
+            "X-Frame-Options": "SAMEORIGIN",  # the viewer page frames it
             "Referrer-Policy": "no-referrer",
             "Cross-Origin-Resource-Policy": "same-origin",
             "Cache-Control": "no-store",

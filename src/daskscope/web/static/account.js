@@ -77,9 +77,9 @@
     const metric = metricSelect.value;
     const weeks = data.usage.weeks.map((w) => new Date(w * 1000).toISOString().slice(0, 10));
     const traces = data.usage.members.map((m) => ({
-      type: "bar", name: m.user, x: weeks, y: m[metric],
-      customdata: data.usage.weeks.map((w, i) => [w, m.clusters[i]]),
-      hovertemplate: `<b>${m.user}</b><br>week of %{x}<br>%{y:.2f} ${metric.replace("_", " ")}<br>%{customdata[1]} clusters<extra></extra>`,
+      type: "bar", name: ds.text(m.user), x: weeks, y: m[metric], meta: m.user,
+      customdata: data.usage.weeks.map((w, i) => [w, m.clusters[i], ds.text(m.user)]),
+      hovertemplate: `<b>%{customdata[2]}</b><br>week of %{x}<br>%{y:.2f} ${metric.replace("_", " ")}<br>%{customdata[1]} clusters<extra></extra>`,
     }));
     Plotly.react(chart, traces, ds.layout({
       barmode: "stack", xaxis: { type: "category", title: "week (Monday, UTC)" },
@@ -97,7 +97,7 @@
       const p = ev.points[0];
       if (!p || !(p.y > 0) || Date.now() < ignoreUntil) return;
       clearTimeout(pending);
-      pending = setTimeout(() => loadListing(p.data.name, p.customdata[0]), 350);
+      pending = setTimeout(() => loadListing(p.data.meta, p.customdata[0]), 350);
     });
     chart.on("plotly_doubleclick", () => {
       clearTimeout(pending);

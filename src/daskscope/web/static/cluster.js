@@ -24,7 +24,7 @@
     names.forEach((w, i) => {
       const s = body.workers[w];
       const t = s.t.map((x) => new Date(x * 1000));
-      const short = w.replace(/^[a-z]+:\/\//, "");
+      const short = ds.text(w.replace(/^[a-z]+:\/\//, ""));
       const common = { type: "scatter", mode: "lines", x: t, legendgroup: w, line: { width: 1.5 } };
       traces.push({ ...common, name: short, y: s.cpu_percent, yaxis: "y2" });
       traces.push({ ...common, name: short, y: s.tasks, yaxis: "y3", showlegend: false, line: { shape: "hv", width: 1.5 } });
@@ -55,8 +55,8 @@
     if (!div) return;
     const p = [...data.task_prefixes].reverse();
     Plotly.newPlot(div, [
-      { type: "bar", orientation: "h", name: "tasks", y: p.map((r) => r.name), x: p.map((r) => r.tasks_executed), xaxis: "x" },
-      { type: "bar", orientation: "h", name: "seconds", y: p.map((r) => r.name), x: p.map((r) => r.duration_s), xaxis: "x2" },
+      { type: "bar", orientation: "h", name: "tasks", y: p.map((r) => ds.text(r.name)), x: p.map((r) => r.tasks_executed), xaxis: "x" },
+      { type: "bar", orientation: "h", name: "seconds", y: p.map((r) => ds.text(r.name)), x: p.map((r) => r.duration_s), xaxis: "x2" },
     ], ds.layout({
       xaxis: { domain: [0, 0.47], title: "tasks executed" }, xaxis2: { domain: [0.53, 1], title: "task seconds" },
       yaxis: { automargin: true }, showlegend: false, height: Math.max(240, 22 * p.length + 80),
@@ -93,15 +93,15 @@
     const nodes = {
       type: "scatter", mode: showLabels ? "markers+text" : "markers", name: "task groups",
       x: g.nodes.map((n) => n.x), y: g.nodes.map((n) => n.y),
-      text: g.nodes.map((n) => n.prefix), textposition: "bottom center", textfont: { size: 10 },
+      text: g.nodes.map((n) => ds.text(n.prefix)), textposition: "bottom center", textfont: { size: 10 },
       marker: {
         size: g.nodes.map((n) => n.size), color: g.nodes.map((n) => n.colour), opacity: 1,
         line: { color: g.nodes.map((n) => (n.failed ? "#d50000" : "#444")), width: g.nodes.map((n) => (n.failed ? 4 : 1)) },
       },
       hovertext: g.nodes.map((n) => [
-        `<b>${n.name}</b>`, `tasks: ${n.tasks_executed} of ${n.tasks_total} done, ${n.tasks_erred} failed`,
+        `<b>${ds.text(n.name)}</b>`, `tasks: ${n.tasks_executed} of ${n.tasks_total} done, ${n.tasks_erred} failed`,
         `memory: ${ds.bytes(n.nbytes_total)}`, `time: ${ds.duration(n.duration_s)}`,
-        ...Object.entries(n.durations).map(([k, v]) => `  ${k}: ${ds.duration(v)}`),
+        ...Object.entries(n.durations).map(([k, v]) => `  ${ds.text(k)}: ${ds.duration(v)}`),
       ].join("<br>")),
       hoverinfo: "text",
     };
@@ -152,10 +152,10 @@
     document.getElementById("profile-summary").textContent =
       `${body.samples} samples · ${body.seconds.toFixed(2)} s over ${body.windows} profile windows`;
     const trace = {
-      type: "icicle", ids: body.ids, labels: body.labels, parents: body.parents, values: body.values,
+      type: "icicle", ids: body.ids, labels: body.labels.map(ds.text), parents: body.parents, values: body.values,
       branchvalues: "total", level: "", maxdepth: -1, sort: false,
       tiling: { orientation: "v", flip: "y" }, pathbar: { visible: true },
-      customdata: body.ids.map((_, i) => [body.self_s[i], body.total_s[i], body.where[i]]),
+      customdata: body.ids.map((_, i) => [body.self_s[i], body.total_s[i], ds.text(body.where[i])]),
       hovertemplate: "<b>%{label}</b><br>total %{customdata[1]:.3f} s<br>self %{customdata[0]:.3f} s<br>%{customdata[2]}<extra></extra>",
     };
     await Plotly.newPlot(flame, [trace], ds.layout({ margin: { l: 5, r: 5, t: 30, b: 5 } }), ds.config);

@@ -12,6 +12,10 @@ const ds = (() => {
         font: { size: 12 }, legend: { orientation: "h", y: -0.15 } },
       extra || {}),
     config: { displaylogo: false, responsive: true },
+    // Text for plotly, which reads strings as its own markup (<a href>, <b>, <br>,
+    // <span style>...) in names, labels, axes and hover: what a cluster sends must
+    // show as typed, so every such string goes through here first.
+    text: (value) => String(value ?? "").replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;"),
     bytes(n) {
       if (n === null || n === undefined) return "–";
       let i = 0; let v = Number(n);

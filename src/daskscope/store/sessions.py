@@ -1,0 +1,76 @@
+"""Browser login sessions: opened with a member's token, ended at logout, at expiry, or
+when that token is revoked.
+
+The browser holds a random session id, never the token; the store keeps only the id's
+SHA-256 (256 random bits: nothing to guess, so a fast hash is enough), so a leaked
+database opens no session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+
+import sqlalchemy as sa
+
+from daskscope.store.engine import Store
+from daskscope.store.identity import Identity, tokens, users
+from daskscope.store.schema import sessions
+
+__all__ = ["end_session", "identity_for_session", "open_session"]
+
+
+def _hash(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def open_session(store: Store, token: str, lifetime_s: float) -> str | None:
+    """A new session id for an active ``token`` (None if it is unknown or revoked)."""
+    now = time.time()
+    with store.engine.begin() as conn:
+        token_id = conn.execute(
+            sa.select(tokens.c.id).where(
+                tokens.c.token_hash == _hash(token), tokens.c.revoked_at.is_(None)
+            )
+        ).scalar()
+        if token_id is None:
+            return None
+        conn.execute(sessions.delete().where(sessions.c.expires_at <= now))  # keep it small
+        session_id = secrets.token_urlsafe(32)
+        conn.execute(
+            sessions.insert().values(
+                id_hash=_hash(session_id),
+                token_id=token_id,
+                created_at=now,
+                expires_at=now + lifetime_s,
+            )
+        )
+    return session_id
+
+
+def identity_for_session(store: Store, session_id: str) -> Identity | None:
+    """Who a live session belongs to; None once it expired, ended or lost its token."""
+    query = (
+        sa.select(users.c.name, users.c.account, users.c.is_admin)
+        .select_from(
+            sessions.join(tokens, tokens.c.id == sessions.c.token_id).join(
+                users, users.c.name == tokens.c.user
+            )
+        )
+        .where(
+            sessions.c.id_hash == _hash(session_id),
+            sessions.c.expires_at > time.time(),
+            tokens.c.revoked_at.is_(None),
+        )
+    )
+    with store.engine.connect() as conn:
+        row = conn.execute(query).first()
+    return (
+        Identity(user=row.name, account=row.account, is_admin=bool(row.is_admin)) if row else None
+    )
+
+
+def end_session(store: Store, session_id: str) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(sessions.delete().where(sessions.c.id_hash == _hash(session_id)))
