@@ -68,7 +68,7 @@ def run_server(
 
     from daskscope.web import create_app
 
-    app = create_app(database, auth=auth_wanted(auth, host))
+    app = create_app(database, auth=auth_wanted(auth, host), hosts=(host,))
     shown = "localhost" if host in ("127.0.0.1", "::1") else host
     url = f"http://{shown}:{port}/"
     mode = "tokens required" if app.state.auth else "no authentication"
@@ -104,7 +104,11 @@ def _worker_app(database: str | None, app: Any) -> str:
     from daskscope import config
     from daskscope.web.app import WORKER_APP_ENV
 
-    arguments = {"database": config.database_url(database), "auth": app.state.auth}
+    arguments = {
+        "database": config.database_url(database),
+        "auth": app.state.auth,
+        "hosts": list(app.state.bound_hosts),  # for the Host check
+    }
     os.environ[WORKER_APP_ENV] = json.dumps(arguments)
     app.state.store.close()  # the schema is checked and migrated; workers open their own
     return "daskscope.web.app:create_worker_app"

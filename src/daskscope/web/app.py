@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from pathlib import Path
 
 from fastapi import Depends, FastAPI
@@ -14,16 +15,20 @@ from daskscope.web import errors
 from daskscope.web.auth import authenticate
 from daskscope.web.auth import pages as login_pages
 from daskscope.web.routes import account, assets, clusters, ingest, reports, runs
+from daskscope.web.security import SecurityMiddleware, allowed_hosts
 
 __all__ = ["WORKER_APP_ENV", "create_app", "create_worker_app"]
 
 API_PREFIX = "/api/v1"
 
 
-def create_app(database: str | Store | None = None, *, auth: bool = False) -> FastAPI:
+def create_app(
+    database: str | Store | None = None, *, auth: bool = False, hosts: Iterable[str] = ()
+) -> FastAPI:
     """An app serving the store at ``database`` (a URL, an open Store, or the
     configured default). The store is opened (and migrated) here, once. With ``auth``
-    every route but the login page and static files needs a member's token."""
+    every route but the login page and static files needs a member's token. ``hosts``:
+    the host it listens on, accepted in Host headers besides the loopback names."""
     store = database if isinstance(database, Store) else open_store(database)
     app = FastAPI(
         title="daskscope",
@@ -35,6 +40,7 @@ def create_app(database: str | Store | None = None, *, auth: bool = False) -> Fa
     )
     app.state.store = store
     app.state.auth = auth
+    app.state.bound_hosts = tuple(hosts)
     app.state.ingest_slots = asyncio.Semaphore(max(1, int(config.get("ingest.concurrency"))))
     errors.install(app)
     static = Path(__file__).with_name("static")
@@ -43,6 +49,8 @@ def create_app(database: str | Store | None = None, *, auth: bool = False) -> Fa
     for module in (assets, account, clusters, runs, reports, ingest):
         app.include_router(module.pages)
         app.include_router(module.api, prefix=API_PREFIX)
+    # Outermost: Host, Origin, content type and CSRF checks before anything else runs
+    app.add_middleware(SecurityMiddleware, hosts=allowed_hosts(hosts))
     return app
 
 
