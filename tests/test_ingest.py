@@ -54,7 +54,8 @@ def post(app: Any, body: bytes, headers: dict[str, str] | None = None) -> httpx.
     async def call() -> httpx.Response:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-            return await client.post("/api/v1/ingest", content=body, headers=headers or {})
+            sent = {"content-type": "application/json", **(headers or {})}
+            return await client.post("/api/v1/ingest", content=body, headers=sent)
 
     return asyncio.run(call())
 
@@ -84,6 +85,23 @@ def _document(**changes: Any) -> bytes:
     return json.dumps(document).encode()
 
 
+def _profile(tree: Any) -> bytes:
+    profile = {"id": "p", "cluster_id": "c", "started_at": 1.8e9, "stopped_at": 1.8e9 + 1,
+               "samples": 1, "tree": tree}  # fmt: skip
+    return json.dumps({"version": 1, "records": [{"kind": "profile", "data": profile}]}).encode()
+
+
+def _nested(depth: int) -> bytes:
+    """A profile whose tree is ``depth`` objects deep, past what the parser recurses."""
+    return _profile("TREE").replace(b'"TREE"', ('{"a": ' * depth + "1" + "}" * depth).encode())
+
+
+def _deep_profile(depth: int) -> bytes:
+    # Spelled as text: json.dumps itself recurses once per level
+    tree = '{"count": 1, "children": {"f": ' * depth + '{"count": 1}' + "}}" * depth
+    return _profile("TREE").replace(b'"TREE"', tree.encode())
+
+
 MALFORMED = [
     ("not json", b"{records: oops", 400, "not JSON"),
     ("not an object", b"[1, 2]", 422, "body"),
@@ -94,7 +112,17 @@ MALFORMED = [
     ("out of range", _document(records__1__data__nbytes_total=-5), 422, "nbytes_total"),
     ("not a time", _document(records__0__data__started_at=1e30), 422, "started_at"),
     ("missing field", _document(records__0__data__name=None), 422, "records[0].data.name"),
-]
+    # issue 10, point 7: what used to answer 5xx, or stored what broke the pages later
+    ("nested past the parser", _nested(5000), 400, "nested too deeply"),
+    ("integer past 2^63", _document(records__0__data__tasks_executed=2**63), 422, "tasks_executed"),
+    ("id past an index", _document(records__1__data__id="x" * 5000), 422, "records[1].data.id"),
+    ("float a sum cannot hold", _document(records__0__data__durations={"compute": 1.7e308}), 422,
+     "records[0].data.durations"),
+    ("profile count not a number", _profile({"count": "x"}), 422, "records[0].data.tree"),
+    ("profile children not nodes", _profile({"count": 1, "children": [1, 2]}), 422, "children"),
+    ("profile node not an object", _profile({"count": 1, "children": {"a": 3}}), 422, "depth 1"),
+    ("profile deeper than a stack", _deep_profile(300), 422, "records[0].data.tree"),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -107,7 +135,8 @@ def test_malformed_batches_are_refused_whole(
     assert response.status_code == status, response.text
     error = response.json()["error"]
     assert names in error["message"]
-    assert table_counts(app.state.store)["task_groups"] == 0  # nothing partial
+    counts = table_counts(app.state.store)
+    assert counts["task_groups"] == counts["profiles"] == 0  # nothing partial
 
 
 def test_oversized_batches_get_413(app: Any) -> None:

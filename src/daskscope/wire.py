@@ -99,18 +99,39 @@ _MAX_EPOCH = 2**33
 _NON_NEGATIVE_SUFFIXES = ("_at", "_s", "_seconds", "_bytes", "nbytes_total", "_peak", "samples")
 _NON_NEGATIVE_PREFIXES = ("tasks_", "group_count", "workers_", "threads_", "memory_limit")
 _MAX_TEXT = 10_000_000
+#: Fields the store indexes (ids, owners): a PostgreSQL btree entry holds about 2,700
+#: bytes, so longer text would fail the insert instead of being refused here
+_INDEXED = ("id", "account", "user")
+_MAX_INDEXED_TEXT = 512
+#: Integers a BIGINT column holds
+_MAX_INT = 2**63 - 1
+#: No measured quantity comes near this (a million cores for a million years is 3e19
+#: core seconds), and sums of many such values stay far from float overflow
+_MAX_FLOAT = 1e30
 
 
 def _constrained(name: str, kind: Any) -> Any:
     """``kind`` with the wire's rules for a field called ``name``: no negative counts,
-    sizes or durations, epoch-second times, bounded text."""
+    sizes or durations, epoch-second times, numbers a database column and a sum hold,
+    bounded text (short where the store indexes it)."""
     rules: dict[str, Any] = {}
     if name.endswith(_NON_NEGATIVE_SUFFIXES) or name.startswith(_NON_NEGATIVE_PREFIXES):
         rules["ge"] = 0
     if name.endswith("_at"):
         rules["le"] = _MAX_EPOCH
+    elif kind in (int, int | None):
+        rules["le"] = _MAX_INT
+        rules.setdefault("ge", -_MAX_INT)
+    elif kind in (float, float | None):
+        rules["le"] = _MAX_FLOAT
+        rules.setdefault("ge", -_MAX_FLOAT)
     if kind in (str, str | None):
-        rules["max_length"] = _MAX_TEXT
+        indexed = name in _INDEXED or name.endswith("_id")
+        rules["max_length"] = _MAX_INDEXED_TEXT if indexed else _MAX_TEXT
+    if kind == dict[str, float]:
+        return dict[str, Annotated[float, msgspec.Meta(ge=-_MAX_FLOAT, le=_MAX_FLOAT)]]
+    if kind == dict[str, int]:
+        return dict[str, Annotated[int, msgspec.Meta(ge=-_MAX_INT, le=_MAX_INT)]]
     if not rules:
         return kind
     if kind in (str, int, float):
@@ -206,6 +227,10 @@ def decode_rows_json(body: bytes, *, max_records: int = 100_000) -> list[tuple[s
         batch = _decoding.decoder(max_records).decode(body)
     except msgspec.ValidationError as exc:
         raise _wire_error(str(exc), max_records) from None
+    except RecursionError:
+        raise NotJSON(
+            "body", "is nested too deeply to read; send plain records (docs/server.md)"
+        ) from None
     except msgspec.DecodeError as exc:
         if _LONE_SURROGATE_ESCAPE.search(body):
             raise NotJSON(
@@ -216,7 +241,38 @@ def decode_rows_json(body: bytes, *, max_records: int = 100_000) -> list[tuple[s
             ) from None
         raise NotJSON("body", f"is not JSON: {exc}") from None
     as_dict, kinds = msgspec.structs.asdict, _decoding.kinds
-    return [(kinds[type(item)], as_dict(item.data)) for item in batch.records]
+    rows = [(kinds[type(item)], as_dict(item.data)) for item in batch.records]
+    for index, (kind, row) in enumerate(rows):
+        if kind == "profile":
+            _check_profile_tree(row["tree"], f"records[{index}].data.tree")
+    return rows
+
+
+#: Deeper than real stacks (Python stops at 1000 frames, and each frame is two JSON
+#: levels); the pages walk profile trees recursively
+MAX_PROFILE_DEPTH = 256
+
+
+def _check_profile_tree(tree: Any, field: str) -> None:
+    """A profile tree is ``{count, description, children: {identifier: node}}`` (Dask's
+    shape); anything else would be stored and then break every page that draws it."""
+    pending: list[tuple[Any, int]] = [(tree, 0)]
+    while pending:
+        node, depth = pending.pop()
+        where = f"{field} (a node at depth {depth})"
+        if depth > MAX_PROFILE_DEPTH:
+            raise WireError(field, f"deeper than {MAX_PROFILE_DEPTH} frames; prune the tree")
+        if not isinstance(node, dict):
+            raise WireError(where, "each node must be an object")
+        count = node.get("count", 0)
+        if type(count) is not int or not 0 <= count <= _MAX_INT:
+            raise WireError(where, "'count' must be a non-negative integer")
+        if not isinstance(node.get("description", {}), dict):
+            raise WireError(where, "'description' must be an object")
+        children = node.get("children", {})
+        if not isinstance(children, dict):
+            raise WireError(where, "'children' must be an object of nodes by identifier")
+        pending.extend((child, depth + 1) for child in children.values())
 
 
 def decode_batch(body: bytes, *, max_records: int = 100_000) -> list[Record]:

@@ -133,19 +133,28 @@ def span_tree(spans: Iterable[Row], span_metrics: Iterable[Row]) -> list[dict[st
     def by_time(n: Row) -> tuple[float, str]:
         return (float(n.get("enqueued_at") or 0.0), n["span_id"])
 
-    def finish(node: dict[str, Any], seen: set[str]) -> dict[MetricKey, float]:
-        seen.add(node["span_id"])
-        node["children"] = sorted(
-            (c for c in node["children"] if c["span_id"] not in seen), key=by_time
-        )
-        mine = own.get(node["span_id"], {})
-        totals = dict(mine)
-        for child in node["children"]:
-            for key, value in finish(child, seen).items():
-                totals[key] = totals.get(key, 0.0) + value
-        node["metrics"] = _metric_rows(mine)
-        node["totals"] = _metric_rows(totals)
-        return totals
+    def finish(root: dict[str, Any], seen: set[str]) -> None:
+        # Depth first without recursion: a chain of spans may be thousands deep
+        order, pending = [], [root]
+        while pending:
+            node = pending.pop()
+            seen.add(node["span_id"])
+            node["children"] = sorted(
+                (c for c in node["children"] if c["span_id"] not in seen), key=by_time
+            )
+            seen.update(c["span_id"] for c in node["children"])
+            order.append(node)
+            pending.extend(node["children"])
+        totals_of: dict[str, dict[MetricKey, float]] = {}
+        for node in reversed(order):  # children before their parents
+            mine = own.get(node["span_id"], {})
+            totals = dict(mine)
+            for child in node["children"]:
+                for key, value in totals_of[child["span_id"]].items():
+                    totals[key] = totals.get(key, 0.0) + value
+            totals_of[node["span_id"]] = totals
+            node["metrics"] = _metric_rows(mine)
+            node["totals"] = _metric_rows(totals)
 
     seen: set[str] = set()
     roots.sort(key=by_time)

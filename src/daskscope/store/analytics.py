@@ -67,19 +67,33 @@ def _range(query: sa.Select, since: float | None, until: float | None) -> sa.Sel
     return query
 
 
+#: Largest term of a sum: a row written before the wire refused such values (or
+#: straight to the store) must not make a sum overflow for the whole account
+#: (PostgreSQL raises, SQLite returns inf, which JSON cannot carry)
+_TERM_CAP = 1e30
+
+
+def _capped(value: Any) -> ColumnElement:
+    return sa.case((value > _TERM_CAP, _TERM_CAP), (value < -_TERM_CAP, -_TERM_CAP), else_=value)
+
+
+def _sum(value: Any, *, integer: bool = False) -> ColumnElement:
+    # Integers are summed as floats: SQLite raises on a 64-bit integer overflow
+    term = sa.cast(value, sa.Double) if integer else value
+    return sa.func.coalesce(sa.func.sum(_capped(term)), 0.0)
+
+
 def _sums() -> list[Any]:
     c = s.clusters.c
     return [
         sa.func.count().label("clusters"),
-        sa.func.coalesce(sa.func.sum(_end(c) - c.started_at), 0.0).label("cluster_seconds"),
-        sa.func.coalesce(sa.func.sum(c.core_seconds), 0.0).label("core_seconds"),
-        sa.func.coalesce(sa.func.sum(c.compute_seconds), 0.0).label("compute_seconds"),
-        sa.func.coalesce(sa.func.sum(c.memory_limit_byte_seconds), 0.0).label(
-            "memory_limit_byte_seconds"
-        ),
-        sa.func.coalesce(sa.func.sum(c.bytes_processed), 0).label("bytes_processed"),
-        sa.func.coalesce(sa.func.sum(c.tasks_executed), 0).label("tasks_executed"),
-        sa.func.coalesce(sa.func.sum(c.tasks_erred), 0).label("tasks_erred"),
+        _sum(_end(c) - c.started_at).label("cluster_seconds"),
+        _sum(c.core_seconds).label("core_seconds"),
+        _sum(c.compute_seconds).label("compute_seconds"),
+        _sum(c.memory_limit_byte_seconds).label("memory_limit_byte_seconds"),
+        _sum(c.bytes_processed, integer=True).label("bytes_processed"),
+        _sum(c.tasks_executed, integer=True).label("tasks_executed"),
+        _sum(c.tasks_erred, integer=True).label("tasks_erred"),
     ]
 
 

@@ -30,12 +30,15 @@ __all__ = ["api", "pages"]
 pages = APIRouter(include_in_schema=False)
 api = APIRouter(tags=["account"])
 
-DAYS = Query(90, ge=0, description="Statistics over the last N days (0: all time).")
-SINCE = Query(None, description="Start of the range, epoch seconds (overrides days).")
-UNTIL = Query(None, description="End of the range (exclusive), epoch seconds.")
+# Times are finite epoch seconds within the wire's range (daskscope.wire): nan, inf or
+# 1e308 would reach the database or JSON and fail there
+EPOCH = {"ge": 0, "le": 2**33, "allow_inf_nan": False}
+DAYS = Query(90, ge=0, le=36_500, description="Statistics over the last N days (0: all time).")
+SINCE = Query(None, **EPOCH, description="Start of the range, epoch seconds (overrides days).")
+UNTIL = Query(None, **EPOCH, description="End of the range (exclusive), epoch seconds.")
 WEEKS = Query(26, ge=1, le=520, description="Weeks of member usage, ending this week.")
 USER = Query(None, description="Only this member's clusters.")
-WEEK_START = Query(None, description="Only clusters started in the week from this Monday.")
+WEEK_START = Query(None, **EPOCH, description="Only clusters started in the week from this Monday.")
 LIMIT = Query(100, ge=1, le=10_000)
 
 

@@ -37,9 +37,12 @@ DEFAULT_GROUP_PAGE = 1000
 MAX_GROUP_PAGE = 10_000
 
 
-def _flatten_spans(nodes: list[dict[str, Any]], depth: int = 0) -> list[dict[str, Any]]:
+def _flatten_spans(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
-    for node in nodes:
+    # In page order without recursion: a chain of spans may be thousands deep
+    pending = [(node, 0) for node in reversed(nodes)]
+    while pending:
+        node, depth = pending.pop()
         states = node.get("states") or {}
         out.append(
             {
@@ -55,7 +58,7 @@ def _flatten_spans(nodes: list[dict[str, Any]], depth: int = 0) -> list[dict[str
                 "active_cpu_seconds": node.get("active_cpu_seconds"),
             }
         )
-        out.extend(_flatten_spans(node["children"], depth + 1))
+        pending.extend((child, depth + 1) for child in reversed(node["children"]))
     return out
 
 
