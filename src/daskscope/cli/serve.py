@@ -93,7 +93,21 @@ def run_server(
         port=port,
         log_level="warning",
         timeout_keep_alive=75,
+        **_connection_limits(),
     )
+
+
+def _connection_limits() -> dict[str, Any]:
+    """Bounded connections (web/connections.py): a request head must arrive within
+    ``serve.header-timeout``, at most ``serve.max-connections`` are open (past that
+    uvicorn answers 503 to requests), and a request head holds at most 16 KiB."""
+    from daskscope.web.connections import GuardedH11Protocol, max_connections
+
+    return {
+        "http": GuardedH11Protocol,
+        "limit_concurrency": max_connections(),
+        "h11_max_incomplete_event_size": 16 * 1024,
+    }
 
 
 def _worker_app(database: str | None, app: Any) -> str:

@@ -210,11 +210,13 @@ def claim_rows(
     order: list[tuple[str, dict]],
 ) -> None:
     """Make a batch ``identity``'s, in place: clusters are labelled with the token's
-    account and user (whatever the collector claimed), and a cluster id of another
-    account, or one never sent, raises :class:`ForeignRecord`, which names the first
-    such record in ``order`` (the batch as sent). Record ids of other clusters are
-    refused when written (RecordConflict). Run it in the transaction that writes the
-    rows, so that no other batch slips in between."""
+    account and user (whatever the collector claimed). Refused with
+    :class:`ForeignRecord`, which names the first such record in ``order`` (the batch as
+    sent): a cluster id of another account, or of another member (a cluster keeps its
+    user once set), or one never sent; a workflow chunk added to a run of another
+    cluster. Record ids of other clusters are refused when written (RecordConflict).
+    Run it in the transaction that writes the rows, so that no other batch slips in
+    between."""
     from daskscope.store.schema import clusters
 
     sent = set()
@@ -226,20 +228,58 @@ def claim_rows(
         if kind != "cluster":
             referenced.update(row["cluster_id"] for row in rows)
     referenced.discard(None)  # workflow runs without a cluster
-    owners = dict(
-        conn.execute(
-            sa.select(clusters.c.id, clusters.c.account).where(clusters.c.id.in_(sent | referenced))
-        ).all()
-    )
-    foreign = {cid for cid, account in owners.items() if account != identity.account}
+    owners = {
+        cid: (account, user)
+        for cid, account, user in conn.execute(
+            sa.select(clusters.c.id, clusters.c.account, clusters.c.user).where(
+                clusters.c.id.in_(sent | referenced)
+            )
+        )
+    }
+    foreign = {cid for cid, (account, _) in owners.items() if account != identity.account}
+    others = {cid for cid, (_, user) in owners.items() if user != identity.user} - foreign
     unknown = referenced - sent - owners.keys()
-    if not foreign and not unknown:
+    misplaced = _chunks_of_other_runs(conn, rows_by_kind)
+    if not foreign and not others and not unknown and not misplaced:
         return
     for i, (kind, row) in enumerate(order):  # the first offender, as the batch was sent
         field = "id" if kind == "cluster" else "cluster_id"
         if row.get(field) in foreign:
             raise ForeignRecord(i, field, "this cluster id is taken by another account")
+        if row.get(field) in others:
+            raise ForeignRecord(
+                i, field, "this cluster was recorded by another member; only they can write to it"
+            )
         if row.get(field) in unknown:
             raise ForeignRecord(
                 i, field, "unknown cluster: send its cluster record first (or in this batch)"
             )
+        if kind == "workflow_chunk" and row["id"] in misplaced:
+            raise ForeignRecord(
+                i,
+                "run_id",
+                "this workflow run belongs to another cluster; a chunk joins its own run",
+            )
+
+
+def _chunks_of_other_runs(conn: sa.Connection, rows_by_kind: dict[str, list[dict]]) -> set[str]:
+    """Ids of the batch's workflow chunks whose run (sent in this batch, or stored) is on
+    another cluster than the chunk: appending to someone else's run. A chunk whose run
+    is not known yet is let through: its run record comes later, with the same cluster."""
+    from daskscope.store.schema import workflow_runs
+
+    chunks = rows_by_kind.get("workflow_chunk", ())
+    if not chunks:
+        return set()
+    run_cluster = {row["id"]: row["cluster_id"] for row in rows_by_kind.get("workflow_run", ())}
+    wanted = {row["run_id"] for row in chunks} - run_cluster.keys()
+    if wanted:
+        c = workflow_runs.c
+        run_cluster.update(
+            conn.execute(sa.select(c.id, c.cluster_id).where(c.id.in_(wanted))).all()
+        )
+    return {
+        row["id"]
+        for row in chunks
+        if row["run_id"] in run_cluster and run_cluster[row["run_id"]] != row["cluster_id"]
+    }

@@ -24,6 +24,7 @@ from daskscope import config
 from daskscope.store.engine import Store
 
 __all__ = [
+    "ReportQuotaExceeded",
     "ReportTooLarge",
     "list_reports",
     "max_report_bytes",
@@ -39,6 +40,10 @@ DEFAULT_MAX_BYTES = 50 * 2**20
 
 class ReportTooLarge(ValueError):
     """The upload exceeds ``daskscope.max-report-bytes``."""
+
+
+class ReportQuotaExceeded(ReportTooLarge):
+    """The upload would take its account past ``daskscope.max-report-bytes-per-account``."""
 
 
 def max_report_bytes() -> int:
@@ -70,6 +75,7 @@ def save_report(
     limit = max_report_bytes()
     if len(content) > limit:
         raise ReportTooLarge(f"the report has {len(content)} bytes; the limit is {limit}")
+    _check_quota(store, len(content), account)
     folder = reports_dir(store)
     folder.mkdir(parents=True, exist_ok=True)
     report_id = uuid.uuid4().hex
@@ -88,6 +94,22 @@ def save_report(
     tmp.write_text(json.dumps(info))
     os.replace(tmp, folder / f"{report_id}.json")
     return info
+
+
+def _check_quota(store: Store, size: int, account: str | None) -> None:
+    """Refuse a report that would take ``account`` past its share of the reports folder
+    (``daskscope.max-report-bytes-per-account``): one member could fill the disk. Only
+    on a server with accounts (``account`` given); the embedded single user has none."""
+    quota = config.get("max-report-bytes-per-account", None)
+    if not quota or account is None:
+        return
+    kept = sum(int(r.get("size") or 0) for r in list_reports(store, account=account))
+    if kept + size > int(quota):
+        raise ReportQuotaExceeded(
+            f"this account keeps {kept} bytes of reports and the quota is {int(quota)}; "
+            f"this one ({size} bytes) does not fit: ask the server's operator to raise "
+            "daskscope.max-report-bytes-per-account or remove old reports"
+        )
 
 
 def report_info(

@@ -81,24 +81,20 @@ def write_rows(
     :class:`WriteFailed`, and nothing of the batch is stored.
     """
     engine = as_engine(store_or_engine)
-    batches = [
-        (table, list({row["id"]: row for row in rows}.values()))
-        for table, rows in rows_by_table.items()
-        if rows
-    ]
+    batches = _in_lock_order(rows_by_table)
     total = sum(len(rows) for _, rows in batches)
     if not total:
         return 0
     refused: list[Rejected] = []
     try:
         try:
-            _transaction(engine, batches, before_write, None)
+            _transaction_retried(engine, batches, before_write, None)
         except _DATA_ERRORS as exc:
             if _retryable(exc):
                 raise
             # Some record is refused by the database itself: write the batch again,
             # each table under a savepoint, halving until the refused records are found.
-            _transaction(engine, batches, before_write, refused)
+            _transaction_retried(engine, batches, before_write, refused)
     except sa.exc.DBAPIError as exc:
         retryable = _retryable(exc)
         raise WriteFailed(
@@ -138,6 +134,45 @@ def _retryable(exc: BaseException) -> bool:
     if sqlstate:
         return sqlstate[:2] in _RETRYABLE_SQLSTATE_CLASSES
     return isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError))
+
+
+def _in_lock_order(
+    rows_by_table: Mapping[sa.Table, Sequence[dict[str, Any]]],
+) -> list[tuple[sa.Table, list[dict[str, Any]]]]:
+    """The batch's rows, one per id (the last wins), tables by name and rows by id: two
+    batches upserting overlapping rows then lock them in the same order, so that they
+    wait for each other instead of deadlocking (PostgreSQL)."""
+    batches = []
+    for table in sorted(rows_by_table, key=lambda t: t.name):
+        rows = {row["id"]: row for row in rows_by_table[table]}
+        if rows:
+            batches.append((table, [rows[key] for key in sorted(rows)]))
+    return batches
+
+
+#: Times a batch is written again when the database chose it to break a deadlock or a
+#: serialization conflict (only possible against writers that lock in another order)
+_DEADLOCK_RETRIES = 3
+_DEADLOCK_SQLSTATES = {"40P01", "40001"}
+
+
+def _transaction_retried(
+    engine: sa.Engine,
+    batches: list[tuple[sa.Table, list[dict[str, Any]]]],
+    before_write: Callable[[sa.Connection], None] | None,
+    refused: list[Rejected] | None,
+) -> None:
+    for attempt in range(_DEADLOCK_RETRIES + 1):
+        if refused is not None:
+            refused.clear()  # found again by this attempt
+        try:
+            _transaction(engine, batches, before_write, refused)
+            return
+        except sa.exc.DBAPIError as exc:
+            sqlstate = getattr(exc.orig, "sqlstate", None)
+            if sqlstate not in _DEADLOCK_SQLSTATES or attempt == _DEADLOCK_RETRIES:
+                raise
+            logger.info("daskscope: a batch met a deadlock; writing it again")
 
 
 def _transaction(
@@ -195,26 +230,27 @@ def _upsert_rows(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]
     return written
 
 
-def _owner_column(table: sa.Table) -> str:
-    # What a row must keep when it is written again: its cluster (a cluster: its account)
-    return "account" if table.name == "clusters" else "cluster_id"
+def _owner_columns(table: sa.Table) -> tuple[str, ...]:
+    # What a row must keep when it is written again: its cluster (a cluster: its account
+    # and the member who recorded it, so that no one else can relabel it)
+    return ("account", "user") if table.name == "clusters" else ("cluster_id",)
 
 
 def _find_conflict(
     conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]
 ) -> RecordConflict:
     """Which row would have moved to another owner (only run when one did)."""
-    owner = _owner_column(table)
-    sent = {row["id"]: row[owner] for row in rows}
+    owners = _owner_columns(table)
+    sent = {row["id"]: tuple(row[o] for o in owners) for row in rows}
     ids = list(sent)
     for start in range(0, len(ids), _MAX_ROWS):
-        query = sa.select(table.c.id, table.c[owner]).where(
+        query = sa.select(table.c.id, *(table.c[o] for o in owners)).where(
             table.c.id.in_(ids[start : start + _MAX_ROWS])
         )
-        for row_id, stored in conn.execute(query):
-            if stored != sent[row_id]:
-                return RecordConflict(table.name, row_id, owner)
-    return RecordConflict(table.name, ids[0], owner)
+        for row_id, *stored in conn.execute(query):
+            if tuple(stored) != sent[row_id]:
+                return RecordConflict(table.name, row_id, owners[0])
+    return RecordConflict(table.name, ids[0], owners[0])
 
 
 def _upsert(dialect: str, table: sa.Table) -> Any:
@@ -228,11 +264,15 @@ def _upsert(dialect: str, table: sa.Table) -> Any:
         except KeyError:
             raise TypeError(f"daskscope cannot write to {dialect} databases") from None
         ins = insert(table)
-        owner = _owner_column(table)
         stmt = ins.on_conflict_do_update(
             index_elements=[table.c.id],
             set_={c.name: ins.excluded[c.name] for c in table.columns if c.name != "id"},
-            where=table.c[owner].is_not_distinct_from(ins.excluded[owner]),
+            where=sa.and_(
+                *(
+                    table.c[owner].is_not_distinct_from(ins.excluded[owner])
+                    for owner in _owner_columns(table)
+                )
+            ),
         )
         _statements[key] = stmt
     return stmt
@@ -259,10 +299,11 @@ def _json_upsert_sql(table: sa.Table) -> str:
     columns = [c.name for c in table.columns]
     listed = ", ".join(quote(c) for c in columns)
     updates = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in columns if c != "id")
-    owner = quote(_owner_column(table))
+    guard = " AND ".join(
+        f"{name}.{quote(o)} IS NOT DISTINCT FROM excluded.{quote(o)}" for o in _owner_columns(table)
+    )
     return (
         f"INSERT INTO {name} ({listed}) SELECT {listed} "
         f"FROM jsonb_populate_recordset(NULL::{name}, %s::jsonb) "
-        f"ON CONFLICT (id) DO UPDATE SET {updates} "
-        f"WHERE {name}.{owner} IS NOT DISTINCT FROM excluded.{owner}"
+        f"ON CONFLICT (id) DO UPDATE SET {updates} WHERE {guard}"
     )

@@ -14,6 +14,7 @@ from daskscope.store import Store, open_store
 from daskscope.web import errors
 from daskscope.web.auth import authenticate
 from daskscope.web.auth import pages as login_pages
+from daskscope.web.limits import BodyLimit
 from daskscope.web.routes import account, assets, clusters, ingest, reports, runs
 from daskscope.web.security import SecurityMiddleware, allowed_hosts
 
@@ -49,6 +50,7 @@ def create_app(
     for module in (assets, account, clusters, runs, reports, ingest):
         app.include_router(module.pages)
         app.include_router(module.api, prefix=API_PREFIX)
+    app.add_middleware(BodyLimit)  # bodies bounded before they are read (web/limits.py)
     # Outermost: Host, Origin, content type and CSRF checks before anything else runs
     app.add_middleware(SecurityMiddleware, hosts=allowed_hosts(hosts))
     return app

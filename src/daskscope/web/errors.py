@@ -3,6 +3,7 @@ unknown routes, bad parameters, unknown clusters) into an HTML page or JSON."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import Request
@@ -20,6 +21,7 @@ __all__ = [
     "Unauthorized",
     "handle_exception",
     "install",
+    "redact",
 ]
 
 
@@ -52,6 +54,26 @@ class NotFound(HTTPError):
 class PayloadTooLarge(HTTPError):
     status = 413
     title = "Upload too large"
+
+
+# What a database or driver message may carry about where the store lives: URLs,
+# addresses, ports, socket paths, role names, process ids. None of it is the caller's.
+_PRIVATE = [
+    (re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I), "<store>"),
+    (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b|\[[0-9a-f:]+\]", re.I), "<host>"),
+    (re.compile(r"(?:/[\w.-]+)+/?\.s\.PGSQL\.\d+|(?:/[\w.@-]+){2,}", re.I), "<path>"),
+    (
+        re.compile(r"\b(port|pid|process|user|role|database|host)\s*[=:]?\s*\"?[\w.-]+\"?", re.I),
+        r"\1 <hidden>",
+    ),
+]
+
+
+def redact(text: str) -> str:
+    """``text`` (a database's or driver's message) without where the store lives."""
+    for pattern, replacement in _PRIVATE:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def _as_http_error(exc: Exception) -> HTTPError:

@@ -1,0 +1,96 @@
+"""Request bodies bounded before they are read: an ASGI middleware.
+
+Starlette reads a form (``POST /login``) or a multipart upload whole, spooling it to
+disk, before a route can say no: 1 GiB of multipart reached the disk before ``/login``
+answered 401. Here every request's body has a limit chosen by its path: a declared
+``Content-Length`` past it is answered 413 before a byte is read, and a body without
+one (chunked) is counted as it streams and cut off with 413 the moment it passes it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from daskscope import config
+from daskscope.web.errors import PayloadTooLarge
+
+__all__ = ["BodyLimit", "body_limit"]
+
+#: Room for the multipart envelope and form fields around an uploaded report
+_ENVELOPE = 64 * 1024
+_DEFAULT_MAX_REQUEST_BYTES = 64 * 1024
+
+
+def body_limit(path: str) -> tuple[int, str]:
+    """The largest body a request to ``path`` may have, and the setting that says so."""
+    if path.endswith("/ingest"):
+        return int(config.get("ingest.max-batch-bytes")), "daskscope.ingest.max-batch-bytes"
+    if path.rstrip("/") in ("/reports", "/api/v1/reports"):
+        from daskscope.store.reports import max_report_bytes
+
+        return max_report_bytes() + _ENVELOPE, "daskscope.max-report-bytes"
+    limit = config.get("max-request-bytes", None) or _DEFAULT_MAX_REQUEST_BYTES
+    return int(limit), "daskscope.max-request-bytes"
+
+
+class BodyLimit:
+    """Refuse with 413 any request body past :func:`body_limit` of its path."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit, setting = body_limit(scope["path"])
+        declared = _content_length(scope)
+        if declared == -1:
+            await _refuse(send, 400, "Bad request", "Content-Length must be a number of bytes")
+            return
+        if declared is not None and declared > limit:
+            message = (
+                f"the body has {declared} bytes; this address takes at most {limit} ({setting})"
+            )
+            await _refuse(send, 413, "Upload too large", message)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    # raised inside the route: the app's one error handler answers 413
+                    raise PayloadTooLarge(
+                        f"the body passed {limit} bytes, the most this address takes ({setting})"
+                    )
+            return message
+
+        await self.app(scope, counted, send)
+
+
+def _content_length(scope: Scope) -> int | None:
+    """The declared length; None when there is none, -1 when it is not a number."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            text = value.decode("latin-1").strip()
+            return int(text) if text.isdigit() else -1
+    return None
+
+
+async def _refuse(send: Send, status: int, title: str, message: str) -> None:
+    body = json.dumps({"error": {"status": status, "title": title, "message": message}}).encode()
+    headers: list[tuple[bytes, bytes]] = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        # the client may still be sending: do not read the rest of it on this connection
+        (b"connection", b"close"),
+    ]
+    start: dict[str, Any] = {"type": "http.response.start", "status": status, "headers": headers}
+    await send(start)
+    await send({"type": "http.response.body", "body": body})
