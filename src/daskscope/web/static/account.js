@@ -3,6 +3,9 @@
 "use strict";
 (() => {
   const data = ds.data();
+  // The range form submits on change (no inline handlers: the CSP forbids them).
+  const days = document.getElementById("range-days");
+  if (days) days.addEventListener("change", () => days.form.submit());
   const table = document.getElementById("cluster-listing");
   const filterLabel = document.getElementById("listing-filter");
   let rows = data.clusters;
