@@ -1,0 +1,205 @@
+"""Issue 10, point 9: what a cluster sends is text on every page. A real cluster whose
+task key (and so its prefix and group), profiled function and file, worker name and user
+are plotly markup is drawn in Chromium: no link or bold text appears in any chart, and
+the markup shows literally. And a report opened at its raw URL can neither navigate the
+tab nor reach the API. Screenshots go to test-artifacts/."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dask
+import pytest
+from distributed import Client, LocalCluster
+
+import daskscope
+from daskscope.model import WorkerSampleRecord, stable_id
+from daskscope.store import open_store, write_records
+from daskscope.store.reports import save_report
+from webutil import serving, synthetic_clusters
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is missing")
+sync_api = pytest.importorskip("playwright.sync_api")
+
+from daskscope.web import create_app  # noqa: E402
+
+LINK = '<a href="https://example.org">x</a>'
+BOLD = "<b>bold</b>"
+MARKUP = LINK + BOLD
+KEY = "task" + MARKUP
+
+
+def _spin(i: int) -> int:
+    end = time.perf_counter() + 1.5  # long enough for several profile samples
+    while time.perf_counter() < end:
+        pass
+    return i
+
+
+# The profile names frames by code name and file: give the task's function markup ones.
+spin = type(_spin)(
+    _spin.__code__.replace(co_name=MARKUP, co_filename=f"/tmp/{BOLD}.py"), _spin.__globals__
+)
+
+
+def record(url: str) -> str:
+    with (
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=2,
+            processes=False,
+            dashboard_address=":0",
+            silence_logs=logging.CRITICAL,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        cluster_id = daskscope.register(
+            client, database=url, profile_interval=0.5, worker_sampling_interval=0.2
+        )
+        # a key without '-' that starts with a letter: its prefix and group are the
+        # whole key, markup and all
+        dask.compute(dask.delayed(spin)(1, dask_key_name=KEY))
+        daskscope.flush(client)
+    now = time.time()
+    worker = f"tcp://{MARKUP}:1234"  # what a collector may send as a worker's name
+    samples = [
+        WorkerSampleRecord(
+            id=stable_id(cluster_id, worker, i),
+            cluster_id=cluster_id,
+            worker=worker,
+            sampled_at=now - 10 + i,
+            nthreads=1,
+            cpu_percent=50.0,
+            executing=1,
+        )
+        for i in range(5)
+    ]
+    users = [dataclasses.replace(c, user=MARKUP) for c in synthetic_clusters(now, weeks=2)]
+    with open_store(url) as store:
+        write_records(store, [*samples, *users])
+    return cluster_id
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('markup') / 'daskscope.db'}"
+    cluster_id = record(url)
+    with open_store(url) as store:
+        report = save_report(store, HOSTILE_REPORT.encode(), name="hostile.html")
+    app = create_app(url)
+    with serving(app) as base:
+        yield {"base": base, "cluster": cluster_id, "report": report["id"]}
+    app.state.store.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1300, "height": 900}, reduced_motion="reduce")
+    context.add_init_script("window.daskscopeAnimations = false;")
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    opened.set_default_timeout(30_000)
+    yield opened
+    context.close()
+    assert not errors, errors
+
+
+def shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+# Links and bold text plotly made inside a chart's SVG, and the chart's text as shown.
+CHART = """(id) => {
+  const div = document.getElementById(id);
+  return {
+    links: div.querySelectorAll("svg a").length,
+    bold: [...div.querySelectorAll("svg tspan")].filter(
+      (t) => (t.getAttribute("style") || "").includes("bold")).length,
+    text: [...div.querySelectorAll("svg text")].map((t) => t.textContent).join("\\n"),
+  };
+}"""
+
+
+ZOOM = f"""async (args) => {{
+  const body = await (await fetch(args.url)).json();
+  const i = body.labels.indexOf({MARKUP!r});
+  if (i < 0) return null;
+  await Plotly.restyle(document.getElementById("flamegraph"), {{ level: [body.ids[i]] }});
+  return body.ids[i];
+}}"""
+
+
+def test_cluster_strings_are_text_in_every_chart(site: dict[str, Any], page: Any) -> None:
+    page.goto(f"{site['base']}/clusters/{site['cluster']}")
+    page.wait_for_selector("#workers-chart[data-ready='1']")
+    page.wait_for_selector("#flamegraph[data-ready='1']")
+    page.click("button.expand")
+    page.wait_for_selector(".graph[data-ready='1'], [id^='graph-'][data-ready='1']")
+    graph_id = page.evaluate("document.querySelector(\"[id^='graph-'][data-ready='1']\").id")
+    # zoom the flame graph to the frame named with markup, so that its label has room
+    zoomed = page.evaluate(ZOOM, {"url": f"/api/v1/clusters/{site['cluster']}/profile"})
+    assert zoomed, "the profile holds no frame of the function named with markup"
+    charts = {
+        name: page.evaluate(CHART, name)
+        for name in ("workers-chart", "prefix-chart", "flamegraph", graph_id)
+    }
+    shot(page, "markup-cluster")
+    for name, chart in charts.items():
+        assert chart["links"] == 0 and chart["bold"] == 0, (name, chart)
+    assert LINK in charts["prefix-chart"]["text"]  # the prefix, as an axis label
+    assert MARKUP in charts["workers-chart"]["text"]  # the worker, in the legend
+    assert KEY in charts[graph_id]["text"]  # the group's label
+    assert MARKUP in charts["flamegraph"]["text"]  # the frame, in its box and the path bar
+
+
+def test_member_names_are_text_in_the_usage_chart(site: dict[str, Any], page: Any) -> None:
+    page.goto(f"{site['base']}/?days=0")
+    page.wait_for_selector("#usage-chart[data-ready='1']")
+    chart = page.evaluate(CHART, "usage-chart")
+    shot(page, "markup-account")
+    assert chart["links"] == 0 and chart["bold"] == 0, chart
+    assert MARKUP in chart["text"]
+
+
+# A report that tries to take the tab elsewhere and to read the dashboard's API.
+HOSTILE_REPORT = """<!doctype html><html><body><p>hostile report</p><script>
+fetch("/api/v1/clusters").then((r) => r.text()).then(
+  (t) => { document.title = "read:" + t.length; }, () => { document.title = "fetch blocked"; });
+try { window.top.location = "https://example.org/"; } catch (e) {}
+try { window.location = "https://example.org/"; } catch (e) {}
+</script></body></html>"""
+
+
+def test_a_raw_report_opened_directly_cannot_navigate_or_reach_the_api(
+    site: dict[str, Any], page: Any
+) -> None:
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(f"{site['base']}/reports/{site['report']}/raw")
+    page.wait_for_selector("#report-frame")
+    page.wait_for_timeout(1500)  # give its script the time to try
+    assert page.url == f"{site['base']}/reports/{site['report']}"  # the sandboxed viewer
+    assert not any(u.startswith("https://example.org") for u in requests if "frame" not in u)
+    assert f"{site['base']}/api/v1/clusters" not in requests
+    shot(page, "markup-hostile-report")
