@@ -18,7 +18,7 @@ import pytest
 from conftest import _admin
 from daskscope.model import ClusterRecord, TaskGroupRecord
 from daskscope.store import open_store
-from daskscope.store.identity import add_user, create_account, create_token
+from daskscope.store.identity import add_user, create_account, create_token, revoke_token
 from daskscope.wire import encode_batch
 from pgserver import free_port
 
@@ -175,3 +175,30 @@ def test_two_server_processes_store_each_record_once(
         owners = dict(conn.execute(sa.text("SELECT id, account FROM clusters")).all())
     # the token, not the collector, says whose clusters these are
     assert owners == {"workers-a": "team", "workers-b": "team"}
+
+
+def test_a_revoked_token_writes_nothing_from_the_moment_it_is_revoked(
+    two_workers: str, team_database: tuple[str, str]
+) -> None:
+    """Ingest takes a token it saw valid from memory (web/tokencache.py) and checks it
+    again in the writing transaction: revoking it stops the next batch in every worker
+    process at once."""
+    url, token = team_database
+    headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
+    clients = [httpx.Client(base_url=two_workers, headers=headers, timeout=60) for _ in range(4)]
+    try:
+        for client in clients:  # each connection's worker has now seen the token valid
+            assert client.post("/api/v1/ingest", content=_batch("revoked", 0)).status_code == 200
+        with open_store(url) as store:
+            assert revoke_token(store, token=token) == 1
+        for number, client in enumerate(clients, start=1):
+            refused = client.post("/api/v1/ingest", content=_batch("revoked", number))
+            assert refused.status_code == 401, refused.text
+    finally:
+        for client in clients:
+            client.close()
+    with open_store(url) as store, store.engine.connect() as conn:
+        import sqlalchemy as sa
+
+        stored = conn.execute(sa.text("SELECT name FROM task_groups")).scalars().all()
+    assert sorted(stored) == sorted(f"group-0-{i}" for i in range(GROUPS))

@@ -22,6 +22,7 @@ from daskscope.web.errors import Unauthorized
 from daskscope.web.ratelimit import RateLimiter
 from daskscope.web.render import page, render_page
 from daskscope.web.security import CSRF_FIELD, CrossSite, check_csrf, cookie_secure
+from daskscope.web.tokencache import REVERIFIED_PATHS, cached_identity
 
 __all__ = ["COOKIE", "authenticate", "pages", "viewer_of"]
 
@@ -42,6 +43,8 @@ def _bearer(request: Request) -> str | None:
 def _identity(request: Request) -> Identity | None:
     store = request.app.state.store
     token = _bearer(request)
+    if token and request.url.path in REVERIFIED_PATHS:
+        return cached_identity(store, token)  # checked again where the route writes
     if token:
         return identity_for_token(store, token)
     session = request.cookies.get(COOKIE)

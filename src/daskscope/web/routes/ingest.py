@@ -9,8 +9,10 @@ are listed under ``rejected`` with their index and id, and the rest is stored.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
+import sqlalchemy as sa
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
@@ -22,8 +24,9 @@ from daskscope.store.identity import ForeignRecord, Identity, claim_rows
 from daskscope.store.schema import TABLE_FOR
 from daskscope.text import escape_text
 from daskscope.web.auth import viewer_of
-from daskscope.web.errors import BadRequest, HTTPError, PayloadTooLarge, redact
+from daskscope.web.errors import BadRequest, HTTPError, PayloadTooLarge, Unauthorized, redact
 from daskscope.web.routes.common import store_of
+from daskscope.web.tokencache import TokenRevoked, verify_in_transaction
 from daskscope.wire import NotJSON, WireError, decode_rows_json
 
 __all__ = ["api", "pages"]
@@ -115,10 +118,33 @@ async def ingest(request: Request) -> dict[str, Any]:
     # in memory (20 of 31 MiB each reached a 1.7 GiB peak before).
     async with request.app.state.ingest_slots:
         body = await read_limited_body(request, max_batch_bytes())
-        return await run_in_threadpool(store_batch, store_of(request), body, viewer_of(request))
+        return await run_in_threadpool(
+            store_batch, store_of(request), body, viewer_of(request), _bearer_token(request)
+        )
 
 
-def store_batch(store: Store, body: bytes, viewer: Identity | None) -> dict[str, Any]:
+def _bearer_token(request: Request) -> str | None:
+    """The request's bearer token, which the write checks again (web/tokencache.py)."""
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    return (value.strip() or None) if scheme.lower() == "bearer" else None
+
+
+def _reverified(
+    claim: Callable[[sa.Connection], None], store: Store, token: str, viewer: Identity
+) -> Callable[[sa.Connection], None]:
+    """``claim``, after checking in the writing transaction that the token (taken from
+    memory before the route) is still the viewer's."""
+
+    def check_then_claim(conn: sa.Connection) -> None:
+        verify_in_transaction(conn, store, token, viewer)
+        claim(conn)
+
+    return check_then_claim
+
+
+def store_batch(
+    store: Store, body: bytes, viewer: Identity | None, token: str | None = None
+) -> dict[str, Any]:
     """Decode, check and write one batch: all of it or, with an HTTP error, none."""
     rows = parse_batch(body)
     by_kind: dict[str, list[dict]] = {}
@@ -129,11 +155,15 @@ def store_batch(store: Store, body: bytes, viewer: Identity | None) -> dict[str,
     claim = None
     if viewer is not None:
         claim = functools.partial(claim_rows, rows_by_kind=by_kind, identity=viewer, order=rows)
+        if token is not None:
+            claim = _reverified(claim, store, token, viewer)
     rejected: list[Rejected] = []
     try:
         stored = write_rows(store, by_table, before_write=claim, rejected=rejected)
     except ForeignRecord as exc:
         raise ConflictingBatch(str(exc)) from None
+    except TokenRevoked as exc:
+        raise Unauthorized(f"{exc}; nothing of this batch was stored") from None
     except RecordConflict as exc:
         index = next(i for i, (_, row) in enumerate(rows) if row["id"] == exc.record_id)
         raise ConflictingBatch(

@@ -1,0 +1,92 @@
+"""Bearer tokens of ingest, known without a query of their own.
+
+Every batch a collector posts carries its token. Looking it up before the route runs
+cost a connection of its own per batch (a pool checkout, its ping, the query, the
+rollback on return; and, with many batches waiting, pool connections opened and closed
+again), a tenth of the server's CPU and a fifth of PostgreSQL's per record at 501-record
+batches (docs/benchmarks.md). For the routes in :data:`REVERIFIED_PATHS` a token seen
+valid in the last :data:`TTL_SECONDS` is taken from memory before the route, and the route
+checks it again in the transaction that writes (:func:`verify_in_transaction`): a revoked
+token writes nothing from the moment it is revoked. Unknown and revoked tokens are never
+kept, so they are refused before a body is read, as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+import weakref
+
+import sqlalchemy as sa
+
+from daskscope.store import Store
+from daskscope.store.identity import Identity, identity_for_token, tokens, users
+
+__all__ = [
+    "REVERIFIED_PATHS",
+    "TTL_SECONDS",
+    "TokenRevoked",
+    "cached_identity",
+    "verify_in_transaction",
+]
+
+#: Routes that check the token again where they write: only these use the cache.
+REVERIFIED_PATHS = frozenset({"/api/v1/ingest"})
+#: How long a token seen valid is taken from memory before its route runs.
+TTL_SECONDS = 60.0
+#: Tokens kept a store (members' tokens in use: far fewer on any team server).
+MAX_TOKENS = 4096
+
+_caches: weakref.WeakKeyDictionary[Store, dict[str, tuple[float, Identity]]] = (
+    weakref.WeakKeyDictionary()
+)
+_lock = threading.Lock()
+
+
+class TokenRevoked(Exception):
+    """The token was revoked (or its member changed) since it was cached."""
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def cached_identity(store: Store, token: str) -> Identity | None:
+    """The token's member, from memory when it was seen valid within the TTL."""
+    digest, now = _digest(token), time.monotonic()
+    with _lock:
+        cache = _caches.setdefault(store, {})
+        hit = cache.get(digest)
+    if hit is not None and hit[0] > now:
+        return hit[1]
+    identity = identity_for_token(store, token)
+    with _lock:
+        if identity is None:
+            cache.pop(digest, None)
+        else:
+            if len(cache) >= MAX_TOKENS:
+                cache.clear()  # rare: refilled by the next batch of each member
+            cache[digest] = (now + TTL_SECONDS, identity)
+    return identity
+
+
+def forget(store: Store, token: str) -> None:
+    with _lock:
+        _caches.get(store, {}).pop(_digest(token), None)
+
+
+def verify_in_transaction(
+    conn: sa.Connection, store: Store, token: str, identity: Identity
+) -> None:
+    """Raise :class:`TokenRevoked` unless ``token`` is still ``identity``'s, read in the
+    writing transaction (the same connection: no extra checkout)."""
+    query = (
+        sa.select(users.c.name, users.c.account)
+        .select_from(tokens.join(users, users.c.name == tokens.c.user))
+        .where(tokens.c.token_hash == _digest(token), tokens.c.revoked_at.is_(None))
+    )
+    row = conn.execute(query).first()
+    if row is None or (row.name, row.account) != (identity.user, identity.account):
+        forget(store, token)
+        raise TokenRevoked("this token is unknown or revoked")
