@@ -50,9 +50,11 @@ def create_app(
     for module in (assets, account, clusters, runs, reports, ingest):
         app.include_router(module.pages)
         app.include_router(module.api, prefix=API_PREFIX)
-    app.add_middleware(BodyLimit)  # bodies bounded before they are read (web/limits.py)
     # Outermost: Host, Origin, content type and CSRF checks before anything else runs
     app.add_middleware(SecurityMiddleware, hosts=allowed_hosts(hosts))
+    # Outermost of all: bodies bounded before anything reads them (web/limits.py); the
+    # CSRF check reads a form
+    app.add_middleware(BodyLimit)
     return app
 
 

@@ -15,7 +15,6 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from daskscope import config
-from daskscope.web.errors import PayloadTooLarge
 
 __all__ = ["BodyLimit", "body_limit"]
 
@@ -57,21 +56,37 @@ class BodyLimit:
             )
             await _refuse(send, 413, "Upload too large", message)
             return
-        seen = 0
+        seen, refused, started = 0, False, False
 
         async def counted() -> Message:
-            nonlocal seen
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    # raised inside the route: the app's one error handler answers 413
-                    raise PayloadTooLarge(
-                        f"the body passed {limit} bytes, the most this address takes ({setting})"
-                    )
+                    # Answer here, whoever is reading (a route, the CSRF check), and
+                    # tell the reader the client left: it stops, its answer is dropped
+                    refused = True
+                    if not started:
+                        text = f"the body passed {limit} bytes, the most this address takes"
+                        await _refuse(send, 413, "Upload too large", f"{text} ({setting})")
+                    return {"type": "http.disconnect"}
             return message
 
-        await self.app(scope, counted, send)
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if refused:
+                return
+            started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted, guarded_send)
+        except Exception:
+            if not refused:
+                raise  # a reader that fails on the disconnect: already answered
 
 
 def _content_length(scope: Scope) -> int | None:
