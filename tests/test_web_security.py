@@ -216,12 +216,12 @@ def attacker_page(target: str) -> str:
     body = json.dumps(batch)[:-1] + ', "pad": "'  # the form adds '=' + value
     fetched = cluster_batch("cross-site-fetch").decode()
     return f"""<!doctype html><html><body>
-<iframe name="sink" id="sink"></iframe>
-<iframe id="framed" src="{target}/"></iframe>
+<iframe name="sink" id="sink"></iframe><iframe name="sink2" id="sink2"></iframe>
+<iframe id="framed" name="framed" src="{target}/"></iframe>
 <form id="f" method="post" action="{target}/api/v1/ingest" enctype="text/plain" target="sink">
   <input name='{body}' value='"}}'></form>
 <form id="u" method="post" action="{target}/api/v1/reports" enctype="multipart/form-data"
-      target="sink"><input type="hidden" name="cluster" value=""></form>
+      target="sink2"><input type="hidden" name="cluster" value=""></form>
 <script>
 document.getElementById("f").submit();
 fetch("{target}/api/v1/ingest", {{method: "POST", mode: "no-cors", body: {json.dumps(fetched)},
@@ -269,11 +269,14 @@ def test_another_site_in_the_browser_writes_nothing(
     page = context.new_page()
     page.goto(attacker)
     page.wait_for_selector("body[data-done='1']", timeout=20_000)
-    assert not stored(base, "cross-site-form")
-    assert not stored(base, "cross-site-fetch")
-    assert httpx.get(f"{base}/api/v1/reports").json()["reports"] == reports_before
+    written = {
+        "text/plain form": stored(base, "cross-site-form"),
+        "no-cors fetch": stored(base, "cross-site-fetch"),
+        "report upload": httpx.get(f"{base}/api/v1/reports").json()["reports"] != reports_before,
+    }
+    assert not any(written.values()), written
     # and the dashboard refused to be framed by it
-    framed = next(f for f in page.frames if f.name != "sink" and f != page.main_frame)
+    framed = next(f for f in page.frames if f.name == "framed")
     assert "daskscope" not in (framed.content() if framed.url.startswith(base) else "")
     context.close()
 
