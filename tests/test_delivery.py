@@ -263,18 +263,20 @@ def test_a_split_batch_keeps_its_cluster_record_first(
 
 
 @contextmanager
-def answering_404(port: int) -> Iterator[None]:
-    """What a reverse proxy says while the server behind it is being redeployed."""
+def answering_404(port: int, hits: list[str]) -> Iterator[None]:
+    """What a reverse proxy says while the server behind it is being redeployed; each
+    request's path goes to ``hits``."""
     import uvicorn
     from starlette.applications import Starlette
     from starlette.responses import PlainTextResponse
 
     app = Starlette()
-    app.add_route(
-        "/{path:path}",
-        lambda request: PlainTextResponse("no such page", status_code=404),
-        methods=["GET", "POST"],
-    )
+
+    def not_found(request: Any) -> PlainTextResponse:
+        hits.append(request.url.path)
+        return PlainTextResponse("no such page", status_code=404)
+
+    app.add_route("/{path:path}", not_found, methods=["GET", "POST"])
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -290,11 +292,16 @@ def answering_404(port: int) -> Iterator[None]:
 
 def test_a_redeploy_404_and_a_server_away_lose_nothing(server: Server, tmp_path: Path) -> None:
     spool = tmp_path / "spool"
-    redeploy = answering_404(server.port)
+    hits: list[str] = []
+    redeploy = answering_404(server.port, hits)
 
     def to_404() -> None:
         server.stop()
         redeploy.__enter__()
+        deadline = time.monotonic() + 60
+        while "/api/v1/ingest" not in hits:  # a batch met the 404
+            assert time.monotonic() < deadline, "no batch was sent during the redeploy"
+            time.sleep(0.2)
 
     def away() -> None:
         redeploy.__exit__(None, None, None)  # nobody listens now
@@ -322,7 +329,7 @@ def test_a_closing_cluster_tries_once_more_whatever_the_backoff(
     def away_a_while() -> None:
         # long enough for the backoff to grow past the time the server takes to start
         server.stop()
-        time.sleep(8)
+        time.sleep(16)  # tries at 0, 1, 3, 7, 15 s: the next one 31 s after the first
 
     via, direct, tasks, status = record(
         tmp_path, server.url, spool, [away_a_while], before_close=lambda client: server.start()
