@@ -479,11 +479,14 @@ class MetricsCollector:
 
         run = self._finished()
         database = self.database or self._info.get("database")
+        # the cluster's sink: its recorder's server and token, unless a database is given
+        server = None if self.database else self._info.get("server")
+        token = (getattr(self.backend, "info", None) or {}).get("token")
         self.run_id = run.run_id
 
         def write() -> None:
             try:
-                storage.store_run(run, database)
+                storage.store_run(run, database, server=server, token=token)
             except BaseException as exc:
                 self._store_error = exc
                 logger.warning("daskscope: storing workflow run %s failed: %s", run.run_id, exc)

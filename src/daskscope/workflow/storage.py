@@ -67,19 +67,30 @@ def run_records(run: WorkflowRun) -> list[WorkflowRunRecord | WorkflowChunkRecor
     return records
 
 
-def store_run(run: WorkflowRun, database: str | None = None) -> int:
-    """Upsert the run and its chunks into the store at ``database``; with no database
-    given and a daskscope server configured (``daskscope.server``), send them there
-    (spooled on disk while the server is away, like the cluster recorder's batches)."""
+def store_run(
+    run: WorkflowRun,
+    database: str | None = None,
+    *,
+    server: str | None = None,
+    token: str | None = None,
+) -> int:
+    """Send the run and its chunks where its cluster's records go: to ``server`` (the
+    cluster's recorder's, with its ``token``: the run is that token's account's), else
+    to the store at ``database``; with neither and a daskscope server configured
+    (``daskscope.server``), to that server with ``daskscope.token``. A server gets them
+    through the recorder's delivery: spooled on disk while it is away or refuses for a
+    reason that can pass, retried, and tried once more here before returning."""
     from daskscope import config
 
     records = run_records(run)
-    if database is None and config.get("server"):
+    if server is None and database is None and config.get("server"):
+        server, token = config.get("server"), config.get("token")
+    if server:
         from daskscope.collector.http_sink import HttpSink
 
         sink = HttpSink(
-            config.get("server"),
-            config.get("token"),
+            server,
+            token if token is not None else config.get("token"),
             config.get("spool-dir") or config.default_spool_dir(),
         )
         try:

@@ -112,6 +112,7 @@ class DaskBackend(Backend):
             "cluster_id": self.info.get("cluster_id"),
             "scheduler_address": self.info.get("scheduler_address"),
             "database": self.info.get("database"),
+            "server": self.info.get("server"),
             "cores": self.info.get("threads"),
             "span_id": self.span_id,
             "span_name": span.get("name"),

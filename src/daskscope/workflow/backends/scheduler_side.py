@@ -189,6 +189,10 @@ def start_run(
         "scheduler_time": time(),
         "scheduler_address": dask_scheduler.address,
         "database": getattr(getattr(recorder, "settings", None), "database", None),
+        # where the cluster's recorder delivers, so that the run follows it (the token
+        # stays with the client's backend, never in the run's stored info)
+        "server": getattr(getattr(recorder, "settings", None), "server", None),
+        "token": getattr(getattr(recorder, "settings", None), "token", None),
         "threads": sum(ws.nthreads for ws in dask_scheduler.workers.values()),
     }
 
