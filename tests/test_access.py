@@ -137,23 +137,38 @@ def test_admins_see_every_members_usage_members_their_own(world: World) -> None:
 
 
 def test_login_sets_a_session_and_logout_ends_it(world: World) -> None:
-    refused = call(world.app, "POST", "/login", data={"token": "dsk_wrong", "next": "/"})
+    # the form's CSRF field matches its cookie (double submit)
+    csrf = {"cookie": "daskscope_csrf=c5rf"}
+    refused = call(
+        world.app,
+        "POST",
+        "/login",
+        data={"token": "dsk_wrong", "next": "/", "csrf": "c5rf"},
+        headers=csrf,
+    )
     assert refused.status_code == 401 and "unknown or revoked" in refused.text
     response = call(
         world.app,
         "POST",
         "/login",
-        data={"token": world.tokens["bob"], "next": "https://evil.example/"},
+        data={"token": world.tokens["bob"], "next": "https://evil.example/", "csrf": "c5rf"},
+        headers=csrf,
         follow_redirects=False,
     )
     assert response.status_code == 303 and response.headers["location"] == "/"
     cookie = response.headers["set-cookie"]
+    assert cookie.startswith("daskscope_session=")
     assert "httponly" in cookie.lower() and "samesite=strict" in cookie.lower()
-    token = cookie.split(";")[0].split("=", 1)[1]
-    page = call(world.app, "GET", "/", headers={"cookie": f"daskscope_token={token}"})
+    session = cookie.split(";")[0].split("=", 1)[1]
+    assert session != world.tokens["bob"]  # a session id, not the token (tests/test_sessions.py)
+    page = call(world.app, "GET", "/", headers={"cookie": f"daskscope_session={session}"})
     assert page.status_code == 200 and "bob · atlas" in page.text
-    out = call(world.app, "POST", "/logout", follow_redirects=False)
-    assert out.status_code == 303 and 'daskscope_token=""' in out.headers["set-cookie"]
+    out = call(
+        world.app, "POST", "/logout", data={"csrf": "c5rf"},
+        headers={"cookie": f"daskscope_session={session}; daskscope_csrf=c5rf"},
+        follow_redirects=False,
+    )  # fmt: skip
+    assert out.status_code == 303 and 'daskscope_session=""' in out.headers["set-cookie"]
 
 
 def test_public_routes_need_no_token(world: World) -> None:

@@ -113,7 +113,7 @@ def test_account_statistics_and_weekly_bin_filter(filled: dict[str, Any], page: 
     }"""
     )
     page.mouse.click(box["x"], box["y"])
-    page.wait_for_function(f"document.body.dataset.filter === 'bob|{box['week']}'")
+    page.wait_for_function(f"() => document.body.dataset.filter === 'bob|{box['week']}'")
     users = page.locator("#cluster-listing tbody tr td:first-child").all_inner_texts()
     expected = [r for r in rows if r["user"] == "bob" and box["week"] <= r["started_at"]]
     expected = [r for r in expected if r["started_at"] < box["week"] + 7 * 86400]
@@ -122,9 +122,9 @@ def test_account_statistics_and_weekly_bin_filter(filled: dict[str, Any], page: 
 
     # Double-click clears the selection.
     page.mouse.dblclick(box["x"], box["y"])
-    page.wait_for_function("document.body.dataset.filter === ''")
+    page.wait_for_function("() => document.body.dataset.filter === ''")
     page.wait_for_function(
-        f"document.querySelectorAll('#cluster-listing tbody tr').length === {len(rows)}"
+        f"() => document.querySelectorAll('#cluster-listing tbody tr').length === {len(rows)}"
     )
     assert set(USERS) <= set(
         page.locator("#cluster-listing tbody tr td:first-child").all_inner_texts()
@@ -177,15 +177,16 @@ def test_flame_graph_zooms_and_resets(filled: dict[str, Any], page: Any) -> None
     )
     target = flame.locator("g.slice", has_text=label).first
     target.click()
-    page.wait_for_function("document.getElementById('flamegraph').dataset.zoom !== ''")
+    page.wait_for_function("() => document.getElementById('flamegraph').dataset.zoom !== ''")
     page.wait_for_function(
-        f"document.getElementById('flamegraph').querySelectorAll('g.slice').length < {before}"
+        f"() => document.getElementById('flamegraph').querySelectorAll('g.slice').length < {before}"
     )
     shot(page, "flamegraph-zoomed")
     page.click("#reset-zoom")
-    page.wait_for_function("document.getElementById('flamegraph').dataset.zoom === ''")
+    page.wait_for_function("() => document.getElementById('flamegraph').dataset.zoom === ''")
     page.wait_for_function(
-        f"document.getElementById('flamegraph').querySelectorAll('g.slice').length === {before}"
+        "() => document.getElementById('flamegraph')"
+        f".querySelectorAll('g.slice').length === {before}"
     )
 
 
@@ -214,10 +215,14 @@ def test_uploaded_report_cannot_touch_the_dashboard(
     assert page.evaluate("document.body.dataset.pwned") is None
     assert page.title() != "pwned"
     shot(page, "report")
-    # Opened directly (not in the iframe), the CSP sandbox still makes it opaque.
-    page.goto(page.url + "/raw")
-    page.wait_for_selector("body[data-done='1']")
-    direct = json.loads(page.locator("#out").inner_text())
+    # Opened directly as a tab, the raw URL sends the browser to the sandboxed viewer (a
+    # sandboxed page at the top could still navigate its tab); it stays opaque there.
+    viewer = page.url
+    page.goto(viewer + "/raw")
+    assert page.url == viewer
+    frame = page.frame_locator("#report-frame")
+    frame.locator("body[data-done='1']").wait_for()
+    direct = json.loads(frame.locator("#out").inner_text())
     assert direct["origin"] == "null" and "s3cret" not in direct["cookie"]
     assert direct["localStorage"].startswith("blocked")
 
