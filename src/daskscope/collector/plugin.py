@@ -272,8 +272,11 @@ class DaskscopePlugin(SchedulerPlugin):
         await self.before_close()  # a no-op when Dask already called it
         try:
             assert self._writer is not None and self._sink is not None
-            self._writer.submit(self._sink.close)
+            # Wait for the sink's close: a server sink makes its last delivery try there,
+            # and a `dask scheduler` process may exit as soon as this returns
+            closing = self._writer.submit(self._sink.close)
             self._writer.shutdown()
+            await asyncio.wait_for(asyncio.wrap_future(closing), timeout=60)
         except Exception as exc:
             self._hook_failed("close", exc)
 
