@@ -48,6 +48,7 @@ from daskscope.store.identity import add_user, create_account, create_token
 from daskscope.wire import encode_batch
 from pgserver import PostgresServer, free_port
 
+STAGGER_S = 0.05  # between the first connections of successive clusters
 SEQ = "SEQ0000000"  # replaced in the encoded batch: fresh ids without re-encoding
 
 
@@ -145,7 +146,7 @@ def start_server(database: str, port: int, log: Path, workers: int = 1) -> subpr
     command += ["serve", "--host", "127.0.0.1", "--port", str(port), "--auth"]
     command += ["--workers", str(workers)]
     process = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a start took 16 s on the shared machine under load
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1).status_code == 200:
@@ -173,6 +174,10 @@ async def run_load(base: str, token: str, load: Load) -> dict[str, Any]:
 
         async def collector(i: int) -> None:
             nonlocal acknowledged
+            # Clusters connect one after another, not in the same millisecond: with
+            # serve --workers N, a burst of connections is taken by whichever process
+            # wakes first, and kept-alive connections stay with it.
+            await asyncio.sleep(i * STAGGER_S)
             seq = 0
             while time.monotonic() < deadline:
                 body = templates[i].replace(SEQ.encode(), f"{seq:010d}".encode())
