@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from time import sleep as wall_sleep
 from typing import Any
 
 import dask.array as da
@@ -152,3 +153,57 @@ def test_each_computation_owns_its_tasks_in_a_notebook_loop(db_url: str) -> None
     assert cluster_row["tasks_erred"] == erred_total
     prefixes = rows(db_url, s.task_prefixes, cluster_id)
     assert sum(p["tasks_executed"] for p in prefixes) == cluster_row["tasks_executed"]
+
+
+def deep(n: int) -> int:
+    if n == 0:
+        wall_sleep(0.6)  # the profiler samples this frame, 400 calls deep
+        return 0
+    return deep(n - 1) + 1
+
+
+def tree_depth(tree: dict[str, Any]) -> int:
+    deepest, pending = 0, [(tree, 0)]
+    while pending:
+        node, d = pending.pop()
+        deepest = max(deepest, d)
+        pending.extend((c, d + 1) for c in node["children"].values())
+    return deepest
+
+
+def test_a_deep_recursion_profile_is_stored(db_url: str) -> None:
+    """Dask cuts stacks at 100 frames itself; what it sends is stored whole."""
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        attached = time()
+        cluster_id = daskscope.register(client, database=db_url)
+        assert client.submit(deep, 400).result() == 400
+        wall_sleep(1.5)  # workers add their samples to the history once a second
+        truth = client.profile(start=attached)
+        assert daskscope.flush(client)["write_failures"] == 0
+    profiles = rows(db_url, s.profiles, cluster_id)
+    assert sum(p["samples"] for p in profiles) >= truth["count"] > 0
+    assert max(tree_depth(p["tree"]) for p in profiles) == tree_depth(truth) > 50
+
+
+def test_a_profile_deeper_than_the_wire_takes_is_pruned_not_refused() -> None:
+    from daskscope.collector.snapshot import prune_profile
+    from daskscope.wire import MAX_PROFILE_DEPTH
+
+    def node(name: str, count: int) -> dict[str, Any]:
+        return {"identifier": name, "count": count, "description": {}, "children": {}}
+
+    root = node("root", 600)
+    tip = root
+    for level in range(600):  # one chain 600 frames deep, each frame sampled once more
+        child = node(f"f{level}", 600 - level - 1)
+        tip["children"][child["identifier"]] = child
+        tip = child
+    cut = prune_profile(root, MAX_PROFILE_DEPTH)
+    assert tree_depth(root) == MAX_PROFILE_DEPTH
+    assert cut == 600 - MAX_PROFILE_DEPTH
+    assert root["count"] == 600  # samples stay counted in the kept frames

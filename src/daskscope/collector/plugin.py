@@ -49,6 +49,7 @@ from daskscope.model import (
     WorkerSampleRecord,
     stable_id,
 )
+from daskscope.wire import MAX_PROFILE_DEPTH
 
 if TYPE_CHECKING:
     from distributed.scheduler import Scheduler
@@ -507,6 +508,8 @@ class DaskscopePlugin(SchedulerPlugin):
         trees = [t for t in answers if isinstance(t, dict)]
         tree = distributed.profile.merge(*trees) if trees else None
         if tree and tree.get("count"):
+            # the store and the server take trees of bounded depth
+            snapshot.prune_profile(tree, MAX_PROFILE_DEPTH)
             self._buffer.append(
                 ProfileRecord(
                     id=stable_id(self.cluster_id, "profile", start),

@@ -157,3 +157,25 @@ def span_metric_records(
 
 # Moved to collector/workers.py; kept importable here until the plugin imports it there.
 from daskscope.collector.workers import worker_sample  # noqa: E402, F401
+
+
+def prune_profile(tree: dict[str, Any], max_depth: int) -> int:
+    """Cut the frames of a profile tree deeper than ``max_depth`` in place (deep
+    recursion in user code reaches Python's 1,000-frame limit); returns how many nodes
+    were cut. A cut frame's samples stay counted in its ancestors, so the totals and the
+    self time of the deepest kept frame still add up."""
+    cut = 0
+    pending: list[tuple[dict[str, Any], int]] = [(tree, 0)]
+    while pending:
+        node, depth = pending.pop()
+        children = node.get("children") or {}
+        if depth >= max_depth and children:
+            stack = list(children.values())
+            while stack:  # count what goes, without recursion
+                child = stack.pop()
+                cut += 1
+                stack.extend((child.get("children") or {}).values())
+            node["children"] = {}
+            continue
+        pending.extend((child, depth + 1) for child in children.values())
+    return cut
