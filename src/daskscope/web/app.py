@@ -35,7 +35,9 @@ def create_app(
         title="daskscope",
         summary="Performance analytics for Dask: clusters, spans, reports.",
         version="0.1.0",
-        docs_url="/api/docs",
+        # FastAPI's Swagger page loads its scripts from a CDN: analysis facilities are
+        # often offline, and nothing may leave the machine. /openapi.json describes it all.
+        docs_url=None,
         redoc_url=None,
         dependencies=[Depends(authenticate)],
     )

@@ -27,7 +27,7 @@ from daskscope.web.tokencache import REVERIFIED_PATHS, cached_identity
 __all__ = ["COOKIE", "authenticate", "pages", "viewer_of"]
 
 COOKIE = "daskscope_session"
-PUBLIC_PREFIXES = ("/login", "/logout", "/static/", "/assets/", "/openapi.json", "/api/docs")
+PUBLIC_PREFIXES = ("/login", "/logout", "/static/", "/assets/", "/openapi.json")
 
 pages = APIRouter(include_in_schema=False)
 

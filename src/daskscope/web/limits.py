@@ -9,6 +9,7 @@ one (chunked) is counted as it streams and cut off with 413 the moment it passes
 
 from __future__ import annotations
 
+import html
 import json
 from typing import Any
 
@@ -46,15 +47,18 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         limit, setting = body_limit(scope["path"])
+        page = not scope["path"].startswith("/api/")
         declared = _content_length(scope)
         if declared == -1:
-            await _refuse(send, 400, "Bad request", "Content-Length must be a number of bytes")
+            await _refuse(
+                send, 400, "Bad request", "Content-Length must be a number of bytes", page=page
+            )
             return
         if declared is not None and declared > limit:
             message = (
                 f"the body has {declared} bytes; this address takes at most {limit} ({setting})"
             )
-            await _refuse(send, 413, "Upload too large", message)
+            await _refuse(send, 413, "Upload too large", message, page=page)
             return
         seen, refused, started = 0, False, False
 
@@ -71,7 +75,8 @@ class BodyLimit:
                     refused = True
                     if not started:
                         text = f"the body passed {limit} bytes, the most this address takes"
-                        await _refuse(send, 413, "Upload too large", f"{text} ({setting})")
+                        why = f"{text} ({setting})"
+                        await _refuse(send, 413, "Upload too large", why, page=page)
                     return {"type": "http.disconnect"}
             return message
 
@@ -98,10 +103,23 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-async def _refuse(send: Send, status: int, title: str, message: str) -> None:
-    body = json.dumps({"error": {"status": status, "title": title, "message": message}}).encode()
+async def _refuse(send: Send, status: int, title: str, message: str, *, page: bool) -> None:
+    """JSON on the API, a small page for a browser's form (the page templates need the
+    request state that inner middleware sets, which this outermost one comes before)."""
+    if page:
+        text = f"{status} · {html.escape(title)}"
+        body = (
+            f'<!doctype html><html lang="en"><meta charset="utf-8"><title>{text}</title>'
+            f'<section class="error-page" data-status="{status}"><h1>{text}</h1>'
+            f'<p class="message">{html.escape(message)}</p><p><a href="/">Back to the '
+            "clusters</a></p></section></html>"
+        ).encode()
+        media = b"text/html; charset=utf-8"
+    else:
+        error = {"status": status, "title": title, "message": message}
+        body, media = json.dumps({"error": error}).encode(), b"application/json"
     headers: list[tuple[bytes, bytes]] = [
-        (b"content-type", b"application/json"),
+        (b"content-type", media),
         (b"content-length", str(len(body)).encode()),
         # the client may still be sending: do not read the rest of it on this connection
         (b"connection", b"close"),

@@ -56,13 +56,6 @@ PAGE_CSP = (
     "frame-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
     "frame-ancestors 'none'"
 )
-# FastAPI's Swagger UI is an inline script over files from its CDN.
-_DOCS_CSP = (
-    "default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
-    "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
-    "img-src 'self' data: https://fastapi.tiangolo.com; connect-src 'self'; "
-    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
-)
 _HEADERS = (
     ("x-frame-options", "DENY"),
     ("x-content-type-options", "nosniff"),
@@ -194,7 +187,7 @@ class SecurityMiddleware:
         cookie = Request(scope).cookies.get(CSRF_COOKIE)
         fresh = None if cookie else secrets.token_urlsafe(32)
         scope.setdefault("state", {})["csrf"] = cookie or fresh
-        csp = _DOCS_CSP if scope["path"] == "/api/docs" else PAGE_CSP
+        csp = PAGE_CSP
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
