@@ -130,3 +130,37 @@ def test_a_cluster_keeps_its_member(team: Team) -> None:
         assert table_counts(store, "alice-c")["task_groups"] == 0
     # alice herself still writes to it
     assert send(team, "alice", [cluster("alice-c", core_seconds=480.0), group]).status_code == 200
+
+
+def seen_runs(team: Team, who: str) -> list[str]:
+    response = httpx.get(
+        f"{team.server.url}/api/v1/runs",
+        headers={"Authorization": f"Bearer {team.tokens[who]}"},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    return [r["id"] for r in response.json()["runs"]]
+
+
+def test_a_run_without_a_cluster_is_its_senders(team: Team) -> None:
+    """A local run (no recorder, no cluster) belonged to nobody: with authentication no
+    member could see it, and anyone could overwrite it or add chunks to it."""
+    bobs = dataclasses.replace(run("none"), id="bobs-local-run", cluster_id=None, user="x")
+    sent = send(team, "bob", [bobs, chunk(bobs.id, None, 0)])
+    assert sent.status_code == 200, sent.text
+    assert seen_runs(team, "bob") == [bobs.id]
+    assert seen_runs(team, "alice") == [bobs.id]  # the same account sees it
+    assert seen_runs(team, "carol") == []
+
+    # neither another account nor another member writes to it
+    for who in ("carol", "alice"):
+        overwrite = send(team, who, [dataclasses.replace(bobs, name="mine now")])
+        assert overwrite.status_code == 409, overwrite.text
+        assert "records[0].data.id" in overwrite.json()["error"]["message"]
+        appended = send(team, who, [chunk(bobs.id, None, 9)])
+        assert appended.status_code == 409, appended.text
+    with open_store(team.server.database) as store:
+        detail = run_detail(store, bobs.id)
+    assert detail["run"]["name"] == "analysis"
+    assert (detail["run"]["account"], detail["run"]["user"]) == ("atlas", "bob")
+    assert [c["chunk_index"] for c in detail["chunks"]] == [0]

@@ -284,6 +284,9 @@ class WorkflowRunRecord:
     sections: dict[str, Any] = field(default_factory=dict)
     coffea_report: dict[str, Any] | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    #: who ran it (config's account and user; a server replaces them with the token's)
+    account: str | None = None
+    user: str | None = None
 
 
 @dataclass(slots=True, kw_only=True)

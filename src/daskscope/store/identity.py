@@ -213,16 +213,19 @@ def claim_rows(
     account and user (whatever the collector claimed). Refused with
     :class:`ForeignRecord`, which names the first such record in ``order`` (the batch as
     sent): a cluster id of another account, or of another member (a cluster keeps its
-    user once set), or one never sent; a workflow chunk added to a run of another
-    cluster. Record ids of other clusters are refused when written (RecordConflict).
-    Run it in the transaction that writes the rows, so that no other batch slips in
-    between."""
+    user once set), or one never sent; a workflow run stored as another member's; a
+    workflow chunk added to a run of another cluster or member. Workflow runs are
+    labelled with the token's account and user too. Record ids of other clusters are
+    refused when written (RecordConflict). Run it in the transaction that writes the
+    rows, so that no other batch slips in between."""
     from daskscope.store.schema import clusters
 
     sent = set()
     for row in rows_by_kind.get("cluster", ()):
         row["account"], row["user"] = identity.account, identity.user
         sent.add(row["id"])
+    for row in rows_by_kind.get("workflow_run", ()):  # a run is its sender's
+        row["account"], row["user"] = identity.account, identity.user
     referenced: set[str | None] = set()
     for kind, rows in rows_by_kind.items():
         if kind != "cluster":
@@ -239,8 +242,9 @@ def claim_rows(
     foreign = {cid for cid, (account, _) in owners.items() if account != identity.account}
     others = {cid for cid, (_, user) in owners.items() if user != identity.user} - foreign
     unknown = referenced - sent - owners.keys()
-    misplaced = _chunks_of_other_runs(conn, rows_by_kind)
-    if not foreign and not others and not unknown and not misplaced:
+    misplaced = _chunks_of_other_runs(conn, rows_by_kind, identity)
+    taken_runs = _runs_of_others(conn, rows_by_kind, identity)
+    if not foreign and not others and not unknown and not misplaced and not taken_runs:
         return
     for i, (kind, row) in enumerate(order):  # the first offender, as the batch was sent
         field = "id" if kind == "cluster" else "cluster_id"
@@ -258,28 +262,53 @@ def claim_rows(
             raise ForeignRecord(
                 i,
                 "run_id",
-                "this workflow run belongs to another cluster; a chunk joins its own run",
+                "this workflow run belongs to another cluster or member; a chunk joins its own run",
             )
+        if kind == "workflow_run" and row["id"] in taken_runs:
+            raise ForeignRecord(i, "id", "this workflow run id was sent by another member")
 
 
-def _chunks_of_other_runs(conn: sa.Connection, rows_by_kind: dict[str, list[dict]]) -> set[str]:
+def _chunks_of_other_runs(
+    conn: sa.Connection, rows_by_kind: dict[str, list[dict]], identity: Identity
+) -> set[str]:
     """Ids of the batch's workflow chunks whose run (sent in this batch, or stored) is on
-    another cluster than the chunk: appending to someone else's run. A chunk whose run
-    is not known yet is let through: its run record comes later, with the same cluster."""
+    another cluster than the chunk, or was sent by someone else: appending to another
+    member's run. A chunk whose run is not known yet is let through: its run record
+    comes later, with the same cluster and owner."""
     from daskscope.store.schema import workflow_runs
 
     chunks = rows_by_kind.get("workflow_chunk", ())
     if not chunks:
         return set()
-    run_cluster = {row["id"]: row["cluster_id"] for row in rows_by_kind.get("workflow_run", ())}
-    wanted = {row["run_id"] for row in chunks} - run_cluster.keys()
+    owner = (identity.account, identity.user)
+    runs = {row["id"]: (row["cluster_id"], owner) for row in rows_by_kind.get("workflow_run", ())}
+    wanted = {row["run_id"] for row in chunks} - runs.keys()
     if wanted:
         c = workflow_runs.c
-        run_cluster.update(
-            conn.execute(sa.select(c.id, c.cluster_id).where(c.id.in_(wanted))).all()
-        )
+        query = sa.select(c.id, c.cluster_id, c.account, c.user).where(c.id.in_(wanted))
+        for run_id, cluster_id, account, user in conn.execute(query):
+            # a run stored before owners were kept has none: its cluster decides
+            runs[run_id] = (cluster_id, (account, user) if account is not None else owner)
     return {
         row["id"]
         for row in chunks
-        if row["run_id"] in run_cluster and run_cluster[row["run_id"]] != row["cluster_id"]
+        if row["run_id"] in runs and runs[row["run_id"]] != (row["cluster_id"], owner)
+    }
+
+
+def _runs_of_others(
+    conn: sa.Connection, rows_by_kind: dict[str, list[dict]], identity: Identity
+) -> set[str]:
+    """Ids of the batch's workflow runs already stored as another member's."""
+    from daskscope.store.schema import workflow_runs
+
+    ids = {row["id"] for row in rows_by_kind.get("workflow_run", ())}
+    if not ids:
+        return set()
+    c = workflow_runs.c
+    query = sa.select(c.id, c.account, c.user).where(c.id.in_(ids), c.account.is_not(None))
+    return {
+        run_id
+        for run_id, account, user in conn.execute(query)
+        if (account, user) != (identity.account, identity.user)
     }

@@ -38,32 +38,35 @@ def list_runs(
     account: str | None = None,
 ) -> list[Row]:
     """Workflow runs, newest first (``ix_workflow_runs_started_at``); with ``account``,
-    only runs on that account's clusters."""
+    only the runs its members sent or ran on its clusters."""
     c = s.workflow_runs.c
     query = sa.select(s.workflow_runs).order_by(c.started_at.desc(), c.id.desc())
     if cluster_id is not None:
         query = query.where(c.cluster_id == cluster_id)
     if account is not None:
-        query = query.where(c.cluster_id.in_(_account_clusters(account)))
+        query = query.where(_of_account(account))
     if limit is not None:
         query = query.limit(limit)
     with as_engine(store).connect() as conn:
         return [dict(r._mapping) for r in conn.execute(query)]
 
 
-def _account_clusters(account: str) -> sa.Select:
-    return sa.select(s.clusters.c.id).where(s.clusters.c.account == account)
+def _of_account(account: str) -> sa.ColumnElement[bool]:
+    """Runs an account's members see: those they sent, and those on its clusters."""
+    c = s.workflow_runs.c
+    clusters = sa.select(s.clusters.c.id).where(s.clusters.c.account == account)
+    return sa.or_(c.account == account, c.cluster_id.in_(clusters))
 
 
 def resolve_run_id(
     store: Store | sa.Engine, id_or_prefix: str, *, account: str | None = None
 ) -> str:
     """The full id of the run named by an exact id or a unique prefix; with ``account``,
-    only runs on that account's clusters exist for this lookup."""
+    only that account's runs exist for this lookup."""
     c = s.workflow_runs.c
     text = id_or_prefix.strip()
     hint = "`daskscope runs` lists them"
-    scope = c.cluster_id.in_(_account_clusters(account)) if account is not None else sa.true()
+    scope = _of_account(account) if account is not None else sa.true()
     with as_engine(store).connect() as conn:
         if conn.execute(sa.select(c.id).where(c.id == text, scope)).first():
             return text

@@ -236,7 +236,11 @@ workflow_runs = sa.Table(
     sa.Column("sections", JSON, nullable=False),
     sa.Column("coffea_report", JSON, nullable=True),
     sa.Column("info", JSON, nullable=False),
+    # Who sent it: a server sets the token's; NULL only for runs stored before owners
+    sa.Column("account", sa.String, nullable=True),
+    sa.Column("user", sa.String, nullable=True),
     sa.Index("ix_workflow_runs_started_at", "started_at"),
+    sa.Index("ix_workflow_runs_account_started_at", "account", "started_at"),
     sa.Index("ix_workflow_runs_cluster_id_started_at", "cluster_id", "started_at"),
 )
 

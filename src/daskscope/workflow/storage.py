@@ -6,6 +6,7 @@ import atexit
 import threading
 from typing import Any
 
+from daskscope import config
 from daskscope.model import WorkflowChunkRecord, WorkflowRunRecord, stable_id
 from daskscope.workflow.run import WorkflowRun
 
@@ -47,6 +48,8 @@ def run_records(run: WorkflowRun) -> list[WorkflowRunRecord | WorkflowChunkRecor
             sections=run.sections,
             coffea_report=run.coffea_report,
             info=run.info,
+            account=config.get("account") or "default",
+            user=config.get("user") or config.os_user(),
         )
     ]
     for index, chunk in enumerate(run.chunk_metrics):
