@@ -3,8 +3,8 @@
 Every batch a collector posts carries its token. Looking it up before the route runs
 cost a connection of its own per batch (a pool checkout, its ping, the query, the
 rollback on return; and, with many batches waiting, pool connections opened and closed
-again), a tenth of the server's CPU and a fifth of PostgreSQL's per record at 501-record
-batches (docs/benchmarks.md). For the routes in :data:`REVERIFIED_PATHS` a token seen
+again); doing without it cut PostgreSQL's CPU per record by 29 % at 501-record batches
+(docs/benchmarks.md). For the routes in :data:`REVERIFIED_PATHS` a token seen
 valid in the last :data:`TTL_SECONDS` is taken from memory before the route, and the route
 checks it again in the transaction that writes (:func:`verify_in_transaction`): a revoked
 token writes nothing from the moment it is revoked. Unknown and revoked tokens are never
