@@ -14,6 +14,7 @@ from __future__ import annotations
 from dask.utils import parse_timedelta
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from daskscope import config
 from daskscope.store.identity import Identity, identity_for_token
@@ -22,7 +23,7 @@ from daskscope.web.errors import Unauthorized
 from daskscope.web.ratelimit import RateLimiter
 from daskscope.web.render import page, render_page
 from daskscope.web.security import CSRF_FIELD, CrossSite, check_csrf, cookie_secure
-from daskscope.web.tokencache import REVERIFIED_PATHS, cached_identity
+from daskscope.web.tokencache import REVERIFIED_PATHS, cached_identity, remembered_identity
 
 __all__ = ["COOKIE", "authenticate", "pages", "viewer_of"]
 
@@ -51,12 +52,26 @@ def _identity(request: Request) -> Identity | None:
     return identity_for_session(store, session) if session else None
 
 
-def authenticate(request: Request) -> None:
-    """App-wide dependency: sets ``request.state.viewer`` or refuses with 401."""
+async def authenticate(request: Request) -> None:
+    """App-wide dependency: sets ``request.state.viewer`` or refuses with 401.
+
+    Asynchronous, so that what needs no query costs no thread: authentication off,
+    public paths, and an ingest token seen valid within the cache's TTL (which the
+    write checks again: web/tokencache.py). Everything else is looked up in the
+    database on a worker thread, before the route (and its body) is read."""
     request.state.viewer = None
-    if not request.app.state.auth or request.url.path.startswith(PUBLIC_PREFIXES):
+    if not request.app.state.auth:
         return
-    viewer = _identity(request)
+    path = request.url.path
+    if path.startswith(PUBLIC_PREFIXES):
+        return
+    viewer = None
+    if path in REVERIFIED_PATHS:
+        token = _bearer(request)
+        if token:
+            viewer = remembered_identity(request.app.state.store, token)
+    if viewer is None:
+        viewer = await run_in_threadpool(_identity, request)
     if viewer is None:
         raise Unauthorized(
             "this daskscope server needs a token: log in, or send "
