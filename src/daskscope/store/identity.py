@@ -7,6 +7,7 @@ usable token. The identity a token resolves to is what labels the clusters sent 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 import time
@@ -218,8 +219,6 @@ def claim_rows(
     labelled with the token's account and user too. Record ids of other clusters are
     refused when written (RecordConflict). Run it in the transaction that writes the
     rows, so that no other batch slips in between."""
-    from daskscope.store.schema import clusters
-
     sent = set()
     for row in rows_by_kind.get("cluster", ()):
         row["account"], row["user"] = identity.account, identity.user
@@ -233,11 +232,7 @@ def claim_rows(
     referenced.discard(None)  # workflow runs without a cluster
     owners = {
         cid: (account, user)
-        for cid, account, user in conn.execute(
-            sa.select(clusters.c.id, clusters.c.account, clusters.c.user).where(
-                clusters.c.id.in_(sent | referenced)
-            )
-        )
+        for cid, account, user in conn.execute(_cluster_owners(), {"ids": list(sent | referenced)})
     }
     foreign = {cid for cid, (account, _) in owners.items() if account != identity.account}
     others = {cid for cid, (_, user) in owners.items() if user != identity.user} - foreign
@@ -266,6 +261,17 @@ def claim_rows(
             )
         if kind == "workflow_run" and row["id"] in taken_runs:
             raise ForeignRecord(i, "id", "this workflow run id was sent by another member")
+
+
+@functools.cache
+def _cluster_owners() -> sa.Select:
+    """Clusters' owners by id (``ids``): built once, not for every batch."""
+    from daskscope.store.schema import clusters
+
+    ids = sa.bindparam("ids", expanding=True)
+    return sa.select(clusters.c.id, clusters.c.account, clusters.c.user).where(
+        clusters.c.id.in_(ids)
+    )
 
 
 def _chunks_of_other_runs(

@@ -87,17 +87,21 @@ def forget(store: Store, token: str) -> None:
         _caches.get(store, {}).pop(_digest(token), None)
 
 
+#: Built once: constructing the query (and its cache key) for every batch cost more
+#: of the server's CPU than running it.
+_TOKEN_OWNER = (
+    sa.select(users.c.name, users.c.account)
+    .select_from(tokens.join(users, users.c.name == tokens.c.user))
+    .where(tokens.c.token_hash == sa.bindparam("digest"), tokens.c.revoked_at.is_(None))
+)
+
+
 def verify_in_transaction(
     conn: sa.Connection, store: Store, token: str, identity: Identity
 ) -> None:
     """Raise :class:`TokenRevoked` unless ``token`` is still ``identity``'s, read in the
     writing transaction (the same connection: no extra checkout)."""
-    query = (
-        sa.select(users.c.name, users.c.account)
-        .select_from(tokens.join(users, users.c.name == tokens.c.user))
-        .where(tokens.c.token_hash == _digest(token), tokens.c.revoked_at.is_(None))
-    )
-    row = conn.execute(query).first()
+    row = conn.execute(_TOKEN_OWNER, {"digest": _digest(token)}).first()
     if row is None or (row.name, row.account) != (identity.user, identity.account):
         forget(store, token)
         raise TokenRevoked("this token is unknown or revoked")
