@@ -26,6 +26,7 @@ from daskscope import model
 from daskscope.cli.main import cli
 from daskscope.collector.workers import flatten_metrics, worker_sample
 from daskscope.store import open_store, worker_samples, write_records
+from daskscope.store.engine import HEAD_REVISION
 from webutil import call
 
 pytest.importorskip("fastapi")
@@ -293,7 +294,7 @@ def test_migration_keeps_samples_of_a_0003_store(database_url: str, tmp_path: Pa
     engine.dispose()
 
     with open_store(database_url) as store:
-        assert store.current_revision() == store.head_revision() == "0004"
+        assert store.current_revision() == store.head_revision() == HEAD_REVISION
         (row,) = worker_samples(store, "old-cluster")
         assert {k: row[k] for k in OLD_SAMPLE} == OLD_SAMPLE
         # Not recorded then: absent, not zero
