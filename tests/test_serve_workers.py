@@ -202,3 +202,22 @@ def test_a_revoked_token_writes_nothing_from_the_moment_it_is_revoked(
 
         stored = conn.execute(sa.text("SELECT name FROM task_groups")).scalars().all()
     assert sorted(stored) == sorted(f"group-0-{i}" for i in range(GROUPS))
+
+
+def test_worker_processes_have_time_to_start(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """uvicorn's supervisor kills a worker that does not answer its health check in time,
+    also while the worker still imports; with uvicorn's default (5 s), workers starting
+    on a loaded host were killed and started again in a loop."""
+    import uvicorn
+
+    from daskscope.cli.serve import run_server
+    from daskscope.web.app import WORKER_APP_ENV
+
+    options: dict = {}
+    monkeypatch.setattr(uvicorn, "run", lambda target, **kwargs: options.update(kwargs))
+    monkeypatch.setenv(WORKER_APP_ENV, "{}")  # restored after the test
+    run_server(f"sqlite:///{tmp_path / 'store.db'}", "127.0.0.1", free_port(), workers=2)
+    assert options["workers"] == 2
+    assert options["timeout_worker_healthcheck"] >= 60

@@ -52,6 +52,10 @@ def auth_wanted(choice: bool | None, host: str) -> bool:
     return setting in ("true", "1", "yes", "on")
 
 
+#: How long uvicorn's supervisor waits for a worker process to answer (see run_server)
+WORKER_HEALTHCHECK_SECONDS = 60
+
+
 def run_server(
     database: str | None,
     host: str,
@@ -93,6 +97,12 @@ def run_server(
         port=port,
         log_level="warning",
         timeout_keep_alive=75,
+        # uvicorn's supervisor kills a worker that does not answer its health check in
+        # time, and starts another; a new worker answers only once it has imported
+        # everything, which on a busy host (or without bytecode caches) took more than
+        # uvicorn's default 5 s: each replacement was killed again, a restart loop that
+        # cost a core's fifth in a 2-process benchmark (docs/benchmarks.md)
+        timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
         **_connection_limits(),
     )
 
