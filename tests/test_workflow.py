@@ -117,6 +117,58 @@ def test_nested_collectors_outer_includes_inner(client: Client) -> None:
     assert a.metrics["cpu_seconds"] >= b.metrics["cpu_seconds"]
 
 
+def wait_then_count(event: str, start: int, stop: int) -> int:
+    from distributed import Event
+
+    Event(event).wait()
+    return count_chunk(start, stop)
+
+
+async def _heartbeat(dask_worker: Any) -> None:
+    await dask_worker.heartbeat()
+
+
+def test_an_enclosing_run_growing_during_the_inner_run_is_not_shared(client: Client) -> None:
+    # a's task runs only once b is open, so a's span grows during b: that growth is a's
+    # own work, not b's, and b's fine metrics are measured
+    from distributed import Event
+
+    with Client(client.scheduler.address) as other:
+        with MetricsCollector(client, name="a", store=False) as a:
+            go = Event("a-go", client=client)
+            fa = client.submit(wait_then_count, "a-go", 0, 5, key="a-0")
+            with MetricsCollector(other, name="b", store=False) as b:
+                fb = other.map(count_chunk, [0, 10], [1, 11], key=["b-0", "b-1"])
+                other.gather(fb)
+                go.set()
+                client.gather(fa)
+                client.run(_heartbeat)  # a's metrics reach a's span while b is open
+    assert b.run.info["span_incomplete"] == [] and b.run.info["span_borrowed_from"] == []
+    assert b.metrics["cpu_seconds"] > 0
+    assert a.metrics["cpu_seconds"] >= b.metrics["cpu_seconds"]
+
+
+def test_runs_sharing_a_task_group_leave_the_later_runs_fine_metrics_out(
+    client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    # b (another client) adds tasks to a's live task group "s": Dask puts them on a's
+    # span, where they cannot be told apart from a's
+    from distributed import Event
+
+    with Client(client.scheduler.address) as other:
+        with MetricsCollector(client, name="a", store=False) as a:
+            go = Event("s-go", client=client)
+            fa = client.submit(wait_then_count, "s-go", 0, 5, key="s-0")
+            with MetricsCollector(other, name="b", store=False) as b:
+                fb = other.map(count_chunk, [10, 20], [11, 21], key=["s-1", "s-2"])
+                other.gather(fb)
+                go.set()
+                client.gather(fa)
+    assert b.run.info["span_incomplete"] == [a.run.info["span_id"]]
+    assert "cpu_seconds" not in b.metrics and a.metrics["cpu_seconds"] > 0
+    assert "fine metrics not measured" in caplog.text
+
+
 class Counter:
     """A processor-like class: its instances carry the collector's route."""
 

@@ -51,7 +51,12 @@ class DaskBackend(Backend):
         assert self.span_id is not None, "create_span comes first"
         self._interval = interval
         self.info = self.client.run_on_scheduler(
-            remote.start_run, self.collector_id, self.span_id, interval, self.parents
+            remote.start_run,
+            self.collector_id,
+            self.span_id,
+            interval,
+            self.parents,
+            getattr(self.client, "id", None),
         )
 
     def stop_tracking(self) -> dict[str, Any]:

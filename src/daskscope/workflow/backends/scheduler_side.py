@@ -41,6 +41,13 @@ class _Run:
     #: own metrics, at the start, of every other span holding a live task group: new
     #: tasks of the same group join that span (distributed's TaskGroup collision)
     foreign: dict[str, dict[tuple, float]] = field(default_factory=dict)
+    #: the Dask client that runs the collector (None: any client's graphs count)
+    client_id: str | None = None
+    #: spans outside this run's own that its tasks were seen joining: a graph of the
+    #: run's client added tasks to a task group that already lived on such a span. Only
+    #: these spans' growth can be this run's work (a foreign span that merely grows,
+    #: e.g. the enclosing run's own tasks finishing, is not)
+    joined: set[str] = field(default_factory=set)
 
 
 def _empty_series() -> dict[str, Any]:
@@ -71,6 +78,37 @@ class WorkflowSchedulerPlugin(SchedulerPlugin):
 
     async def start(self, scheduler: Any) -> None:
         self.scheduler = scheduler
+
+    def update_graph(
+        self, scheduler: Any, *, client: str | None = None, tasks: Any = (), **kwargs: Any
+    ) -> None:
+        # Runs after distributed has put the new tasks on their spans: a task whose group
+        # was already alive went to that group's span, whatever span it asked for
+        if not self.runs:
+            return
+        try:
+            runs = [r for r in self.runs.values() if r.client_id in (None, client)]
+            if runs:
+                self._note_joined(scheduler, runs, tasks)
+        except Exception:  # never into Dask
+            self.failures += 1
+            logger.debug("daskscope: watching a graph's task groups failed", exc_info=True)
+
+    def _note_joined(self, scheduler: Any, runs: list[_Run], keys: Any) -> None:
+        added: dict[Any, int] = {}
+        for key in keys:
+            ts = scheduler.tasks.get(key)
+            if ts is not None and ts.group is not None:
+                added[ts.group] = added.get(ts.group, 0) + 1
+        # A group with no more tasks than this graph added was born with it, on the span
+        # the graph asked for: only older groups can pull tasks onto another span
+        spans = {tg.span_id for tg, n in added.items() if tg.span_id and len(tg) > n}
+        if not spans:
+            return
+        for run in runs:
+            span = _span(scheduler, run.span_id)
+            ours = {s.id for s in span.traverse_spans()} if span is not None else set()
+            run.joined |= spans - ours - {run.span_id}
 
     def log_event(self, topic: str, msg: Any) -> None:
         if topic != CHUNK_TOPIC or not self.by_span:
@@ -164,13 +202,14 @@ def start_run(
     span_id: str,
     interval: float | None,
     parents: list[str] | None = None,
+    client_id: str | None = None,
     dask_scheduler: Any = None,
 ) -> dict[str, Any]:
     """Begin routing chunks of ``span_id`` to ``collector_id`` and sampling workers."""
     plugin = _plugin(dask_scheduler)
     run = _Run(
         collector_id, span_id, interval or 0.0, parents=list(parents or []),
-        samples=_empty_series(),
+        samples=_empty_series(), client_id=client_id,
     )  # fmt: skip
     plugin.runs[collector_id] = run
     plugin.by_span[span_id] = collector_id
@@ -207,9 +246,12 @@ def _collided(
 ) -> tuple[dict[str, dict[tuple, float]], set[str]]:
     """Work of this run that Dask put on other spans (TaskGroup collision).
 
-    Returns the growth, during the run, of each such span that no other open collector
-    owns (that growth is this run's), and the spans whose growth cannot be told apart
-    (another open run's span, or a span not seen at the start)."""
+    Only the spans the run's tasks were seen joining count (``run.joined``): another
+    span that merely grew during the run (the enclosing run's own tasks, say) holds
+    none of this run's work. Returns the growth, during the run, of each joined span
+    that no other open collector owns (that growth is this run's), and the spans whose
+    growth cannot be told apart (another open run's span, or a span not seen at the
+    start)."""
     ext = scheduler.extensions.get("spans")
     ours = {s.id for s in span.traverse_spans()} if span is not None else {run.span_id}
     seen = {c.get("span_id") for c in run.chunks if c.get("span_id")} - ours
@@ -221,7 +263,7 @@ def _collided(
     borrowed: dict[str, dict[tuple, float]] = {}
     unknown: set[str] = set()
     for span_id, before in run.foreign.items():
-        if span_id in ours:
+        if span_id in ours or span_id not in run.joined:
             continue
         foreign = ext.spans.get(span_id) if ext is not None else None
         if foreign is None:
@@ -237,7 +279,8 @@ def _collided(
             unknown.add(span_id)
         else:
             borrowed[span_id] = delta
-    unknown |= seen - set(borrowed)
+    # joined spans without a picture at the start (born during the run): no telling
+    unknown |= (seen | (run.joined - set(run.foreign))) - ours - set(borrowed)
     return borrowed, unknown
 
 
@@ -250,6 +293,8 @@ def watch_metrics(collector_id: str, span_id: str, dask_scheduler: Any = None) -
     grown = []
     ext = dask_scheduler.extensions.get("spans")
     for foreign_id, before in (run.foreign if run is not None else {}).items():
+        if foreign_id not in run.joined:  # growth that is not this run's: no wait
+            continue
         foreign = ext.spans.get(foreign_id) if ext is not None else None
         if foreign is not None and dict(foreign._cumulative_worker_metrics) != before:
             grown.append([foreign_id, sorted(map(str, foreign._cumulative_worker_metrics.items()))])
