@@ -1,15 +1,31 @@
 """What recording costs: the same Dask workload with and without daskscope, side by side.
 
-Runs interleaved pairs (with/without, order alternating) of a graph of small tasks on a
-fresh ``LocalCluster(processes=True)`` each time, recording everything (spans, worker
-samples every 0.5 s, profiles every 2 s, writes every 1 s) into an SQLite store. Prints
-per-pair timings, the median wall-time and scheduler-process CPU ratios, daskscope's own
-work per task (hooks, periodic snapshots, writer thread: measured directly, since wall
-times on a shared machine are noisier than the effect), the transition hook's cost, the
-store's write throughput and the plugin's peak memory over a 100,000-task run, and ends
-with one line of JSON holding these figures.
+Two variants, each run as interleaved pairs (with/without, order alternating) on a fresh
+``LocalCluster(processes=True)`` per run, recording everything (spans, worker samples
+every 0.5 s, profiles every 2 s, writes every 1 s) into a fresh SQLite store per run:
 
-    python bench/overhead.py [--tasks 20000] [--pairs 5]
+- ``small``: about 20,000 tiny tasks in 2 task groups (leaves and a 16-way tree sum);
+- ``many-groups``: about 200,000 tiny tasks in 40,001 task groups: 10,000 chains of 4
+  groups (read → add → mul → neg, 5 tasks each, the per-file graphs of a HEP analysis)
+  and a 16-way tree sum over the chains' ends.
+
+For each variant it prints the median wall-time ratio and the scheduler's CPU ratio (its
+process plus the child process that writes the SQLite file) with their spread over the
+pairs, and daskscope's own work per task, measured directly since wall times on a shared
+machine are noisier than the effect: the ``transition`` hook (timed per call on its three
+paths, times the calls per task on each), the CPU time of the event loop's thread in
+daskscope's work (graph hook, snapshots, samples — what the plugin's ``loop_seconds``
+counts in wall time — plus its bookkeeping after each write and the profile merges Dask
+does on the loop when daskscope asks for a profile, which ``loop_seconds`` leaves out),
+the writer thread's CPU and the store child's CPU. It also measures each part of the
+loop's work, the longest single block of the event loop a flush held (and how much of it
+was the garbage collector's passes, timed with ``gc.callbacks`` in both arms), the
+plugin's peak memory, and checks that the store holds every task group and task. The
+bench wraps the live plugin's methods on the scheduler through ``run_on_scheduler``;
+nothing in daskscope is changed. The last line is JSON holding these figures.
+
+    python bench/overhead.py [--variants small,many-groups] [--pairs 7] [--many-pairs 5]
+                             [--tasks 20000] [--many-tasks 200000] [--groups 40000]
 """
 
 from __future__ import annotations
@@ -18,14 +34,18 @@ import argparse
 import asyncio
 import json
 import operator
+import sqlite3
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import dask
+from dask.base import tokenize
 from distributed import Client, LocalCluster, SchedulerPlugin, span
 
 import daskscope
@@ -37,34 +57,284 @@ RECORD_EVERYTHING = dict(
     flush_interval=1.0, worker_sampling_interval=0.5, profile_interval=2.0, profile_enabled=True
 )
 
+#: Same for both arms: no root-task queuing, so that the scheduler's CPU, which is what
+#: daskscope adds to, bounds the run rather than round trips to the workers.
+DASK_CONFIG = {"distributed.scheduler.worker-saturation": float("inf")}
 
-def workload(n_tasks: int) -> tuple[dict[str, Any], str]:
-    """A raw graph of about ``n_tasks`` tiny tasks: leaves and a 16-way tree sum.
+Graph = dict[Any, Any]
+
+
+# -- workloads ----------------------------------------------------------------------------
+
+
+def tree_sum(graph: Graph, keys: list[Any], name: str) -> Any:
+    """Sum ``keys`` with a 16-way tree of tasks ``name-level-j`` (one task group:
+    Dask's group of a string key ``name-0-3`` is ``name``); returns the root key."""
+    layer, level = keys, 0
+    while len(layer) > 1:
+        parents = []
+        for j in range(0, len(layer), 16):
+            key = f"{name}-{level}-{j // 16}"
+            graph[key] = (sum, layer[j : j + 16])
+            parents.append(key)
+        layer, level = parents, level + 1
+    return layer[0]
+
+
+def small_workload(n_tasks: int) -> tuple[Graph, Any, int]:
+    """About ``n_tasks`` tiny tasks in 2 groups: leaves and a 16-way tree sum.
 
     A raw graph keeps the client's own graph building out of the timing, so what is
     measured is the scheduler's work per task, which is what daskscope adds to.
     """
     leaves = n_tasks * 15 // 16
-    graph: dict[str, Any] = {f"leaf-{i}": (operator.add, i, 1) for i in range(leaves)}
-    layer = list(graph)
-    level = 0
-    while len(layer) > 1:
-        parents = []
-        for j in range(0, len(layer), 16):
-            key = f"sum-{level}-{j // 16}"
-            graph[key] = (sum, layer[j : j + 16])
-            parents.append(key)
-        layer, level = parents, level + 1
-    return graph, layer[0]
+    graph: Graph = {f"leaf-{i}": (operator.add, i, 1) for i in range(leaves)}
+    root = tree_sum(graph, list(graph), "sum")
+    return graph, root, leaves * (leaves + 1) // 2
 
 
-#: Same for both arms: no root-task queuing, so that the scheduler's CPU, which is what
-#: daskscope adds to, bounds the run rather than round trips to the workers.
-DASK_CONFIG = {"distributed.scheduler.worker-saturation": float("inf")}
+CHAIN = ("read", "add", "mul", "neg")
 
 
-def one_run(n_tasks: int, url: str | None) -> dict[str, float]:
-    graph, root = workload(n_tasks)
+def many_groups_workload(n_tasks: int, n_groups: int) -> tuple[Graph, Any, int]:
+    """About ``n_tasks`` tiny tasks in ``n_groups`` groups (+1 for the tree sum).
+
+    ``n_groups / 4`` chains read → add → mul → neg of ``n_tasks / n_groups`` tasks each.
+    Keys are tuples ``("add-<token>", j)`` as Dask's collections make them: a tuple
+    key's group is its first element (``distributed.utils.key_split_group``), so every
+    token is a group of its own while the prefixes stay four. (String keys such as
+    ``"add-<token>-3"`` would not do: their group is ``key_split``'s, here ``add``.)
+    """
+    parts = max(1, n_tasks // n_groups)
+    graph: Graph = {}
+    ends: list[Any] = []
+    for chain in range(n_groups // len(CHAIN)):
+        previous = None
+        for op in CHAIN:
+            name = f"{op}-{tokenize(op, chain)}"
+            for j in range(parts):
+                if previous is None:
+                    graph[(name, j)] = (operator.add, chain, j)
+                elif op == "add":
+                    graph[(name, j)] = (operator.add, (previous, j), 1)
+                elif op == "mul":
+                    graph[(name, j)] = (operator.mul, (previous, j), 2)
+                else:
+                    graph[(name, j)] = (operator.neg, (previous, j))
+            previous = name
+        ends += [(previous, j) for j in range(parts)]
+    root = tree_sum(graph, ends, "total")
+    expected = sum(
+        -2 * (chain + j + 1) for chain in range(len(ends) // parts) for j in range(parts)
+    )
+    return graph, root, expected
+
+
+@dataclass
+class Variant:
+    name: str
+    build: Callable[[], tuple[Graph, Any, int]]
+    pairs: int
+    #: tasks of the run that measures memory and the hook (its graph has this variant's shape)
+    probe_build: Callable[[], tuple[Graph, Any, int]]
+
+
+# -- what runs in the scheduler's process (through run_on_scheduler) ----------------------
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    import psutil
+
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.NoSuchProcess:
+        return None
+    return times.user + times.system
+
+
+async def _instrument(dask_scheduler: Any) -> dict[str, Any]:
+    """Wait until the SQLite writer child has opened the store, then wrap the live
+    plugin's methods to time, in wall and thread-CPU seconds, each block of the event
+    loop a flush holds and the parts of daskscope's work on the loop."""
+    from time import perf_counter, thread_time
+
+    import distributed.profile as dprofile
+
+    plugin = dask_scheduler.plugins["daskscope"]
+    deadline = perf_counter() + 60
+    # the writer thread starts the child (StoreSink._open) when the plugin starts
+    while getattr(plugin._sink, "_process", None) is None:
+        if perf_counter() > deadline:
+            raise RuntimeError("daskscope's SQLite writer process did not start in 60 s")
+        await asyncio.sleep(0.01)
+    pid = plugin._sink._process.pid
+    tracker = plugin.tracker
+    #: parts: name -> [wall, cpu, longest wall]; flushes: (wall, cpu) stamps of each
+    log: dict[str, Any] = {"flushes": [], "parts": {}, "current": None}
+    plugin._bench_log = log
+
+    def stamp() -> tuple[float, float]:
+        return perf_counter(), thread_time()
+
+    def timed(name: str, fn: Callable[..., Any], on_call: Any = None) -> Callable[..., Any]:
+        part = log["parts"].setdefault(name, [0.0, 0.0, 0.0])
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            wall, cpu = stamp()
+            if on_call is not None:
+                on_call(wall, cpu)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                end_wall, end_cpu = stamp()
+                part[0] += end_wall - wall
+                part[1] += end_cpu - cpu
+                part[2] = max(part[2], end_wall - wall)
+                if name == "group slices" and log["current"] is not None:
+                    log["current"]["slices"].append(((wall, cpu), (end_wall, end_cpu)))
+
+        return wrapper
+
+    flush, submit = plugin._flush, plugin._writer.submit
+
+    async def timed_flush() -> Any:
+        entry = {"t0": stamp(), "slices": [], "submit": None, "drop": None, "records": 0}
+        log["current"] = entry
+        try:
+            return await flush()
+        finally:
+            entry["end"] = stamp()
+            log["flushes"].append(entry)
+
+    def timed_submit(fn: Any, *args: Any) -> Any:
+        entry = log["current"]
+        if getattr(fn, "__name__", "") == "_timed_write" and entry is not None:
+            entry["submit"], entry["records"] = stamp(), len(args[0])
+        return submit(fn, *args)
+
+    def drop_started(wall: float, cpu: float) -> None:
+        if log["current"] is not None:  # None: a flush begun before the wrapping
+            log["current"]["drop"] = (wall, cpu)
+
+    # profile.merge is recursive: time the outermost call only
+    merge = getattr(dprofile, "_bench_original_merge", dprofile.merge)
+    dprofile._bench_original_merge = merge
+    timed_merge = timed("profile merges", merge)
+    depth = [0]
+
+    def outermost_merge(*args: Any) -> Any:
+        if depth[0]:
+            return merge(*args)
+        depth[0] += 1
+        try:
+            return timed_merge(*args)
+        finally:
+            depth[0] -= 1
+
+    plugin._flush = timed_flush
+    plugin._writer.submit = timed_submit
+    plugin.update_graph = timed("update_graph", plugin.update_graph)
+    plugin._sample_workers = timed("worker samples", plugin._sample_workers)
+    plugin._snapshot_spans = timed("span records", plugin._snapshot_spans)
+    tracker.snapshot_groups = timed("group slices", tracker.snapshot_groups)
+    tracker.computation_record = timed("computation records", tracker.computation_record)
+    tracker.prefix_records = timed("prefix records", tracker.prefix_records)
+    tracker.drop = timed("drop after write", tracker.drop, drop_started)
+    dprofile.merge = outermost_merge
+    return {"pid": pid, "child_cpu_s": _cpu_seconds(pid)}
+
+
+def _collect(pid: int, dask_scheduler: Any = None) -> dict[str, Any]:
+    import distributed.profile as dprofile
+
+    dprofile.merge = dprofile._bench_original_merge
+    plugin = dask_scheduler.plugins["daskscope"]
+    log = plugin._bench_log
+    process = getattr(plugin._sink, "_process", None)
+    return {
+        "flushes": log["flushes"],
+        "parts": log["parts"],
+        "child_cpu_s": _cpu_seconds(pid),
+        "child_replaced": process is None or process.pid != pid,
+    }
+
+
+def _watch_gc(dask_scheduler: Any = None) -> None:
+    """Time the garbage collector's passes in the scheduler's process (both arms):
+    a full pass walks every object Dask holds, and runs in whatever code allocated
+    last, daskscope's included."""
+    import gc
+    import threading
+    from time import perf_counter, thread_time
+
+    loop_thread = threading.get_ident()  # handlers run on the event loop
+    log: dict[str, Any] = {
+        "events": [],
+        "loop_s": 0.0,
+        "loop_cpu_s": 0.0,
+        "other_s": 0.0,
+        "full_passes": 0,
+    }
+    started: dict[int, tuple[float, float]] = {}
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        thread = threading.get_ident()
+        if phase == "start":
+            started[thread] = (perf_counter(), thread_time())
+            return
+        if thread not in started:
+            return
+        wall0, cpu0 = started.pop(thread)
+        wall, cpu = perf_counter() - wall0, thread_time() - cpu0
+        if thread != loop_thread:
+            log["other_s"] += wall
+            return
+        log["loop_s"] += wall
+        log["loop_cpu_s"] += cpu
+        log["full_passes"] += info["generation"] == 2
+        if wall > 2e-4:
+            log["events"].append((wall0, wall, cpu, info["generation"]))
+
+    dask_scheduler._bench_gc = (log, on_gc)
+    gc.callbacks.append(on_gc)
+
+
+def _gc_report(dask_scheduler: Any = None) -> dict[str, Any]:
+    import gc
+
+    log, on_gc = dask_scheduler._bench_gc
+    gc.callbacks.remove(on_gc)
+    return log
+
+
+def gc_within(
+    events: list[tuple[float, float, float, int]], start: float, end: float
+) -> tuple[float, float]:
+    """Wall and CPU seconds of the loop's garbage-collector passes begun in [start, end]."""
+    inside = [(wall, cpu) for began, wall, cpu, _ in events if start <= began <= end]
+    return sum(w for w, _ in inside), sum(c for _, c in inside)
+
+
+def flush_blocks(flush: dict[str, Any]) -> tuple[list[tuple[float, ...]], tuple[float, float]]:
+    """(wall, CPU, start, end) of the blocks of the event loop one flush held before the write (one
+    per slice of 500 groups, the last one running on to the hand-over to the writer
+    thread), and of its bookkeeping after the write (dropping finished groups)."""
+    if flush["submit"] is None:  # the snapshot failed or the store was lost: not timed
+        return [], (0.0, 0.0)
+    slices = flush["slices"]
+    starts = [flush["t0"]] + [s for s, _ in slices[1:]]
+    ends = [e for _, e in slices[:-1]] + [flush["submit"]]
+    blocks = [(e[0] - s[0], e[1] - s[1], s[0], e[0]) for s, e in zip(starts, ends, strict=True)]
+    drop, end = flush["drop"], flush["end"]
+    after = (end[0] - drop[0], end[1] - drop[1]) if drop is not None else (0.0, 0.0)
+    return blocks, after
+
+
+# -- one timed run ------------------------------------------------------------------------
+
+
+def one_run(variant: Variant, url: str | None) -> dict[str, Any]:
+    graph, root, expected = variant.build()
     with (
         dask.config.set(DASK_CONFIG),
         LocalCluster(
@@ -72,72 +342,147 @@ def one_run(n_tasks: int, url: str | None) -> dict[str, float]:
         ) as cluster,
         Client(cluster) as client,
     ):
+        child: dict[str, Any] = {}
         if url:
             daskscope.register(client, database=url, **RECORD_EVERYTHING)
+            child = client.run_on_scheduler(_instrument)
+        client.run_on_scheduler(_watch_gc)
         client.run(lambda: None)  # workers warm
         wall0, cpu0 = time.perf_counter(), time.process_time()
         with span("bench"):
             result = client.get(graph, root)
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-        leaves = n_tasks * 15 // 16
-        assert result == leaves * (leaves + 1) // 2
-        info = daskscope.flush(client, wait_for_metrics=False) if url else {}
-    return {
+        assert result == expected, (result, expected)
+        info: dict[str, Any] = {}
+        probe: dict[str, Any] = {}
+        if url:
+            info = daskscope.flush(client, wait_for_metrics=False)
+            probe = client.run_on_scheduler(_collect, child["pid"])
+        gc_log = client.run_on_scheduler(_gc_report)
+    out: dict[str, Any] = {
         "wall_s": wall,
         "cpu_s": cpu,
         "tasks": len(graph),
+        "gc_loop_s": gc_log["loop_s"],
+        "gc_loop_cpu_s": gc_log["loop_cpu_s"],
+        "gc_full_passes": gc_log["full_passes"],
+    }
+    if not url:
+        return out
+    blocks, after = [], []
+    for flush in probe["flushes"]:
+        held, later = flush_blocks(flush)
+        blocks += held
+        after.append(later)
+    parts = probe["parts"]
+    longest = max(blocks, default=(0.0, 0.0, 0.0, 0.0))
+    events = gc_log["events"]
+    # the garbage collector's passes inside daskscope's blocks (it runs wherever the
+    # allocation that trips it happens; a full pass costs what the whole heap costs)
+    gc_in_blocks = [gc_within(events, b[2], b[3]) for b in blocks]
+    ex_gc = [(b[0] - g[0], b[1] - g[1]) for b, g in zip(blocks, gc_in_blocks, strict=True)]
+    child_cpu = None
+    if probe["child_cpu_s"] is not None and not probe["child_replaced"]:
+        child_cpu = probe["child_cpu_s"] - child["child_cpu_s"]
+    return {
+        **out,
         "records_written": info.get("records_written", 0),
+        # the plugin's own count: wall time of its work on the loop (graph hook,
+        # snapshots until the hand-over to the writer, worker samples)
         "loop_s": info.get("loop_seconds", 0.0),
+        # the same work in CPU seconds of the loop's thread, measured here, plus what
+        # loop_seconds leaves out: bookkeeping after each write and profile merges
+        "loop_cpu_s": sum(b[1] for b in blocks)
+        + sum(a[1] for a in after)
+        + sum(parts[name][1] for name in ("update_graph", "worker samples", "profile merges")),
+        "after_write_s": sum(a[0] for a in after),
+        "profile_merge_s": parts["profile merges"][0],
         "writer_cpu_s": info.get("writer_cpu_seconds", 0.0),
+        "child_start_cpu_s": child["child_cpu_s"],
+        "child_cpu_s": child_cpu,
+        "parts": parts,
+        "flushes": len(probe["flushes"]),
+        "max_flush_records": max((f["records"] for f in probe["flushes"]), default=0),
+        "longest_block_s": longest[0],
+        "longest_block_cpu_s": longest[1],
+        "longest_block_gc_s": gc_within(events, longest[2], longest[3])[0],
+        # the longest block once its garbage-collector passes are taken out (wall, CPU)
+        "longest_block_ex_gc_s": max(ex_gc, default=(0.0, 0.0))[0],
+        "longest_block_ex_gc_cpu_s": max(ex_gc, default=(0.0, 0.0))[1],
+        "gc_in_flush_blocks_cpu_s": sum(g[1] for g in gc_in_blocks),
+        "longest_after_write_s": max((a[0] for a in after), default=0.0),
+        "write_failures": info.get("write_failures", 0),
+        "hook_failures": info.get("hook_failures", {}),
+        "url": url,
     }
 
 
+def stored_groups(url: str) -> dict[str, int]:
+    """What the store holds of one run's task groups."""
+    path = url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as db:
+        rows, names, executed = db.execute(
+            "SELECT count(*), count(DISTINCT name), coalesce(sum(tasks_executed), 0) "
+            "FROM task_groups"
+        ).fetchone()
+    return {"rows": rows, "names": names, "tasks_executed": executed}
+
+
+# -- memory and the transition hook -------------------------------------------------------
+
+
 class CountTransitions(SchedulerPlugin):
-    """How many times a plugin's transition hook is called per task in this graph."""
+    """How many times a plugin's transition hook is called per task, by path."""
 
     name = "count-transitions"
 
     def __init__(self) -> None:
-        self.calls = 0
+        self.calls = self.finished = self.forgotten = 0
 
-    def transition(self, *args: Any, **kwargs: Any) -> None:
+    def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         self.calls += 1
+        if start == "processing" and finish in ("memory", "erred"):
+            self.finished += 1
+        elif start != "processing" and finish == "forgotten":
+            self.forgotten += 1
 
 
-def deep_size(obj: Any, seen: set[int] | None = None) -> int:
-    """Bytes held by daskscope's own containers and records (Dask's objects excluded)."""
-    seen = set() if seen is None else seen
+_SCALARS = (str, bytes, int, float, bool, type(None))
+
+
+def deep_size(obj: Any, seen: set[int]) -> int:
+    """Bytes held by daskscope's own containers and records; Dask's objects (task groups,
+    computations) held by reference are Dask's memory and not counted."""
     if id(obj) in seen:
         return 0
     seen.add(id(obj))
-    size = sys.getsizeof(obj)
     if isinstance(obj, dict):
-        size += sum(deep_size(v, seen) for v in obj.values())
-        size += sum(deep_size(k, seen) for k in obj if isinstance(k, (str, tuple)))
-    elif isinstance(obj, (list, tuple, set)):
-        size += sum(deep_size(v, seen) for v in obj)
-    elif hasattr(obj, "__slots__") and type(obj).__module__.startswith("daskscope"):
-        size += sum(deep_size(getattr(obj, s, None), seen) for s in type(obj).__slots__)
-    return size
+        return (
+            sys.getsizeof(obj)
+            + sum(deep_size(v, seen) for v in obj.values())
+            + sum(deep_size(k, seen) for k in obj if isinstance(k, (str, tuple)))
+        )
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return sys.getsizeof(obj) + sum(deep_size(v, seen) for v in obj)
+    if isinstance(obj, _SCALARS):
+        return sys.getsizeof(obj)
+    slots = getattr(type(obj), "__slots__", None)
+    if type(obj).__module__.startswith("daskscope") and slots is not None:
+        return sys.getsizeof(obj) + sum(deep_size(getattr(obj, s, None), seen) for s in slots)
+    return 0
 
 
 def plugin_memory(plugin: DaskscopePlugin) -> int:
-    owned = [
-        plugin._buffer,
-        plugin._group_tracks,  # keys are Dask's TaskGroups: only the dict and tracks count
-        plugin._computations_written,
-        plugin._span_tracks,
-        plugin._prefixes_written,
-        plugin._retired,
-        plugin._retired_by_prefix,
-        plugin._name_occurrences,
-        plugin._removals,
-    ]
-    return sum(deep_size(o) for o in owned) + sys.getsizeof(plugin._computations)
+    owned = [vars(plugin.tracker), plugin._buffer, plugin._history, plugin._spans]
+    seen: set[int] = set()
+    return sum(deep_size(o, seen) for o in owned)
 
 
-async def peak_memory_run(n_tasks: int, url: str) -> dict[str, Any]:
-    """Run ``n_tasks`` with the plugin and sample its memory every 50 ms."""
+async def probe_run(variant: Variant, url: str) -> dict[str, Any]:
+    """Run the variant's graph once with the plugin: its peak memory (sampled), the task
+    groups Dask made, the transition hook's calls per task and its cost per call."""
+    graph, root, expected = variant.probe_build()
+    keep = next(iter(graph))  # a leaf held in memory, to time the hook on afterwards
     async with (
         LocalCluster(
             n_workers=2,
@@ -149,51 +494,67 @@ async def peak_memory_run(n_tasks: int, url: str) -> dict[str, Any]:
         Client(cluster, asynchronous=True) as client,
     ):
         await daskscope.register(client, database=url, **RECORD_EVERYTHING)
-        plugin = cluster.scheduler.plugins["daskscope"]
+        scheduler = cluster.scheduler
+        plugin = scheduler.plugins["daskscope"]
         counter = CountTransitions()
-        cluster.scheduler.add_plugin(counter)
-        peak = 0
+        scheduler.add_plugin(counter)
+        peak = groups = uses = 0
         done = False
 
         async def sample() -> None:
-            nonlocal peak
+            nonlocal peak, groups, uses
             while not done:
+                started = time.perf_counter()
                 peak = max(peak, plugin_memory(plugin))
-                await asyncio.sleep(0.05)
+                groups = max(groups, len(scheduler.task_groups))
+                uses = max(uses, len(plugin.tracker.current))
+                # sampling holds the loop: at most a fifth of the time
+                await asyncio.sleep(max(0.05, 4 * (time.perf_counter() - started)))
 
         sampler = asyncio.create_task(sample())
-        graph, _ = workload(n_tasks)
-        tasks = len(graph)
-        # every key is wanted, so results stay and the hook can be timed on real keys below
-        futures = client.get(graph, list(graph), sync=False)
-        await client.gather(futures)
+        futures = client.get(graph, [root, keep], sync=False)
+        result, _ = await client.gather(futures)
+        assert result == expected, (result, expected)
         done = True
         await sampler
-        hook = time_transition_hook(plugin, cluster.scheduler)
+        hook = time_transition_hook(plugin, scheduler, keep)
         await daskscope.flush(client, wait_for_metrics=False)
+        names = len(plugin.tracker._lifetimes)
+    tasks = len(graph)
     return {
         "tasks": tasks,
         "peak_bytes": peak,
-        "transitions_per_task": counter.calls / tasks,
+        "max_live_groups": groups,
+        "max_live_uses": uses,
+        "group_names_remembered": names,
+        "calls_per_task": counter.calls / tasks,
+        "finished_per_task": counter.finished / tasks,
+        "forgotten_per_task": counter.forgotten / tasks,
         **hook,
     }
 
 
-def time_transition_hook(plugin: DaskscopePlugin, scheduler: Any, calls: int = 200_000) -> dict:
-    """µs per call of the hook itself, on the filtered path and on the counting path."""
-    key = next(iter(scheduler.tasks))
-    track = plugin._group_track(scheduler.tasks[key].group)
-    executed = track.executed
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        plugin.transition(key, "waiting", "processing", stimulus_id="bench")
-    filtered = (time.perf_counter() - t0) / calls * 1e6
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        plugin.transition(key, "processing", "memory", stimulus_id="bench")
-    counting = (time.perf_counter() - t0) / calls * 1e6
-    track.executed = executed  # leave the stored numbers true
-    return {"hook_filtered_us": filtered, "hook_counting_us": counting}
+def time_transition_hook(
+    plugin: DaskscopePlugin, scheduler: Any, key: Any, calls: int = 200_000
+) -> dict[str, float]:
+    """µs per call of the hook itself on its three paths: filtered (most calls),
+    counting (processing → memory) and forgotten (marks the group changed)."""
+    use = plugin.tracker.current[scheduler.tasks[key].group]
+    executed = use.executed
+
+    def per_call(start: str, finish: str) -> float:
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            plugin.transition(key, start, finish, stimulus_id="bench")
+        return (time.perf_counter() - t0) / calls * 1e6
+
+    timings = {
+        "hook_filtered_us": per_call("waiting", "processing"),
+        "hook_counting_us": per_call("processing", "memory"),
+        "hook_forgotten_us": per_call("released", "forgotten"),
+    }
+    use.executed = executed  # leave the stored numbers true
+    return timings
 
 
 def store_throughput(url: str, n: int = 60_000) -> float:
@@ -251,88 +612,244 @@ def store_throughput(url: str, n: int = 60_000) -> float:
     return len(records) / elapsed
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=20_000)
-    parser.add_argument("--pairs", type=int, default=5)
-    parser.add_argument("--memory-tasks", type=int, default=100_000)
-    args = parser.parse_args()
+# -- the benchmark ------------------------------------------------------------------------
 
-    with tempfile.TemporaryDirectory() as tmp:
-        url = f"sqlite:///{Path(tmp) / 'bench.db'}"
-        open_store(url).close()  # schema created outside the timed runs
-        one_run(2000, None)  # warm imports and caches
-        rows = []
-        for pair in range(args.pairs):
-            order = [None, url] if pair % 2 == 0 else [url, None]
-            result = {}
-            for target in order:
-                result["with" if target else "without"] = one_run(args.tasks, target)
-            rows.append(result)
-            w, wo = result["with"], result["without"]
+
+def spread(values: list[float], fmt: str = "{:.3f}") -> str:
+    low, high = fmt.format(min(values)), fmt.format(max(values))
+    return f"median {fmt.format(statistics.median(values))}  ({low} to {high} over {len(values)})"
+
+
+def run_variant(variant: Variant, tmp: Path) -> dict[str, Any]:
+    rows = []
+    stored: dict[str, int] = {}
+    for pair in range(variant.pairs):
+        result = {}
+        for with_it in [False, True] if pair % 2 == 0 else [True, False]:
+            url = None
+            if with_it:
+                url = f"sqlite:///{tmp / f'{variant.name}-{pair}.db'}"
+                open_store(url).close()  # an existing store: its schema made outside the run
+            result["with" if with_it else "without"] = one_run(variant, url)
+        rows.append(result)
+        w, wo = result["with"], result["without"]
+        if not stored:
+            stored = stored_groups(w["url"])
+        tasks = w["tasks"]
+        print(
+            f"{variant.name} pair {pair + 1}: {tasks} tasks  without {wo['wall_s']:.2f} s"
+            f" / {wo['cpu_s']:.2f} s CPU   with {w['wall_s']:.2f} s / {w['cpu_s']:.2f} s CPU"
+            f" + {w['child_cpu_s'] or 0:.2f} s store child   ratio {w['wall_s'] / wo['wall_s']:.3f}"
+            f"   own work {own_work(w) / tasks * 1e6:.2f} µs/task besides the hook"
+            f"   longest flush block {w['longest_block_s'] * 1e3:.1f} ms",
+            flush=True,
+        )
+        if w["write_failures"] or w["hook_failures"] or w["child_cpu_s"] is None:
             print(
-                f"pair {pair + 1}: {w['tasks']} tasks  without {wo['wall_s']:.2f} s"
-                f" / {wo['cpu_s']:.2f} s CPU   with {w['wall_s']:.2f} s / {w['cpu_s']:.2f} s CPU"
-                f"   ratio {w['wall_s'] / wo['wall_s']:.3f}",
+                f"  recorder trouble: write failures {w['write_failures']}, hook failures "
+                f"{w['hook_failures']}, store child replaced: {w['child_cpu_s'] is None}",
                 flush=True,
             )
-        wall_ratio = statistics.median(r["with"]["wall_s"] / r["without"]["wall_s"] for r in rows)
-        cpu_ratio = statistics.median(r["with"]["cpu_s"] / r["without"]["cpu_s"] for r in rows)
-        tasks = rows[0]["with"]["tasks"]
-        added_us = statistics.median(
-            (r["with"]["wall_s"] - r["without"]["wall_s"]) / tasks * 1e6 for r in rows
-        )
-        per_task_us = statistics.median(r["without"]["wall_s"] / tasks * 1e6 for r in rows)
+    return {"rows": rows, "stored": stored}
 
-        # daskscope's own work per task, measured rather than inferred from wall times
-        loop_us = statistics.median(r["with"]["loop_s"] / tasks * 1e6 for r in rows)
-        writer_us = statistics.median(r["with"]["writer_cpu_s"] / tasks * 1e6 for r in rows)
-        memory = asyncio.run(peak_memory_run(args.memory_tasks, url))
-        # every call pays the filter; one call per task (processing→memory) also counts
-        hook_us = (memory["transitions_per_task"] - 1) * memory["hook_filtered_us"] + memory[
-            "hook_counting_us"
-        ]
+
+def own_work(w: dict[str, Any]) -> float:
+    """CPU seconds of daskscope's own work in a run, besides the transition hook: on the
+    event loop, in the writer thread and in the store's child process."""
+    return w["loop_cpu_s"] + w["writer_cpu_s"] + (w["child_cpu_s"] or 0.0)
+
+
+#: the parts of the loop's work, as named by _instrument
+LOOP_PARTS = (
+    "update_graph",
+    "group slices",
+    "computation records",
+    "span records",
+    "prefix records",
+    "worker samples",
+    "drop after write",
+    "profile merges",
+)
+
+
+def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> dict[str, Any]:
+    rows, stored = runs["rows"], runs["stored"]
+    ws = [r["with"] for r in rows]
+    tasks = ws[0]["tasks"]
+    median = statistics.median
+
+    def us(seconds: list[float]) -> float:
+        return round(median(seconds) / tasks * 1e6, 3)
+
+    wall = [r["with"]["wall_s"] / r["without"]["wall_s"] for r in rows]
+    cpu_all = [
+        (r["with"]["cpu_s"] + (r["with"]["child_cpu_s"] or 0.0)) / r["without"]["cpu_s"]
+        for r in rows
+    ]
+    cpu_process = [r["with"]["cpu_s"] / r["without"]["cpu_s"] for r in rows]
+    # every call pays the filter; one a task counts, about one marks its group changed
+    hook_us = (
+        (probe["calls_per_task"] - probe["finished_per_task"] - probe["forgotten_per_task"])
+        * probe["hook_filtered_us"]
+        + probe["finished_per_task"] * probe["hook_counting_us"]
+        + probe["forgotten_per_task"] * probe["hook_forgotten_us"]
+    )
+    own = [hook_us + own_work(w) / tasks * 1e6 for w in ws]
+    blocks = [w["longest_block_s"] * 1e3 for w in ws]
+    parts = {
+        name: {
+            "wall_us_per_task": us([w["parts"].get(name, [0, 0, 0])[0] for w in ws]),
+            "cpu_us_per_task": us([w["parts"].get(name, [0, 0, 0])[1] for w in ws]),
+            "longest_ms": round(max(w["parts"].get(name, [0, 0, 0])[2] for w in ws) * 1e3, 2),
+        }
+        for name in LOOP_PARTS
+    }
+    summary = {
+        "tasks": tasks,
+        "pairs": len(rows),
+        "task_groups_live_max": probe["max_live_groups"],
+        "task_groups_stored": stored.get("rows"),
+        "tasks_executed_stored": stored.get("tasks_executed"),
+        "wall_ratio": round(median(wall), 4),
+        "wall_ratio_range": [round(min(wall), 4), round(max(wall), 4)],
+        "scheduler_cpu_ratio": round(median(cpu_all), 4),
+        "scheduler_cpu_ratio_range": [round(min(cpu_all), 4), round(max(cpu_all), 4)],
+        "scheduler_process_cpu_ratio": round(median(cpu_process), 4),
+        "dask_us_per_task": round(median(r["without"]["wall_s"] / tasks * 1e6 for r in rows), 1),
+        "own_us_per_task": round(median(own), 3),
+        "own_us_per_task_range": [round(min(own), 3), round(max(own), 3)],
+        "own_hook_us_per_task": round(hook_us, 3),
+        "own_loop_cpu_us_per_task": us([w["loop_cpu_s"] for w in ws]),
+        "own_writer_cpu_us_per_task": us([w["writer_cpu_s"] for w in ws]),
+        "own_store_child_cpu_us_per_task": us([w["child_cpu_s"] or 0.0 for w in ws]),
+        "plugin_loop_seconds_us_per_task": us([w["loop_s"] for w in ws]),
+        "loop_parts": parts,
+        "store_child_start_cpu_s": round(median(w["child_start_cpu_s"] for w in ws), 3),
+        "longest_flush_block_ms": round(median(blocks), 2),
+        "longest_flush_block_ms_range": [round(min(blocks), 2), round(max(blocks), 2)],
+        "longest_flush_block_cpu_ms": round(median(w["longest_block_cpu_s"] for w in ws) * 1e3, 2),
+        "longest_flush_block_gc_ms": round(median(w["longest_block_gc_s"] for w in ws) * 1e3, 2),
+        "longest_flush_block_ex_gc_ms": round(
+            median(w["longest_block_ex_gc_s"] for w in ws) * 1e3, 2
+        ),
+        "longest_flush_block_ex_gc_cpu_ms": round(
+            median(w["longest_block_ex_gc_cpu_s"] for w in ws) * 1e3, 2
+        ),
+        "gc_loop_cpu_s_with": round(median(w["gc_loop_cpu_s"] for w in ws), 3),
+        "gc_loop_cpu_s_without": round(median(r["without"]["gc_loop_cpu_s"] for r in rows), 3),
+        "gc_full_passes_with": median(w["gc_full_passes"] for w in ws),
+        "gc_full_passes_without": median(r["without"]["gc_full_passes"] for r in rows),
+        "gc_in_flush_blocks_cpu_s": round(median(w["gc_in_flush_blocks_cpu_s"] for w in ws), 3),
+        "longest_after_write_ms": round(max(w["longest_after_write_s"] for w in ws) * 1e3, 2),
+        "flushes_per_run": round(median(w["flushes"] for w in ws)),
+        "max_records_per_flush": max(w["max_flush_records"] for w in ws),
+        "records_written_per_run": round(median(w["records_written"] for w in ws)),
+        "hook_filtered_us": round(probe["hook_filtered_us"], 3),
+        "hook_counting_us": round(probe["hook_counting_us"], 3),
+        "hook_forgotten_us": round(probe["hook_forgotten_us"], 3),
+        "transitions_per_task": round(probe["calls_per_task"], 2),
+        "memory_tasks": probe["tasks"],
+        "plugin_peak_bytes": probe["peak_bytes"],
+        "group_names_remembered": probe["group_names_remembered"],
+    }
+    print(f"\n== {variant.name}: {tasks:,} tasks, {len(rows)} pairs ==")
+    print(
+        f"task groups: {probe['max_live_groups']:,} live at most in Dask; stored per run "
+        f"{stored.get('rows', 0):,} rows holding {stored.get('tasks_executed', 0):,} tasks executed"
+    )
+    print(f"wall ratio (with / without):           {spread(wall)}")
+    print(f"scheduler CPU ratio (+ store child):   {spread(cpu_all)}")
+    print(f"scheduler-process CPU ratio alone:     {spread(cpu_process)}")
+    print(f"Dask's own wall time per task:         {summary['dask_us_per_task']:.0f} µs")
+    print(
+        f"transition hook, filtered / counting / forgotten: {probe['hook_filtered_us']:.2f} / "
+        f"{probe['hook_counting_us']:.2f} / {probe['hook_forgotten_us']:.2f} µs per call, "
+        f"{probe['calls_per_task']:.2f} calls per task"
+    )
+    print(
+        f"own work per task (medians, µs):       {hook_us:.2f} hooks"
+        f" + {summary['own_loop_cpu_us_per_task']:.2f} event-loop CPU"
+        f" + {summary['own_writer_cpu_us_per_task']:.2f} writer thread"
+        f" + {summary['own_store_child_cpu_us_per_task']:.2f} store child"
+    )
+    print(f"own work per task, total:              {spread(own, '{:.2f}')} µs")
+    print(
+        f"plugin's loop_seconds (wall) per task: {summary['plugin_loop_seconds_us_per_task']:.2f}"
+        " µs"
+    )
+    print("event loop by part, µs per task wall / CPU, longest call:")
+    for name, part in parts.items():
+        print(
+            f"  {name:<22} {part['wall_us_per_task']:8.3f} / {part['cpu_us_per_task']:8.3f}"
+            f"   {part['longest_ms']:8.1f} ms"
+        )
+    print(
+        f"longest event-loop block of a flush:   {spread(blocks, '{:.1f}')} ms (wall; CPU of "
+        f"it {summary['longest_flush_block_cpu_ms']:.1f} ms, median); after a write "
+        f"{summary['longest_after_write_ms']:.1f} ms at most"
+    )
+    print(
+        f"  of which garbage collection {summary['longest_flush_block_gc_ms']:.1f} ms (median);"
+        f" the longest block without its GC passes {summary['longest_flush_block_ex_gc_ms']:.1f}"
+        f" ms, {summary['longest_flush_block_ex_gc_cpu_ms']:.1f} ms CPU (medians)"
+    )
+    print(
+        "garbage collector on the scheduler's loop, CPU a run: with "
+        f"{summary['gc_loop_cpu_s_with']:.2f} s ({summary['gc_full_passes_with']:.0f} full "
+        f"passes), without {summary['gc_loop_cpu_s_without']:.2f} s "
+        f"({summary['gc_full_passes_without']:.0f}); inside daskscope's flush blocks "
+        f"{summary['gc_in_flush_blocks_cpu_s']:.2f} s (medians)"
+    )
+    print(
+        f"flushes a run: {summary['flushes_per_run']}, at most "
+        f"{summary['max_records_per_flush']:,} records in one, "
+        f"{summary['records_written_per_run']:,} in all; store child's start (once a "
+        f"cluster, before the timed run): {summary['store_child_start_cpu_s']:.2f} s CPU"
+    )
+    print(
+        f"plugin peak memory at {probe['tasks']:,} tasks: {probe['peak_bytes'] / 1024:,.0f} KiB;"
+        f" group names remembered after the run: {probe['group_names_remembered']:,}",
+        flush=True,
+    )
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variants", default="small,many-groups")
+    parser.add_argument("--tasks", type=int, default=20_000, help="small: tasks")
+    parser.add_argument("--pairs", type=int, default=7, help="small: pairs")
+    parser.add_argument("--memory-tasks", type=int, default=100_000, help="small: memory run")
+    parser.add_argument("--many-tasks", type=int, default=200_000, help="many-groups: tasks")
+    parser.add_argument("--groups", type=int, default=40_000, help="many-groups: task groups")
+    parser.add_argument("--many-pairs", type=int, default=5, help="many-groups: pairs")
+    args = parser.parse_args()
+
+    variants = {
+        "small": Variant(
+            "small",
+            lambda: small_workload(args.tasks),
+            args.pairs,
+            lambda: small_workload(args.memory_tasks),
+        ),
+        "many-groups": Variant(
+            "many-groups",
+            lambda: many_groups_workload(args.many_tasks, args.groups),
+            args.many_pairs,
+            lambda: many_groups_workload(args.many_tasks, args.groups),
+        ),
+    }
+    chosen = [variants[name] for name in args.variants.split(",")]
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        one_run(Variant("warm-up", lambda: small_workload(2000), 1, dict), None)
+        for variant in chosen:
+            runs = run_variant(variant, Path(tmp))
+            probe = asyncio.run(probe_run(variant, f"sqlite:///{Path(tmp) / 'probe.db'}"))
+            out[variant.name] = summarise(variant, runs, probe)
         throughput = store_throughput(f"sqlite:///{Path(tmp) / 'throughput.db'}")
-
-    print(f"median wall ratio (with/without):      {wall_ratio:.3f}")
-    print(f"median scheduler-process CPU ratio:    {cpu_ratio:.3f}")
-    print(f"Dask's own wall time per task:         {per_task_us:.0f} µs")
-    print(f"wall time added per task (median):     {added_us:.1f} µs")
-    print(
-        f"transition hook, filtered / counting:  {memory['hook_filtered_us']:.2f} / "
-        f"{memory['hook_counting_us']:.2f} µs per call"
-    )
-    print(f"transition hook calls per task:        {memory['transitions_per_task']:.2f}")
-    print(
-        f"daskscope's own work per task:         {hook_us:.2f} µs hooks + {loop_us:.2f} µs "
-        f"periodic snapshots on the event loop + {writer_us:.2f} µs writer-thread CPU "
-        f"= {hook_us + loop_us + writer_us:.2f} µs"
-    )
-    print(f"store write throughput (SQLite):       {throughput:,.0f} records/s")
-    print(
-        f"plugin peak memory at {memory['tasks']:,} tasks:  {memory['peak_bytes'] / 1024:,.0f} KiB"
-    )
-    print(
-        json.dumps(
-            {
-                "tasks": tasks,
-                "pairs": args.pairs,
-                "wall_ratio": round(wall_ratio, 4),
-                "scheduler_cpu_ratio": round(cpu_ratio, 4),
-                "dask_us_per_task": round(per_task_us, 1),
-                "added_us_per_task": round(added_us, 2),
-                "hook_filtered_us": round(memory["hook_filtered_us"], 3),
-                "hook_counting_us": round(memory["hook_counting_us"], 3),
-                "transitions_per_task": round(memory["transitions_per_task"], 2),
-                "own_hook_us_per_task": round(hook_us, 3),
-                "own_loop_us_per_task": round(loop_us, 3),
-                "own_writer_cpu_us_per_task": round(writer_us, 3),
-                "store_records_per_s": round(throughput),
-                "memory_tasks": memory["tasks"],
-                "plugin_peak_bytes": memory["peak_bytes"],
-            }
-        )
-    )
+    print(f"\nstore write throughput (SQLite):       {throughput:,.0f} records/s")
+    print(json.dumps({"variants": out, "store_records_per_s": round(throughput)}))
 
 
 if __name__ == "__main__":
