@@ -3,6 +3,7 @@ take batches from several connections at once; each record is stored exactly onc
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import threading
@@ -217,6 +218,9 @@ def test_worker_processes_have_time_to_start(
 
     options: dict = {}
     monkeypatch.setattr(uvicorn, "run", lambda target, **kwargs: options.update(kwargs))
+    # serve freezes its objects out of garbage collection: not the test process's (the
+    # later tests' leftovers would never be collected)
+    monkeypatch.setattr(gc, "freeze", lambda: None)
     monkeypatch.setenv(WORKER_APP_ENV, "{}")  # restored after the test
     run_server(f"sqlite:///{tmp_path / 'store.db'}", "127.0.0.1", free_port(), workers=2)
     assert options["workers"] == 2
