@@ -348,10 +348,12 @@ class WorkTracker:
         """After ``client.restart()`` Dask drops every group without forgetting its
         tasks one by one: write each use once more, then let it go."""
         for use in list(self.current.values()):
-            if use.ran:
-                use.final = self._group_record(use)
+            use.final = self._group_record(use)  # final: dropped once written
             self.dirty.add(use)
         self.current.clear()
+        if self.newest is not None:  # Dask starts its computations afresh
+            self.dirty_computations.add(self.newest)
+            self.newest = None
 
     def prefix_records(self, names: Iterable[str]) -> list[Record]:
         records: list[Record] = []
