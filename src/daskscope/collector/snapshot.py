@@ -155,10 +155,6 @@ def span_metric_records(
     return records
 
 
-# Moved to collector/workers.py; kept importable here until the plugin imports it there.
-from daskscope.collector.workers import worker_sample  # noqa: E402, F401
-
-
 def prune_profile(tree: dict[str, Any], max_depth: int) -> int:
     """Cut the frames of a profile tree deeper than ``max_depth`` in place (deep
     recursion in user code reaches Python's 1,000-frame limit); returns how many nodes

@@ -19,7 +19,7 @@ from typing import Any
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.metrics import time
 
-from daskscope.collector import snapshot
+from daskscope.collector.workers import worker_sample
 from daskscope.workflow.tracking import CHUNK_TOPIC
 
 __all__ = ["WorkflowSchedulerPlugin", "finish_run", "span_metrics", "start_run"]
@@ -152,7 +152,7 @@ class WorkflowSchedulerPlugin(SchedulerPlugin):
         occupancy = 0.0
         n = len(series["time"])
         for ws in workers:
-            s = snapshot.worker_sample(ws, cluster_id="", at=now)
+            s = worker_sample(ws, cluster_id="", at=now)
             memory += s.memory or 0
             active += s.executing
             processing += s.processing
