@@ -3,20 +3,25 @@
 
 Rich tables (``cli/``), Jinja filters (``web/render.py``) and the page scripts all use
 these definitions; the scripts get them as data (:data:`SPEC`, served with the page
-helpers), so the browser and the terminal print the same text for the same value.
-A value of ``None`` is a number that was not measured and reads :data:`MISSING`,
-never a made-up zero.
+helpers, ``static/common.js``), so the browser and the terminal print the same text for
+the same value. A value of ``None`` (or NaN, infinity) is a number that was not measured
+and reads :data:`MISSING`, never a made-up zero.
+
+Rounding is half away from zero on the value's exact binary expansion, which is what
+JavaScript's ``toFixed`` does: ``1.25`` bytes-as-KiB reads ``1.3`` on both sides.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import math
 from typing import Any, Final
 
 __all__ = [
     "MISSING",
     "SPEC",
+    "UNITS",
     "bytes_text",
     "count_text",
     "duration_text",
@@ -43,15 +48,65 @@ SPEC: Final[dict[str, Any]] = {
         "largest": ["d", 86400.0, "h", 3600.0],
     },
     # money: cents, and four decimals below one unit so small clusters do not read 0.00
-    "money": {"decimals": 2, "small_decimals": 4},
+    "money": {"decimals": 2, "small_decimals": 4, "currency": "USD"},
     "percent": {"decimals": 1},
-    # significant digits of a rate or a non-integral number
+    # significant digits of a rate or a non-integral number; outside 10^[low, high)
+    # a mantissa and a power of ten
     "significant": 3,
+    "scientific": [-9, 21],
+    # Every unit a figure can have (the metric catalogue's and Dask's fine metrics'):
+    # how its values read. kind: duration, bytes, timestamp, percent (value x scale),
+    # number (integers whole, else significant digits), count (whole), money,
+    # significant; suffix follows the text.
+    "units": {
+        "seconds": {"kind": "duration"},
+        "s": {"kind": "duration"},
+        "bytes": {"kind": "bytes"},
+        "bytes/s": {"kind": "bytes", "suffix": "/s"},
+        "byte-seconds": {"kind": "bytes", "suffix": "·s"},
+        "timestamp": {"kind": "timestamp"},
+        "fraction": {"kind": "percent", "scale": 100},
+        "percent": {"kind": "percent", "scale": 1},
+        "count": {"kind": "number"},
+        "tasks": {"kind": "number"},
+        "": {"kind": "number"},
+        "cores": {"kind": "number", "suffix": " cores"},
+        "core-hours": {"kind": "number", "suffix": " core-hours"},
+        "GiB-hours": {"kind": "number", "suffix": " GiB-hours"},
+        "hours": {"kind": "number", "suffix": " h"},
+        "currency": {"kind": "money"},
+        "Gbit/s": {"kind": "significant", "suffix": " Gbit/s"},
+        "kHz": {"kind": "significant", "suffix": " kHz"},
+        "ratio": {"kind": "significant", "suffix": "\u00d7"},  # a multiplication sign
+    },
 }
+
+#: The units :func:`value_text` knows by name (others read as a number and the unit).
+UNITS: Final = frozenset(SPEC["units"])
+
+# Exact arithmetic on a float's binary expansion, whatever its size
+_EXACT = decimal.Context(prec=1200, rounding=decimal.ROUND_HALF_UP)
 
 
 def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
+    return value is None or (isinstance(value, float) and not math.isfinite(value))
+
+
+def _fixed(v: float, decimals: int, grouping: bool = False) -> str:
+    """``v`` with ``decimals`` decimals as JavaScript's ``toFixed`` rounds (half away from
+    zero, on the exact value); no sign on a zero."""
+    exact = _EXACT.create_decimal_from_float(v + 0.0)
+    q = exact.quantize(decimal.Decimal(1).scaleb(-decimals), context=_EXACT)
+    text = f"{q:,.{decimals}f}" if grouping else f"{q:.{decimals}f}"
+    return text[1:] if text.startswith("-") and not any(c in text for c in "123456789") else text
+
+
+def _floordiv(a: float, b: float) -> int:
+    # Python's float floor division, spelled as common.js spells it (a, b > 0)
+    mod = math.fmod(a, b)
+    div = (a - mod) / b
+    floor = math.floor(div)
+    return int(floor + 1 if div - floor > 0.5 else floor)
 
 
 def bytes_text(value: float | None) -> str:
@@ -64,7 +119,7 @@ def bytes_text(value: float | None) -> str:
     for unit in units:
         if abs(size) < spec["base"] or unit == units[-1]:
             decimals = 0 if unit == units[0] else spec["decimals"]
-            return f"{size:.{decimals}f} {unit}"
+            return f"{_fixed(size, decimals)} {unit}"
         size /= spec["base"]
     raise AssertionError("unreachable")
 
@@ -82,12 +137,17 @@ def duration_text(seconds: float | None) -> str:
         return "0 s"
     for below, unit, scale, decimals in spec["small"]:
         if s < below:
-            return f"{sign}{s * scale:.{decimals}f} {unit}"
+            return f"{sign}{_fixed(s * scale, decimals)} {unit}"
     for below, big, big_scale, small, small_scale in spec["large"]:
         if s < below:
-            return f"{sign}{int(s // big_scale)} {big} {int(s % big_scale // small_scale)} {small}"
-    big, big_scale, small, small_scale = spec["largest"]
-    return f"{sign}{int(s // big_scale)} {big} {int(s % big_scale // small_scale)} {small}"
+            return _two_units(sign, s, big, big_scale, small, small_scale)
+    return _two_units(sign, s, *spec["largest"])
+
+
+def _two_units(sign: str, s: float, big: str, big_scale: float, small: str, scale: float) -> str:
+    return (
+        f"{sign}{_floordiv(s, big_scale)} {big} {_floordiv(math.fmod(s, big_scale), scale)} {small}"
+    )
 
 
 def timestamp_text(epoch: float | None, *, millis: bool = False) -> str:
@@ -105,13 +165,16 @@ def number_text(value: float | None) -> str:
         return MISSING
     v = float(value)  # type: ignore[arg-type]
     if v.is_integer() and abs(v) < 1e15:
-        return f"{int(v):,}"
+        return _fixed(v, 0, grouping=True)
     return _significant(v)
 
 
 def count_text(value: float | None) -> str:
     """A count: whole, with thousands separators."""
-    return MISSING if _missing(value) else f"{round(float(value)):,}"  # type: ignore[arg-type]
+    if _missing(value):
+        return MISSING
+    v = float(value)  # type: ignore[arg-type]
+    return _fixed(v, 0, grouping=True) if abs(v) < 1e21 else _significant(v)
 
 
 def rate_text(value: float | None, unit: str) -> str:
@@ -121,9 +184,13 @@ def rate_text(value: float | None, unit: str) -> str:
 
 def percent_text(fraction: float | None) -> str:
     """A fraction as a percentage: ``0.123`` → ``"12.3 %"``."""
-    if _missing(fraction):
+    return _percent(fraction, 100)
+
+
+def _percent(value: float | None, scale: float) -> str:
+    if _missing(value):
         return MISSING
-    return f"{float(fraction) * 100:.{SPEC['percent']['decimals']}f} %"  # type: ignore[arg-type]
+    return f"{_fixed(float(value) * scale, SPEC['percent']['decimals'])} %"  # type: ignore[arg-type]
 
 
 def money_text(amount: float | None, currency: str = "USD") -> str:
@@ -133,26 +200,37 @@ def money_text(amount: float | None, currency: str = "USD") -> str:
     v = float(amount)  # type: ignore[arg-type]
     spec = SPEC["money"]
     decimals = spec["small_decimals"] if 0 < abs(v) < 1 else spec["decimals"]
-    return f"{v:,.{decimals}f} {currency}"
+    return f"{_fixed(v, decimals, grouping=True)} {currency}"
 
 
-def value_text(value: float | None, unit: str) -> str:
+def value_text(value: float | None, unit: str, *, currency: str | None = None) -> str:
     """A value in its unit's form: the units of the metric catalogue and of Dask's fine
-    metrics (``seconds``, ``bytes``, ``count``, ``fraction``, ...); others as a number
-    followed by the unit."""
+    metrics (:data:`UNITS`: ``seconds``, ``bytes``, ``count``, ``fraction``, ...); others
+    as a number followed by the unit. ``currency`` names the money of a ``currency``
+    value (default ``USD``)."""
     if _missing(value):
         return MISSING
-    if unit in ("seconds", "s"):
-        return duration_text(value)
-    if unit == "bytes":
-        return bytes_text(value)
-    if unit == "timestamp":
-        return timestamp_text(value)
-    if unit == "fraction":
-        return percent_text(value)
-    if unit in ("count", "tasks", ""):
-        return number_text(value)
-    return f"{number_text(value)} {unit}"
+    spec = SPEC["units"].get(unit)
+    if spec is None:
+        return f"{number_text(value)} {unit}"
+    kind, suffix = spec["kind"], spec.get("suffix", "")
+    if kind == "duration":
+        text = duration_text(value)
+    elif kind == "bytes":
+        text = bytes_text(value)
+    elif kind == "timestamp":
+        text = timestamp_text(value)
+    elif kind == "percent":
+        text = _percent(value, spec["scale"])
+    elif kind == "money":
+        text = money_text(value, currency or SPEC["money"]["currency"])
+    elif kind == "significant":
+        text = _significant(float(value))  # type: ignore[arg-type]
+    elif kind == "count":
+        text = count_text(value)
+    else:
+        text = number_text(value)
+    return text + suffix
 
 
 def _significant(v: float) -> str:
@@ -160,5 +238,7 @@ def _significant(v: float) -> str:
         return "0"
     digits = SPEC["significant"]
     magnitude = math.floor(math.log10(abs(v)))
-    decimals = max(0, digits - 1 - magnitude)
-    return f"{v:,.{decimals}f}"
+    low, high = SPEC["scientific"]
+    if not low <= magnitude < high:
+        return f"{_fixed(v / 10.0**magnitude, digits - 1)}e{magnitude}"
+    return _fixed(v, max(0, digits - 1 - magnitude), grouping=True)
