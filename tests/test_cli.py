@@ -172,30 +172,30 @@ def assert_one_line_error(result, *, contains: str = "") -> None:
 def test_clusters_json_and_table(db: str) -> None:
     result = run("--database", db, "clusters", "--json")
     assert result.exit_code == 0, result.output
-    (row,) = json.loads(result.stdout)
-    assert row["id"] == CLUSTER_ID and row["duration_s"] == 3600.0
+    (row,) = json.loads(result.stdout)["clusters"]
+    assert row["id"] == CLUSTER_ID and row["statistics"]["duration_s"] == 3600.0
     # 4 core-hours x 0.04 + 8 GiB-hours x 0.005 (the shipped default rates)
     assert row["statistics"]["cost"]["total"] == pytest.approx(0.2)
     assert row["statistics"]["utilisation"] == 0.25
 
     table = run("--database", db, "clusters").stdout
     assert CLUSTER_ID[:8] in table and "fixture cluster" in table and "alice" in table
-    assert "1.0 h" in table and "3.0 MiB" in table and "0.2000 USD" in table
+    assert "1 h 0 min" in table and "3.0 MiB" in table and "0.2000 USD" in table
 
 
 def test_database_from_environment(db: str) -> None:
     result = run("clusters", "--json", env={"DASKSCOPE_DATABASE": db})
-    assert [r["id"] for r in json.loads(result.stdout)] == [CLUSTER_ID]
+    assert [r["id"] for r in json.loads(result.stdout)["clusters"]] == [CLUSTER_ID]
 
 
-def test_show_json_is_detail_plus_statistics(db: str) -> None:
+def test_show_json_is_the_cluster_view(db: str) -> None:
     result = run("--database", db, "show", CLUSTER_ID[:6], "--json")
     assert result.exit_code == 0, result.output
     detail = json.loads(result.stdout)
     assert detail["cluster"]["id"] == CLUSTER_ID
     assert detail["statistics"]["core_hours"] == 4.0
     assert detail["statistics"]["memory_gib_hours"] == pytest.approx(8.0)
-    assert {"computations", "task_groups", "spans", "span_metrics", "errors"} <= set(detail)
+    assert {"computations", "task_groups", "spans", "fine_metrics", "errors"} <= set(detail)
     assert detail["computations"][0]["task_groups"] == ["mean-abc"]
 
 
@@ -227,8 +227,22 @@ def test_show_renders_every_section(db: str) -> None:
 
 
 def test_unknown_cluster_id(db: str) -> None:
-    assert_one_line_error(run("--database", db, "show", "ffffffff"), contains="no cluster")
+    unknown = run("--database", db, "show", "ffffffff")
+    assert_one_line_error(unknown, contains="no cluster with id 'ffffffff'")
+    assert "run `daskscope clusters` to list ids" in unknown.stderr  # the CLI's own hint
     assert_one_line_error(run("--database", db, "show", "ffffffff", "--json"))
+    short = run("--database", db, "show", "0f3")
+    assert_one_line_error(short, contains="a prefix needs at least 4 characters")
+
+
+def test_ambiguous_prefix_says_give_more(db: str) -> None:
+    twin = _records()[0]
+    twin.id = CLUSTER_ID[:8] + "-twin"
+    with open_store(db) as store:
+        write_records(store, [twin])
+    result = run("--database", db, "show", CLUSTER_ID[:6])
+    assert_one_line_error(result, contains="matches several clusters")
+    assert "give more of the id" in result.stderr and twin.id in result.stderr
 
 
 def test_corrupt_database_file_is_left_alone(tmp_path: Path) -> None:
@@ -326,7 +340,7 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
 
     listed = _cli("--database", url, "clusters", "--json")
     assert listed.returncode == 0, listed.stderr
-    (row,) = json.loads(listed.stdout)
+    (row,) = json.loads(listed.stdout)["clusters"]
     shown = _cli("--database", url, "show", row["id"], "--json")
     assert shown.returncode == 0, shown.stderr
     detail = json.loads(shown.stdout)

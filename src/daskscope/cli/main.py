@@ -7,10 +7,9 @@ status 2; usage errors stay click's.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 from rich.console import Console
@@ -18,7 +17,10 @@ from rich.console import Console
 from daskscope.cli.identity import account_group, token_group, user_group
 from daskscope.cli.runs import run_command, runs_command
 from daskscope.cli.spool import spool_group
-from daskscope.store import StoreError
+from daskscope.store import AmbiguousCluster, StoreError, UnknownCluster
+
+if TYPE_CHECKING:
+    from daskscope.views import ClusterView
 
 __all__ = ["cli", "main"]
 
@@ -30,6 +32,16 @@ class State:
     database: str | None
 
 
+def error_line(exc: StoreError) -> str:
+    """The store's message, with what to do next on the command line."""
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, UnknownCluster):
+        message += "; run `daskscope clusters` to list ids"
+    elif isinstance(exc, AmbiguousCluster):
+        message += "; give more of the id"
+    return f"error: {message}"
+
+
 class _Group(click.Group):
     """Turns store errors into one line on stderr, wherever a command raises them."""
 
@@ -37,18 +49,13 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except StoreError as exc:
-            message = " ".join(str(exc).split()) or type(exc).__name__
-            click.echo(f"error: {message}", err=True)
+            click.echo(error_line(exc), err=True)
             ctx.exit(EXIT_STORE_ERROR)
 
 
 def _console() -> Console:
     # soft_wrap off and a generous width when piped keep tables readable in logs.
     return Console(width=None if sys.stdout.isatty() else 160)
-
-
-def _dump_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str, allow_nan=False))
 
 
 @click.group(cls=_Group)
@@ -70,12 +77,6 @@ def cli(ctx: click.Context, database: str | None) -> None:
 # -- reading ---------------------------------------------------------------------------
 
 
-def _with_statistics(row: dict[str, Any]) -> dict[str, Any]:
-    from daskscope.analysis import cluster_statistics, cost_rates
-
-    return {**row, "statistics": cluster_statistics(row, cost_rates(row.get("account")))}
-
-
 @cli.command("clusters")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
@@ -83,19 +84,20 @@ def _with_statistics(row: dict[str, Any]) -> dict[str, Any]:
 def clusters_command(state: State, as_json: bool, limit: int) -> None:
     """List recorded clusters, newest first."""
     from daskscope.cli.render import clusters_table
-    from daskscope.store import list_clusters, open_store
+    from daskscope.store import open_store
+    from daskscope.views import cluster_listing, to_pretty_json
 
     with open_store(state.database) as store:
-        rows = [_with_statistics(r) for r in list_clusters(store, limit=limit)]
+        listing = cluster_listing(store, limit=limit)
     if as_json:
-        _dump_json(rows)
+        click.echo(to_pretty_json(listing))
     else:
-        _console().print(clusters_table(rows))
+        _console().print(clusters_table(listing.clusters))
 
 
-#: Task groups read for the tables (the first by start; the table shows this many) and
-#: for ``show --json`` (the longest) unless ``--all-groups``: a cluster may have tens of
-#: thousands, and all of them made 31 MB of JSON in 3 s (docs/benchmarks.md).
+#: Task groups read for the tables (the first by start) and for ``show --json`` (the
+#: longest) unless ``--all-groups``: a cluster may have tens of thousands, and all of
+#: them made 31 MB of JSON in 3 s (docs/benchmarks.md).
 TABLE_GROUPS = 50
 JSON_GROUPS = 1000
 
@@ -106,43 +108,31 @@ def load_cluster(
     *,
     max_groups: int | None = TABLE_GROUPS,
     groups_by: Literal["start", "duration"] = "start",
-) -> dict[str, Any]:
-    """The cluster_detail dict of one cluster plus its ``statistics``; of its task
-    groups at most ``max_groups`` (None: all), ``task_group_summary`` counting them all."""
-    from daskscope.analysis import cluster_statistics, cost_rates
-    from daskscope.store import cluster_detail, open_store, resolve_cluster_id
+) -> ClusterView:
+    """The view of one cluster, named by its id or a unique prefix; of its task groups
+    at most ``max_groups`` (None: all), ``task_group_summary`` counting them all."""
+    from daskscope.store import open_store, resolve_cluster_id
+    from daskscope.views import cluster_view
 
     with open_store(database) as store:
-        detail = cluster_detail(
+        return cluster_view(
             store,
             resolve_cluster_id(store, id_or_prefix),
-            max_groups=max_groups,
+            groups=max_groups,
             groups_by=groups_by,
         )
-    cluster = detail["cluster"]
-    detail["statistics"] = cluster_statistics(cluster, cost_rates(cluster.get("account")))
-    return detail
 
 
-def print_cluster(detail: dict[str, Any], console: Console | None = None) -> None:
-    from daskscope.analysis import fine_metrics_table, span_tree
+def print_cluster(view: ClusterView, console: Console | None = None) -> None:
     from daskscope.cli.render import cluster_summary
 
-    tree = span_tree(detail["spans"], detail["span_metrics"])
-    # One fine-metrics table per root span: its whole subtree, activity x prefix.
-    per_root = []
-    for root in tree:
-        tag = (root.get("name") or [root["span_id"]])[0]
-        rows = fine_metrics_table(detail["span_metrics"], spans=detail["spans"], tag=tag)
-        per_root.append((f"fine metrics: span {tag!r}", rows))
     console = console or _console()
-    console.print(cluster_summary(detail, detail["statistics"], tree, per_root))
-    summary = detail["task_group_summary"]
-    if summary["omitted"]:
-        which = "longest" if summary.get("selection") == "longest" else "first by start"
+    console.print(cluster_summary(view))
+    count = view.task_group_summary.count
+    if len(view.task_groups) < count:
         console.print(
-            f"task groups: the {summary['shown']} {which} of {summary['count']:,} are shown; "
-            f"`daskscope show {detail['cluster']['id']} --json --all-groups` lists all of them",
+            f"task groups: the {len(view.task_groups)} first by start of {count:,} are shown; "
+            f"`daskscope show {view.cluster.id} --json --all-groups` lists all of them",
             style="dim",
         )
 
@@ -158,15 +148,20 @@ def print_cluster(detail: dict[str, Any], console: Console | None = None) -> Non
 )
 @click.pass_obj
 def show_command(state: State, cluster_id: str, as_json: bool, all_groups: bool) -> None:
-    """Everything recorded about one cluster (a unique id prefix is enough)."""
+    """Everything recorded about one cluster (a unique id prefix is enough).
+
+    ``--json`` prints what ``/api/v1/clusters/ID?groups=1000`` answers."""
     if all_groups and not as_json:
         raise click.UsageError(
             "--all-groups lists every task group in JSON: add --json (the tables show "
             f"the first {TABLE_GROUPS})"
         )
     if as_json:
+        from daskscope.views import to_pretty_json
+
         limit = None if all_groups else JSON_GROUPS
-        _dump_json(load_cluster(state.database, cluster_id, max_groups=limit, groups_by="duration"))
+        view = load_cluster(state.database, cluster_id, max_groups=limit, groups_by="duration")
+        click.echo(to_pretty_json(view))
     else:
         print_cluster(load_cluster(state.database, cluster_id))
 

@@ -36,7 +36,7 @@ WEEK = 7 * 86400.0
 Row = dict[str, Any]
 
 
-class _floor(FunctionElement):
+class _floor(FunctionElement[int]):
     """``floor(x)`` for x >= 0 on both dialects (only non-negative offsets are binned)."""
 
     type = sa.BigInteger()
@@ -54,11 +54,11 @@ def _floor_sqlite(element: _floor, compiler: Any, **kw: Any) -> str:
     return f"CAST({compiler.process(element.clauses, **kw)} AS INTEGER)"
 
 
-def _end(c: Any) -> ColumnElement:
+def _end(c: Any) -> ColumnElement[Any]:
     return sa.func.coalesce(c.stopped_at, c.last_seen_at)
 
 
-def _range(query: sa.Select, since: float | None, until: float | None) -> sa.Select:
+def _range(query: sa.Select[Any], since: float | None, until: float | None) -> sa.Select[Any]:
     c = s.clusters.c
     if since is not None:
         query = query.where(c.started_at >= since)
@@ -73,11 +73,11 @@ def _range(query: sa.Select, since: float | None, until: float | None) -> sa.Sel
 _TERM_CAP = 1e30
 
 
-def _capped(value: Any) -> ColumnElement:
+def _capped(value: Any) -> ColumnElement[Any]:
     return sa.case((value > _TERM_CAP, _TERM_CAP), (value < -_TERM_CAP, -_TERM_CAP), else_=value)
 
 
-def _sum(value: Any, *, integer: bool = False) -> ColumnElement:
+def _sum(value: Any, *, integer: bool = False) -> ColumnElement[Any]:
     # Integers are summed as floats: SQLite raises on a 64-bit integer overflow
     term = sa.cast(value, sa.Double) if integer else value
     return sa.func.coalesce(sa.func.sum(_capped(term)), 0.0)

@@ -1,6 +1,14 @@
-"""Errors of the store: one line each, saying what to do next."""
+"""Errors of the store: each states the fact and carries it as data.
+
+They say nothing of how to go on: the command line adds its hints (``--database``,
+``daskscope clusters``), the web its own (a link, a JSON error with the data fields).
+The errors of opening a store still carry their hint in the message; ``url`` is their
+data.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 __all__ = [
     "AmbiguousCluster",
@@ -19,24 +27,38 @@ __all__ = [
 class StoreError(Exception):
     """Base class: anything the store refuses or cannot do."""
 
+    def data(self) -> dict[str, Any]:
+        """What the error is about, as JSON-friendly fields (empty: only the message)."""
+        return {}
 
-class BadDatabaseURL(StoreError):
+
+class _AboutURL(StoreError):
+    def __init__(self, message: str, *, url: str | None = None) -> None:
+        super().__init__(message)
+        #: the database URL concerned, password hidden (None: not known where raised)
+        self.url = url
+
+    def data(self) -> dict[str, Any]:
+        return {} if self.url is None else {"url": self.url}
+
+
+class BadDatabaseURL(_AboutURL):
     """The URL cannot be parsed or names a database daskscope does not support."""
 
 
-class DatabaseUnreachable(StoreError):
+class DatabaseUnreachable(_AboutURL):
     """The server (or the SQLite file's directory) cannot be reached or opened."""
 
 
-class NotADaskscopeDatabase(StoreError):
+class NotADaskscopeDatabase(_AboutURL):
     """The target holds something else; daskscope refuses to touch it."""
 
 
-class SchemaTooNew(StoreError):
+class SchemaTooNew(_AboutURL):
     """The database was migrated by a newer daskscope than this one."""
 
 
-class MigrationFailed(StoreError):
+class MigrationFailed(_AboutURL):
     """Bringing the schema up to date failed; the database was left as it was."""
 
 
@@ -50,6 +72,9 @@ class WriteFailed(StoreError):
     def __init__(self, message: str, *, retryable: bool) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+    def data(self) -> dict[str, Any]:
+        return {"retryable": self.retryable}
 
 
 class RecordConflict(WriteFailed):
@@ -66,14 +91,41 @@ class RecordConflict(WriteFailed):
         self.table = table
         self.record_id = record_id
 
+    def data(self) -> dict[str, Any]:
+        return {"table": self.table, "record_id": self.record_id, "retryable": False}
+
 
 class UnknownCluster(StoreError, LookupError):
-    """No cluster has this id or id prefix."""
+    """No cluster has this id, or this id prefix (which needs ``min_prefix`` characters)."""
+
+    def __init__(self, cluster_id: str, *, min_prefix: int | None = None) -> None:
+        short = min_prefix is not None and len(cluster_id) < min_prefix
+        super().__init__(
+            f"no cluster with id {cluster_id!r}"
+            + (f" (a prefix needs at least {min_prefix} characters)" if short else "")
+        )
+        self.cluster_id = cluster_id
+        self.min_prefix = min_prefix
+
+    def data(self) -> dict[str, Any]:
+        return {"cluster_id": self.cluster_id}
 
 
 class AmbiguousCluster(StoreError, LookupError):
-    """An id prefix matches more than one cluster."""
+    """An id prefix matches more than one cluster; ``matches`` lists the first of them."""
 
-    def __init__(self, message: str, candidates: list[str]) -> None:
-        super().__init__(message)
-        self.candidates = candidates
+    #: ids named in the message (``matches`` may hold one more: "and others")
+    SHOWN = 10
+
+    def __init__(self, prefix: str, matches: list[str]) -> None:
+        shown = ", ".join(matches[: self.SHOWN]) + (", ..." if len(matches) > self.SHOWN else "")
+        super().__init__(f"{prefix!r} matches several clusters ({shown})")
+        self.prefix = prefix
+        self.matches = list(matches)
+
+    @property
+    def candidates(self) -> list[str]:
+        return self.matches
+
+    def data(self) -> dict[str, Any]:
+        return {"prefix": self.prefix, "matches": self.matches[: self.SHOWN]}

@@ -37,6 +37,7 @@ _g = s.task_groups.c
 GROUP_ORDER = (sa.nulls_last(_g.started_at.asc()), _g.name, _g.id)
 #: What a summary says of a group (its JSON columns are left to the full rows).
 BRIEF_COLUMNS = (
+    _g.id,
     _g.name,
     _g.prefix,
     _g.computation_id,
@@ -58,7 +59,7 @@ def _scope(cluster_id: str, computation_id: str | None) -> sa.ColumnElement[bool
     return where
 
 
-def _rows(conn: sa.Connection, query: sa.Select) -> list[Row]:
+def _rows(conn: sa.Connection, query: sa.Select[Any]) -> list[Row]:
     result = conn.execute(query)
     keys = list(result.keys())
     return [dict(zip(keys, row, strict=True)) for row in result.all()]
@@ -76,7 +77,7 @@ def group_summary(
     where = _scope(cluster_id, computation_id)
     sums = [sa.func.coalesce(sa.func.sum(getattr(_g, c)), 0).label(c) for c in _TOTALS]
     totals = conn.execute(sa.select(sa.func.count().label("count"), *sums).where(where)).one()
-    count = int(totals.count)
+    count = int(totals._mapping["count"])  # not .count: a Row method
     longest = _rows(
         conn,
         sa.select(*BRIEF_COLUMNS)
@@ -146,7 +147,7 @@ def group_names_by_computation(
     database answers with a bounded (top-N) sort instead of sorting every group."""
     counts = group_counts_by_computation(conn, cluster_id)
     counts.pop(None, None)
-    large = sorted(c for c, n in counts.items() if n > per_computation)
+    large = sorted(c for c, n in counts.items() if c is not None and n > per_computation)
     if len(large) > _MAX_LARGE_COMPUTATIONS:
         return _names_numbered(conn, cluster_id, per_computation, counts)
     found: dict[str | None, tuple[list[str], int]] = {c: ([], n) for c, n in counts.items()}

@@ -1,4 +1,5 @@
-"""Reading the store back: plain, JSON-serialisable dicts for the CLI and the pages.
+"""Reading the store back: plain, JSON-serialisable dicts, which :mod:`daskscope.views`
+turns into the typed views that the CLI and the pages show.
 
 One Core select per table, each served by an index that leads with ``cluster_id``
 (or by the ``clusters`` indexes on ``started_at``).
@@ -15,7 +16,6 @@ from daskscope.store.engine import Store, as_engine
 from daskscope.store.errors import AmbiguousCluster, UnknownCluster
 from daskscope.store.groups import (
     Selection,
-    group_counts_by_computation,
     group_names_by_computation,
     group_summary,
     selected_groups,
@@ -69,8 +69,9 @@ def list_clusters(
 def resolve_cluster_id(
     store: Store | sa.Engine, id_or_prefix: str, *, account: str | None = None
 ) -> str:
-    """The full id of the cluster named by an exact id or a unique prefix; with
-    ``account``, only that account's clusters exist for this lookup."""
+    """The full id of the cluster named by an exact id or a unique prefix of at least
+    :data:`MIN_PREFIX` characters; with ``account``, only that account's clusters exist
+    for this lookup. Raises :class:`UnknownCluster` or :class:`AmbiguousCluster`."""
     c = s.clusters.c
     text = id_or_prefix.strip()
     scope = c.account == account if account is not None else sa.true()
@@ -78,10 +79,7 @@ def resolve_cluster_id(
         if conn.execute(sa.select(c.id).where(c.id == text, scope)).first():
             return text
         if len(text) < MIN_PREFIX:
-            raise UnknownCluster(
-                f"no cluster with id {text!r} (a prefix needs at least {MIN_PREFIX} "
-                "characters); `daskscope clusters` lists them"
-            )
+            raise UnknownCluster(text, min_prefix=MIN_PREFIX)
         query = (
             sa.select(c.id)
             .where(c.id.startswith(text, autoescape=True), scope)
@@ -90,70 +88,63 @@ def resolve_cluster_id(
         )
         found = list(conn.execute(query).scalars())
     if not found:
-        raise UnknownCluster(f"no cluster with id {text!r}; `daskscope clusters` lists them")
+        raise UnknownCluster(text, min_prefix=MIN_PREFIX)
     if len(found) > 1:
-        shown = ", ".join(found[:_MAX_CANDIDATES]) + (
-            ", ..." if len(found) > _MAX_CANDIDATES else ""
-        )
-        raise AmbiguousCluster(
-            f"{text!r} matches several clusters ({shown}); give more of the id", found
-        )
-    return found[0]
+        raise AmbiguousCluster(text, found)
+    return str(found[0])
 
 
 def cluster_detail(
     store: Store | sa.Engine,
     cluster_id: str,
     *,
-    compact: bool = False,
     max_groups: int | None = None,
     groups_by: Selection = "duration",
 ) -> Row:
-    """Everything recorded about one cluster except worker samples and profile trees.
+    """What is recorded about one cluster, read in amounts that stay bounded however
+    long it lived (tens of thousands of groups, hundreds of thousands of metrics), except
+    for the groups asked for, worker samples and profile trees.
 
-    Task groups: ``task_group_summary`` always has their ``count`` and summed tasks,
-    bytes and seconds. ``task_groups`` lists all of them, or with ``max_groups`` only
-    the longest (``groups_by="duration"``) or earliest (``"start"``) that many, the
-    summary's ``shown`` and ``omitted`` saying how many are left out.
-
-    ``compact`` reads what a cluster's page shows, which stays cheap however long the
-    cluster lived (it may have tens of thousands of groups and hundreds of thousands of
-    metrics): ``task_groups`` empty, each computation's first
-    :data:`PAGE_NAMES_PER_COMPUTATION` group names with ``task_groups_total`` and
-    ``task_groups_omitted``, the :data:`PAGE_TOP_GROUPS` longest groups in the summary's
-    ``top``, and instead of every fine metric (``span_metrics`` empty) their sums by
-    activity, prefix and unit, added up by the database (``fine_metrics``, as
-    :func:`daskscope.analysis.fine_metrics_table`)."""
+    - ``cluster``: its row with ``duration_s``;
+    - ``task_group_summary``: the groups' ``count`` and summed tasks, bytes and seconds,
+      the :data:`PAGE_TOP_GROUPS` longest (brief rows, ``top``); ``shown`` groups are
+      named in ``top`` or ``task_groups``, ``omitted`` are not;
+    - ``task_groups``: full rows of all groups (``max_groups`` None), or of the longest
+      (``groups_by="duration"``) or earliest (``"start"``) ``max_groups``; ``selection``
+      says which when some are left out;
+    - ``computations``: each with the names of its first :data:`PAGE_NAMES_PER_COMPUTATION`
+      groups, ``task_groups_total`` and ``task_groups_omitted``;
+    - ``fine_metrics``: the fine metrics summed by activity, prefix and unit in the
+      database (as :func:`daskscope.analysis.fine_metrics_table`), and ``span_seconds``:
+      per span and activity, its own seconds;
+    - ``task_prefixes``, ``spans``, ``errors``, ``events``, ``workers`` (last sample of
+      each), ``profiles`` (windows without their trees)."""
     if max_groups is not None and max_groups < 0:
         raise ValueError(f"max_groups must be None (all) or >= 0, got {max_groups}")
     with as_engine(store).connect() as conn:
         cluster = conn.execute(sa.select(s.clusters).where(s.clusters.c.id == cluster_id)).first()
         if cluster is None:
-            raise UnknownCluster(
-                f"no cluster with id {cluster_id!r}; `daskscope clusters` lists them"
-            )
+            raise UnknownCluster(cluster_id)
         computations = _children(conn, s.computations, cluster_id, s.computations.c.started_at)
-        if compact:
-            groups: list[Row] = []
-            summary = group_summary(conn, cluster_id, top=PAGE_TOP_GROUPS)
-            names = group_names_by_computation(
-                conn, cluster_id, per_computation=PAGE_NAMES_PER_COMPUTATION
-            )
-        else:
-            groups = selected_groups(conn, cluster_id, limit=max_groups, by=groups_by)
-            summary = group_summary(conn, cluster_id, top=0)
-            del summary["top"], summary["top_by"]
-            summary.update(shown=len(groups), omitted=summary["count"] - len(groups))
-            if summary["omitted"]:
-                summary["selection"] = "longest" if groups_by == "duration" else "earliest"
-            names = {}
-            for group in groups:
-                names.setdefault(group["computation_id"], ([], 0))[0].append(group["name"])
-            if summary["omitted"]:  # the computations' own totals
-                counts = group_counts_by_computation(conn, cluster_id)
-                names = {k: (names.get(k, ([], 0))[0], n) for k, n in counts.items()}
-            else:
-                names = {k: (v[0], len(v[0])) for k, v in names.items()}
+        summary = group_summary(conn, cluster_id, top=PAGE_TOP_GROUPS)
+        groups = (
+            []
+            if max_groups == 0
+            else selected_groups(conn, cluster_id, limit=max_groups, by=groups_by)
+        )
+        named = {g["id"] for g in summary["top"]} | {g["id"] for g in groups}
+        summary.update(
+            shown=len(named),
+            omitted=summary["count"] - len(named),
+            selection=None
+            if len(groups) == summary["count"]
+            else "longest"
+            if groups_by == "duration"
+            else "earliest",
+        )
+        names = group_names_by_computation(
+            conn, cluster_id, per_computation=PAGE_NAMES_PER_COMPUTATION
+        )
         for comp in computations:
             shown, total = names.get(comp["id"], ([], 0))
             comp["task_groups"] = shown
@@ -174,32 +165,33 @@ def cluster_detail(
             .order_by(p.started_at),
         )
         m = s.span_metrics.c
-        detail = {
+        summed = sa.func.sum(m.value).label("value")
+        sums = (
+            sa.select(m.activity, m.prefix, m.unit, summed)
+            .where(m.cluster_id == cluster_id)
+            .group_by(m.activity, m.prefix, m.unit)
+            .order_by(m.unit, sa.desc("value"), m.activity, m.prefix)
+        )
+        seconds = (
+            sa.select(m.span_id, m.activity, summed)
+            .where(m.cluster_id == cluster_id, m.unit == "seconds")
+            .group_by(m.span_id, m.activity)
+            .order_by(m.span_id, m.activity)
+        )
+        return {
             "cluster": _with_duration(dict(cluster._mapping)),
             "computations": computations,
             "task_groups": groups,
             "task_group_summary": summary,
             "task_prefixes": prefixes,
             "spans": _children(conn, s.spans, cluster_id, s.spans.c.enqueued_at, s.spans.c.span_id),
-            "span_metrics": []
-            if compact
-            else _children(
-                conn, s.span_metrics, cluster_id, m.span_id, m.prefix, m.activity, m.unit
-            ),
+            "span_seconds": _rows(conn, seconds),
+            "fine_metrics": _rows(conn, sums),
             "errors": _children(conn, s.errors, cluster_id, s.errors.c.at, s.errors.c.key),
             "events": _children(conn, s.events, cluster_id, s.events.c.at, s.events.c.id),
             "workers": _workers(conn, cluster_id),
             "profiles": profiles,
         }
-        if compact:
-            sums = (
-                sa.select(m.activity, m.prefix, m.unit, sa.func.sum(m.value).label("value"))
-                .where(m.cluster_id == cluster_id)
-                .group_by(m.activity, m.prefix, m.unit)
-                .order_by(m.unit, sa.desc("value"), m.activity, m.prefix)
-            )
-            detail["fine_metrics"] = _rows(conn, sums)
-        return detail
 
 
 def worker_samples(store: Store | sa.Engine, cluster_id: str) -> list[Row]:
@@ -240,7 +232,7 @@ def table_counts(store: Store | sa.Engine, cluster_id: str | None = None) -> dic
     return counts
 
 
-def _rows(conn: sa.Connection, query: sa.Select) -> list[Row]:
+def _rows(conn: sa.Connection, query: sa.Select[Any]) -> list[Row]:
     result = conn.execute(query)
     keys = list(result.keys())  # once: a row's own mapping would build them again
     return [dict(zip(keys, row, strict=True)) for row in result.all()]
@@ -249,10 +241,6 @@ def _rows(conn: sa.Connection, query: sa.Select) -> list[Row]:
 def _children(conn: sa.Connection, table: sa.Table, cluster_id: str, *order: Any) -> list[Row]:
     return _rows(conn, sa.select(table).where(table.c.cluster_id == cluster_id).order_by(*order))
 
-
-def _nulls_last(column: sa.ColumnElement) -> Any:
-    # SQLite sorts NULL first and PostgreSQL last; say it explicitly for both.
-    return sa.nulls_last(column.asc())
 
 
 def _with_duration(row: Row) -> Row:

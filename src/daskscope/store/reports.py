@@ -124,7 +124,7 @@ def report_info(
         info = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if account is not None and info.get("account") != account:
+    if not isinstance(info, dict) or (account is not None and info.get("account") != account):
         return None
     return info
 

@@ -1,0 +1,398 @@
+"""One workflow run as it is shown: the Rich summary, ``daskscope run(s) [--json]``, the
+JSON API and the pages all render :class:`RunView` / :class:`RunList`.
+
+A view is built from a live (or loaded) :class:`~daskscope.workflow.run.WorkflowRun`
+(:func:`run_view`) or from the store (:func:`stored_run_view`); both go through the
+same record and the same :class:`~daskscope.workflow.chunk.Chunk`, so the same run gives
+equal views. A figure that was not measured has ``value`` None and says ``why``.
+The store is imported by the functions that read it: a live run's summary needs none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from daskscope import catalogue
+from daskscope.format import MISSING, value_text
+from daskscope.workflow.chunk import Chunk
+from daskscope.workflow.run import WorkflowRun
+
+if TYPE_CHECKING:
+    from daskscope.store.engine import Store
+
+__all__ = [
+    "EMPTY",
+    "ChunkRow",
+    "ChunkStat",
+    "FigureGroup",
+    "RunFigure",
+    "RunList",
+    "RunSummary",
+    "RunView",
+    "SectionRow",
+    "WorkerRow",
+    "run_list",
+    "run_view",
+    "stored_run_view",
+]
+
+#: What an empty listing says
+EMPTY = "no workflow runs recorded yet"
+
+Value = float | str | None
+
+
+@dataclass(frozen=True)
+class RunFigure:
+    """One workflow figure: ``value`` None when not measured, and then ``why``."""
+
+    key: str
+    label: str
+    unit: str
+    value: Value
+    #: the value in its unit (``format.value_text``); ``format.MISSING`` when absent
+    text: str
+    why: str | None = None
+
+
+@dataclass(frozen=True)
+class FigureGroup:
+    title: str
+    figures: tuple[RunFigure, ...]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run's identity and times, and its headline figures (the listing's row)."""
+
+    id: str
+    name: str
+    backend: str
+    #: "ok", or "failed" when an exception left the collector's block (``error``)
+    status: str
+    error: str | None
+    started_at: float
+    stopped_at: float
+    wall_time_s: float
+    chunk_count: int
+    cluster_id: str | None
+    span_id: str | None
+    computation_ids: tuple[str, ...]
+    account: str | None
+    user: str | None
+    #: events, event rate (wall) and data rate
+    headline: tuple[RunFigure, ...]
+
+
+@dataclass(frozen=True)
+class SectionRow:
+    """One ``track_time``/``track_memory`` section over all chunks."""
+
+    name: str
+    kind: str | None
+    chunks: int
+    calls: int
+    wall_s: float | None
+    mean_wall_s: float | None
+    cpu_s: float | None
+    memory_delta_bytes: float | None
+
+
+@dataclass(frozen=True)
+class ChunkStat:
+    """The distribution of one chunk figure over the run's chunk attempts."""
+
+    key: str
+    label: str
+    unit: str
+    #: chunks that have the figure
+    n: int
+    mean: float | None
+    median: float | None
+    min: float | None
+    max: float | None
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    chunk_index: int
+    chunk_id: str
+    status: str
+    attempt: int | None
+    dataset: str | None
+    filename: str | None
+    entry_start: int | None
+    entry_stop: int | None
+    events: int | None
+    bytes_read: int | None
+    wall_s: float | None
+    cpu_s: float | None
+    memory_peak_bytes: int | None
+    started_at: float | None
+    worker: str | None
+    task_prefix: str | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    """What one worker (locally: one process) did, from the chunks it ran."""
+
+    worker: str
+    chunks: int
+    failed: int
+    events: int | None
+    wall_s: float
+    cpu_s: float
+
+
+@dataclass(frozen=True)
+class RunView:
+    run: RunSummary
+    figures: tuple[FigureGroup, ...]
+    sections: tuple[SectionRow, ...]
+    chunk_stats: tuple[ChunkStat, ...]
+    chunks: tuple[ChunkRow, ...]
+    workers: tuple[WorkerRow, ...]
+    coffea_report: dict[str, Any] | None
+    #: why there are no chunks / no sections (None when there are)
+    chunks_why: str | None
+    sections_why: str | None
+
+    def figure(self, key: str) -> RunFigure | None:
+        """The figure ``key`` wherever it is grouped."""
+        return next((f for g in self.figures for f in g.figures if f.key == key), None)
+
+
+@dataclass(frozen=True)
+class RunList:
+    runs: tuple[RunSummary, ...]
+    #: says the listing is empty (None when it is not)
+    message: str | None
+
+
+# -- which figures, in which group -----------------------------------------------------
+
+_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Throughput", ("data_rate_gbps", "event_rate_wall_khz", "event_rate_aggregated_khz",
+                    "event_rate_core_khz", "speedup", "parallel_efficiency")),
+    ("Events", ("total_events", "bytes_read", "num_chunks")),
+    ("Resources", ("cores", "workers_avg", "workers_peak", "memory_peak_bytes",
+                   "memory_avg_bytes", "chunk_memory_peak_bytes")),
+    ("Timing", ("wall_time_s", "processing_time_s", "chunk_cpu_seconds")),
+    ("Fine metrics", ("cpu_seconds", "noncpu_seconds", "cpu_percent", "processor_seconds",
+                      "processor_cpu_seconds", "overhead_seconds", "overhead_cpu_seconds",
+                      "spill_read_bytes", "spill_write_bytes", "serialize_seconds",
+                      "deserialize_seconds", "compress_seconds", "decompress_seconds")),
+)  # fmt: skip
+_HEADLINE = ("total_events", "event_rate_wall_khz", "data_rate_gbps")
+_ACTIVITY = "activity_"
+# shown on the summary itself, not as figures
+_NOT_FIGURES = frozenset({"status", "error"})
+_CHUNK_FIGURES = ("wall_s", "cpu_s", "events", "bytes_read", "memory_peak_bytes")
+_FINE = frozenset(_GROUPS[-1][1]) | {"event_rate_aggregated_khz"}
+_TRACKED = frozenset({"workers_avg", "workers_peak", "memory_peak_bytes", "memory_avg_bytes"})
+_FROM_CHUNKS = frozenset({"processing_time_s", "chunk_cpu_seconds", "chunk_memory_peak_bytes"})
+NO_CHUNKS = "no @track_metrics chunk reached the collector"
+NO_SECTIONS = "no track_time/track_memory section ran"
+
+
+def _unit_of(key: str) -> str:
+    # a figure outside the catalogue (an activity, a derived metric): unit from its name
+    for suffix, unit in (("_seconds", "seconds"), ("_s", "seconds"), ("_bytes", "bytes")):
+        if key.endswith(suffix):
+            return unit
+    return "count" if key.endswith("_count") else ""
+
+
+def _described(key: str) -> tuple[str, str]:
+    """(label, unit) of a workflow figure."""
+    try:
+        found = catalogue.figure("workflow", key)
+    except KeyError:
+        return key, _unit_of(key)
+    return found.label, found.unit
+
+
+@dataclass(frozen=True)
+class _Facts:
+    """What the reasons for a missing figure depend on (kept by both live and stored)."""
+
+    backend: str
+    info: Mapping[str, Any]
+    chunk_count: int
+
+    def why(self, key: str) -> str:
+        given = (self.info.get("not_measured") or {}).get(key)
+        if given:
+            return str(given)
+        caps = set(self.info.get("capabilities") or ())
+        if key in _FINE and "fine_metrics" not in caps:
+            if key == "cpu_seconds" and "process_cpu" in caps:
+                return "no CPU reading of the process tree"
+            return f"{self.backend} backend has no fine metrics"
+        if key.startswith(("processor_", "overhead_")) and not self.info.get("processor_prefixes"):
+            return "no processor task prefix known"
+        if key in _TRACKED and "tracking" not in caps:
+            return "worker tracking off"
+        if key in _FROM_CHUNKS and not self.chunk_count:
+            return NO_CHUNKS
+        if key in ("cores", "event_rate_core_khz", "parallel_efficiency"):
+            return str(self.info.get("cores_note") or "number of cores unknown")
+        if key in ("bytes_read", "data_rate_gbps"):
+            return "no bytes read reported"
+        if key == "total_events" or key.startswith("event_rate"):
+            return "no events reported"
+        return "not reported for this run"
+
+
+def _figure(key: str, metrics: Mapping[str, Any], facts: _Facts) -> RunFigure:
+    label, unit = _described(key)
+    value = metrics.get(key)
+    if value is None:
+        return RunFigure(key, label, unit, None, MISSING, facts.why(key))
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return RunFigure(key, label, unit, str(value), str(value))
+    return RunFigure(key, label, unit, value, value_text(value, unit))
+
+
+def _groups(metrics: Mapping[str, Any], facts: _Facts) -> tuple[FigureGroup, ...]:
+    groups = [
+        FigureGroup(title, tuple(_figure(k, metrics, facts) for k in keys))
+        for title, keys in _GROUPS
+    ]
+    known = {k for _, keys in _GROUPS for k in keys} | _NOT_FIGURES
+    rest = sorted(k for k in metrics if k not in known)
+    for title, keys in (
+        ("Other metrics", [k for k in rest if not k.startswith(_ACTIVITY)]),
+        ("Fine metrics by activity", [k for k in rest if k.startswith(_ACTIVITY)]),
+    ):
+        if keys:
+            groups.append(FigureGroup(title, tuple(_figure(k, metrics, facts) for k in keys)))
+    return tuple(groups)
+
+
+def _sections(sections: Mapping[str, Mapping[str, Any]]) -> tuple[SectionRow, ...]:
+    return tuple(
+        SectionRow(
+            name=name,
+            kind=agg.get("kind"),
+            chunks=int(agg.get("chunks", 0)),
+            calls=int(agg.get("count", 0)),
+            wall_s=agg.get("wall_s"),
+            mean_wall_s=agg.get("mean_wall_s"),
+            cpu_s=agg.get("cpu_s"),
+            memory_delta_bytes=agg.get("memory_delta_bytes"),
+        )
+        for name, agg in sorted(sections.items())
+    )
+
+
+def _chunk_stats(chunks: Sequence[Chunk]) -> tuple[ChunkStat, ...]:
+    stats = []
+    for key in _CHUNK_FIGURES:
+        described = catalogue.figure("chunk", key)
+        values = [v for v in (getattr(c, key) for c in chunks) if v is not None]
+        if not values:
+            stats.append(ChunkStat(key, described.label, described.unit, 0, None, None, None, None))
+            continue
+        stats.append(ChunkStat(
+            key, described.label, described.unit, len(values), statistics.fmean(values),
+            statistics.median(values), min(values), max(values),
+        ))  # fmt: skip
+    return tuple(stats)
+
+
+def _chunk_rows(chunks: Sequence[Chunk]) -> tuple[ChunkRow, ...]:
+    names = [f.name for f in dataclasses.fields(ChunkRow) if f.name != "chunk_index"]
+    return tuple(
+        ChunkRow(chunk_index=i, **{n: getattr(c, n) for n in names}) for i, c in enumerate(chunks)
+    )
+
+
+def _workers(chunks: Iterable[Chunk]) -> tuple[WorkerRow, ...]:
+    by: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        name = c.worker or (f"process {c.pid}" if c.pid is not None else "unknown")
+        by.setdefault(name, []).append(c)
+    rows = []
+    for name, ran in sorted(by.items()):
+        events = [c.events for c in ran if c.events is not None]
+        rows.append(WorkerRow(
+            worker=name, chunks=len(ran), failed=sum(not c.ok for c in ran),
+            events=sum(events) if events else None,
+            wall_s=sum(c.wall_s or 0.0 for c in ran), cpu_s=sum(c.cpu_s or 0.0 for c in ran),
+        ))  # fmt: skip
+    return tuple(rows)
+
+
+def _summary(row: Mapping[str, Any]) -> RunSummary:
+    info = row.get("info") or {}
+    facts = _Facts(row["backend"], info, int(row.get("chunk_count") or 0))
+    metrics = row.get("metrics") or {}
+    return RunSummary(
+        id=row["id"],
+        name=row["name"],
+        backend=row["backend"],
+        status=str(info.get("status") or "ok"),
+        error=info.get("error"),
+        started_at=row["started_at"],
+        stopped_at=row["stopped_at"],
+        wall_time_s=row["wall_time_s"],
+        chunk_count=int(row.get("chunk_count") or 0),
+        cluster_id=row.get("cluster_id"),
+        span_id=row.get("span_id"),
+        computation_ids=tuple(row.get("computation_ids") or ()),
+        account=row.get("account"),
+        user=row.get("user"),
+        headline=tuple(_figure(k, metrics, facts) for k in _HEADLINE),
+    )
+
+
+def _view(row: Mapping[str, Any], chunks: Sequence[Chunk]) -> RunView:
+    info = row.get("info") or {}
+    facts = _Facts(row["backend"], info, len(chunks))
+    sections = row.get("sections") or {}
+    return RunView(
+        run=_summary(row),
+        figures=_groups(row.get("metrics") or {}, facts),
+        sections=_sections(sections),
+        chunk_stats=_chunk_stats(chunks),
+        chunks=_chunk_rows(chunks),
+        workers=_workers(chunks),
+        coffea_report=row.get("coffea_report"),
+        chunks_why=None if chunks else facts.why("processing_time_s"),
+        sections_why=None if sections else NO_SECTIONS,
+    )
+
+
+# -- the two sources -------------------------------------------------------------------
+
+
+def run_view(run: WorkflowRun) -> RunView:
+    """The view of a live or loaded run (as the store will keep it)."""
+    from daskscope.workflow.storage import run_records
+
+    record = run_records(run)[0]
+    return _view(dataclasses.asdict(record), run.chunks)
+
+
+def stored_run_view(store: Store, id_or_prefix: str, *, account: str | None = None) -> RunView:
+    """The view of a stored run named by its id or a unique prefix (``UnknownRun`` /
+    ``AmbiguousRun`` otherwise); with ``account``, only that account's runs exist."""
+    from daskscope.store.runs import resolve_run_id, run_detail
+
+    detail = run_detail(store, resolve_run_id(store, id_or_prefix, account=account))
+    return _view(detail["run"], [Chunk.from_row(row) for row in detail["chunks"]])
+
+
+def run_list(store: Store, *, limit: int | None = 100, account: str | None = None) -> RunList:
+    """Stored runs, newest first."""
+    from daskscope.store.runs import list_runs
+
+    runs = tuple(_summary(row) for row in list_runs(store, limit=limit, account=account))
+    return RunList(runs=runs, message=None if runs else EMPTY)
