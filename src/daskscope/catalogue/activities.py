@@ -30,7 +30,7 @@ ACTIVITIES: tuple[Activity, ...] = (
     Activity(
         "memory-read",
         ("bytes", "count"),
-        "task inputs read from the worker's memory (bytes and how many keys)",
+        "task inputs found in the worker's memory, not spilled (bytes and how many keys)",
     ),
     Activity("disk-read", ("seconds", "bytes", "count"), "keys read back from spill"),
     Activity("disk-write", ("seconds", "bytes", "count"), "keys spilled to disk"),
@@ -38,9 +38,7 @@ ACTIVITIES: tuple[Activity, ...] = (
     Activity("decompress", ("seconds",), "decompression of data received or unspilled"),
     Activity("serialize", ("seconds",), "pickling of data sent or spilled"),
     Activity("deserialize", ("seconds",), "unpickling of data received or unspilled"),
-    Activity(
-        "network", ("seconds", "bytes"), "time and bytes of transfers between workers (gather-dep)"
-    ),
+    Activity("network", ("seconds",), "time of transfers between workers (gather-dep)"),
     Activity(
         "failed",
         ("seconds",),
