@@ -1,0 +1,68 @@
+"""The reference tables of ``docs/metrics.md``, written from the catalogue.
+
+Each table sits between ``<!-- catalogue:<name>:begin -->`` and
+``<!-- catalogue:<name>:end -->``, one pair per scope and one for the fine-metric
+activities; the text around them is written by hand and left as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from daskscope.catalogue import ACTIVITIES, SCOPES, figures
+
+__all__ = ["TABLES", "render_docs", "table", "write_docs"]
+
+#: The marked tables: every scope, then the activities
+TABLES: tuple[str, ...] = (*SCOPES, "activities")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def table(name: str) -> str:
+    """The markdown table of one scope's figures, or of the activities."""
+    if name == "activities":
+        lines = ["| activity | units | meaning |", "|---|---|---|"]
+        lines += [f"| `{a.name}` | {', '.join(a.units)} | {_cell(a.meaning)} |" for a in ACTIVITIES]
+        return "\n".join(lines)
+    lines = ["| figure | unit | formula | source | better |", "|---|---|---|---|---|"]
+    for f in figures(name):
+        lines.append(
+            f"| {_cell(f.label)} (`{f.key}`) | {f.unit} | {_cell(f.formula)} "
+            f"| {_cell(f.source)} | {f.better or ''} |"
+        )
+    return "\n".join(lines)
+
+
+def _pattern(name: str) -> re.Pattern[str]:
+    begin, end = (re.escape(f"<!-- catalogue:{name}:{m} -->") for m in ("begin", "end"))
+    return re.compile(f"({begin}).*?({end})", re.DOTALL)
+
+
+def render_docs(text: str) -> str:
+    """``text`` with every marked table written anew; ValueError naming a table whose
+    markers are missing or doubled (each must appear once so no figure goes unlisted)."""
+    for name in TABLES:
+        pattern = _pattern(name)
+        found = len(pattern.findall(text))
+        if found != 1:
+            raise ValueError(
+                f"docs need one <!-- catalogue:{name}:begin --> ... "
+                f"<!-- catalogue:{name}:end --> pair, found {found}"
+            )
+        body = table(name)
+        text = pattern.sub(lambda m: f"{m.group(1)}\n{body}\n{m.group(2)}", text)
+    return text
+
+
+def write_docs(path: str | Path) -> bool:
+    """Rewrite the tables of the file at ``path``; True if it changed."""
+    path = Path(path)
+    old = path.read_text(encoding="utf-8")
+    new = render_docs(old)
+    if new != old:
+        path.write_text(new, encoding="utf-8")
+    return new != old
