@@ -4,11 +4,24 @@ The collector produces these, sinks carry them, the store keeps them and the ana
 reads them back. Every record has a stable ``id`` (see :func:`stable_id`) so that writing
 the same record twice stores it once. Times are UTC epoch seconds (floats); sizes are
 bytes; durations are seconds.
+
+Each field declares its shape with :func:`col`: how it is stored (a :class:`Column`,
+which ``store.schema`` maps to a database type) and what the wire accepts (``wire``).
+So a record is the single source of its table and of its checks, whatever its fields are
+called. Nothing here imports SQLAlchemy: the recorder imports this module in the
+scheduler.
 """
+
+# col() returns a dataclasses.field(), which ruff cannot see through
+# ruff: noqa: RUF009
 
 from __future__ import annotations
 
 import dataclasses
+import enum
+import functools
+import types
+import typing
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -17,11 +30,14 @@ from typing import Any, ClassVar
 __all__ = [
     "RECORD_TYPES",
     "ClusterRecord",
+    "Column",
     "ComputationRecord",
     "ErrorRecord",
     "EventRecord",
+    "FieldShape",
     "ProfileRecord",
     "Record",
+    "RecordField",
     "SpanMetricRecord",
     "SpanRecord",
     "TaskGroupRecord",
@@ -29,6 +45,8 @@ __all__ = [
     "WorkerSampleRecord",
     "WorkflowChunkRecord",
     "WorkflowRunRecord",
+    "col",
+    "record_fields",
     "record_from_dict",
     "record_to_dict",
     "stable_id",
@@ -47,37 +65,102 @@ def stable_id(*parts: object) -> str:
     return str(uuid.uuid5(_NAMESPACE, name))
 
 
+class Column(enum.Enum):
+    """How a field is stored; ``store.schema`` maps each to a database type."""
+
+    STRING = "string"  # text of a line or so
+    TEXT = "text"  # text of any length: task keys, tracebacks, file names
+    INTEGER = "integer"  # 32 bits
+    BIGINT = "bigint"  # 64 bits: counts and sizes that can grow past 2**31
+    DOUBLE = "double"
+    #: epoch seconds: double precision (REAL would lose sub-second detail), and on the
+    #: wire no earlier than 1970 and no later than about 2255
+    TIME = "time"
+    BOOLEAN = "boolean"
+    JSON = "json"  # JSONB on PostgreSQL
+
+
+@dataclass(frozen=True, slots=True)
+class FieldShape:
+    """What :func:`col` declares for one field."""
+
+    column: Column
+    #: the wire refuses a value below zero
+    nonnegative: bool = False
+    #: the wire refuses text longer than an index entry holds (ids, owners)
+    short: bool = False
+    #: the column takes NULL even where the field's type does not (rows stored before
+    #: the field existed); a field typed ``X | None`` is nullable anyway
+    nullable: bool = False
+    primary_key: bool = False
+
+
+_SHAPE = "daskscope.shape"
+
+
+def col(
+    column: Column,
+    *,
+    nonnegative: bool = False,
+    short: bool = False,
+    nullable: bool = False,
+    primary_key: bool = False,
+    default: Any = dataclasses.MISSING,
+    default_factory: Any = dataclasses.MISSING,
+) -> Any:
+    """A record field of this shape (a :func:`dataclasses.field` carrying it)."""
+    shape = FieldShape(column, nonnegative, short or primary_key, nullable, primary_key)
+    metadata = {_SHAPE: shape}
+    if default_factory is not dataclasses.MISSING:
+        return field(default_factory=default_factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def _id() -> Any:
+    # stable_id() strings: uuid5, so a batch written twice is stored once
+    return col(Column.STRING, primary_key=True)
+
+
+def _ref() -> Any:
+    # the id of another record; a cluster's records may arrive before the cluster
+    return col(Column.STRING, short=True)
+
+
+def _ref_or_none() -> Any:
+    return col(Column.STRING, short=True, default=None)
+
+
 @dataclass(slots=True, kw_only=True)
 class ClusterRecord:
     """One Dask cluster (one scheduler lifetime), with running totals."""
 
     KIND: ClassVar[str] = "cluster"
-    id: str
-    name: str
-    account: str
-    user: str
-    scheduler_address: str
-    dask_version: str
-    distributed_version: str
-    python_version: str
-    started_at: float
-    stopped_at: float | None = None
-    last_seen_at: float
-    workers_peak: int = 0
-    threads_peak: int = 0
-    memory_limit_peak: int = 0
+    id: str = _id()
+    name: str = col(Column.STRING)
+    account: str = col(Column.STRING, short=True)
+    user: str = col(Column.STRING, short=True)
+    scheduler_address: str = col(Column.STRING)
+    dask_version: str = col(Column.STRING)
+    distributed_version: str = col(Column.STRING)
+    python_version: str = col(Column.STRING)
+    started_at: float = col(Column.TIME)
+    stopped_at: float | None = col(Column.TIME, default=None)
+    last_seen_at: float = col(Column.TIME)
+    workers_peak: int = col(Column.INTEGER, nonnegative=True, default=0)
+    threads_peak: int = col(Column.INTEGER, nonnegative=True, default=0)
+    memory_limit_peak: int = col(Column.BIGINT, nonnegative=True, default=0)
     #: ∫ total threads dt over the cluster's life: thread-seconds available
-    core_seconds: float = 0.0
+    core_seconds: float = col(Column.DOUBLE, nonnegative=True, default=0.0)
     #: ∫ total worker memory limit dt: byte-seconds reserved
-    memory_limit_byte_seconds: float = 0.0
+    memory_limit_byte_seconds: float = col(Column.DOUBLE, nonnegative=True, default=0.0)
     #: processing→memory transitions
-    tasks_executed: int = 0
+    tasks_executed: int = col(Column.BIGINT, nonnegative=True, default=0)
     #: processing→erred transitions
-    tasks_erred: int = 0
+    tasks_erred: int = col(Column.BIGINT, nonnegative=True, default=0)
     #: Σ compute durations of tasks (thread-seconds busy)
-    compute_seconds: float = 0.0
+    compute_seconds: float = col(Column.DOUBLE, nonnegative=True, default=0.0)
     #: Σ output sizes (nbytes) of tasks
-    bytes_processed: int = 0
+    bytes_processed: int = col(Column.BIGINT, default=0)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -85,15 +168,15 @@ class ComputationRecord:
     """One compute/persist/submit batch as Dask's scheduler groups them."""
 
     KIND: ClassVar[str] = "computation"
-    id: str
-    cluster_id: str
-    started_at: float
-    stopped_at: float | None = None
-    code: list[str] = field(default_factory=list)
-    annotations: dict[str, Any] = field(default_factory=dict)
-    tasks_executed: int = 0
-    tasks_erred: int = 0
-    group_count: int = 0
+    id: str = _id()
+    cluster_id: str = _ref()
+    started_at: float = col(Column.TIME)
+    stopped_at: float | None = col(Column.TIME, default=None)
+    code: list[str] = col(Column.JSON, default_factory=list)
+    annotations: dict[str, Any] = col(Column.JSON, default_factory=dict)
+    tasks_executed: int = col(Column.BIGINT, nonnegative=True, default=0)
+    tasks_erred: int = col(Column.BIGINT, nonnegative=True, default=0)
+    group_count: int = col(Column.INTEGER, nonnegative=True, default=0)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -101,26 +184,26 @@ class TaskGroupRecord:
     """One Dask TaskGroup (one name, one lifetime) with its final numbers."""
 
     KIND: ClassVar[str] = "task_group"
-    id: str
-    cluster_id: str
-    name: str
-    prefix: str
-    computation_id: str | None = None
-    span_id: str | None = None
+    id: str = _id()
+    cluster_id: str = _ref()
+    name: str = col(Column.STRING)
+    prefix: str = col(Column.STRING)
+    computation_id: str | None = _ref_or_none()
+    span_id: str | None = _ref_or_none()
     #: names of the groups this one depends on (edges dependency -> this group)
-    dependencies: list[str] = field(default_factory=list)
+    dependencies: list[str] = col(Column.JSON, default_factory=list)
     #: task counts by current scheduler state when last seen
-    states: dict[str, int] = field(default_factory=dict)
-    tasks_total: int = 0
-    tasks_executed: int = 0
-    tasks_erred: int = 0
-    nbytes_total: int = 0
-    duration_s: float = 0.0
+    states: dict[str, int] = col(Column.JSON, default_factory=dict)
+    tasks_total: int = col(Column.BIGINT, nonnegative=True, default=0)
+    tasks_executed: int = col(Column.BIGINT, nonnegative=True, default=0)
+    tasks_erred: int = col(Column.BIGINT, nonnegative=True, default=0)
+    nbytes_total: int = col(Column.BIGINT, nonnegative=True, default=0)
+    duration_s: float = col(Column.DOUBLE, nonnegative=True, default=0.0)
     #: seconds by activity: compute, transfer, disk-read, disk-write, deserialize, ...
-    durations: dict[str, float] = field(default_factory=dict)
-    types: list[str] = field(default_factory=list)
-    started_at: float | None = None
-    stopped_at: float | None = None
+    durations: dict[str, float] = col(Column.JSON, default_factory=dict)
+    types: list[str] = col(Column.JSON, default_factory=list)
+    started_at: float | None = col(Column.TIME, default=None)
+    stopped_at: float | None = col(Column.TIME, default=None)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -128,15 +211,15 @@ class TaskPrefixRecord:
     """Totals for one task prefix across the whole cluster."""
 
     KIND: ClassVar[str] = "task_prefix"
-    id: str
-    cluster_id: str
-    name: str
-    group_count: int = 0
-    tasks_executed: int = 0
-    tasks_erred: int = 0
-    nbytes_total: int = 0
-    duration_s: float = 0.0
-    durations: dict[str, float] = field(default_factory=dict)
+    id: str = _id()
+    cluster_id: str = _ref()
+    name: str = col(Column.STRING)
+    group_count: int = col(Column.INTEGER, nonnegative=True, default=0)
+    tasks_executed: int = col(Column.BIGINT, nonnegative=True, default=0)
+    tasks_erred: int = col(Column.BIGINT, nonnegative=True, default=0)
+    nbytes_total: int = col(Column.BIGINT, nonnegative=True, default=0)
+    duration_s: float = col(Column.DOUBLE, nonnegative=True, default=0.0)
+    durations: dict[str, float] = col(Column.JSON, default_factory=dict)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -144,22 +227,22 @@ class SpanRecord:
     """One ``distributed.span``; state, bytes and durations cover the span's subtree."""
 
     KIND: ClassVar[str] = "span"
-    id: str
-    cluster_id: str
-    span_id: str
-    parent_span_id: str | None = None
-    name: list[str]
-    enqueued_at: float
-    started_at: float | None = None
-    stopped_at: float | None = None
-    done: bool = False
-    states: dict[str, int] = field(default_factory=dict)
-    nbytes_total: int = 0
-    duration_s: float = 0.0
-    durations: dict[str, float] = field(default_factory=dict)
-    active_cpu_seconds: float = 0.0
-    code: list[str] = field(default_factory=list)
-    group_count: int = 0
+    id: str = _id()
+    cluster_id: str = _ref()
+    span_id: str = _ref()
+    parent_span_id: str | None = _ref_or_none()
+    name: list[str] = col(Column.JSON)
+    enqueued_at: float = col(Column.TIME)
+    started_at: float | None = col(Column.TIME, default=None)
+    stopped_at: float | None = col(Column.TIME, default=None)
+    done: bool = col(Column.BOOLEAN, default=False)
+    states: dict[str, int] = col(Column.JSON, default_factory=dict)
+    nbytes_total: int = col(Column.BIGINT, nonnegative=True, default=0)
+    duration_s: float = col(Column.DOUBLE, nonnegative=True, default=0.0)
+    durations: dict[str, float] = col(Column.JSON, default_factory=dict)
+    active_cpu_seconds: float = col(Column.DOUBLE, nonnegative=True, default=0.0)
+    code: list[str] = col(Column.JSON, default_factory=list)
+    group_count: int = col(Column.INTEGER, nonnegative=True, default=0)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -171,14 +254,14 @@ class SpanMetricRecord:
     """
 
     KIND: ClassVar[str] = "span_metric"
-    id: str
-    cluster_id: str
-    span_id: str
-    context: str
-    prefix: str
-    activity: str
-    unit: str
-    value: float
+    id: str = _id()
+    cluster_id: str = _ref()
+    span_id: str = _ref()
+    context: str = col(Column.STRING)
+    prefix: str = col(Column.STRING)
+    activity: str = col(Column.STRING)
+    unit: str = col(Column.STRING)
+    value: float = col(Column.DOUBLE)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -193,29 +276,30 @@ class WorkerSampleRecord:
     """
 
     KIND: ClassVar[str] = "worker_sample"
-    id: str
-    cluster_id: str
-    worker: str
-    sampled_at: float
-    nthreads: int
-    memory_limit: int | None = None
-    memory: int | None = None
-    managed_bytes: int | None = None
-    unmanaged_bytes: int | None = None
-    unmanaged_old_bytes: int | None = None
-    unmanaged_recent_bytes: int | None = None
-    spilled_bytes: int | None = None
-    cpu_percent: float | None = None
-    executing: int = 0
-    processing: int = 0
-    transfer_incoming_bytes: int | None = None
-    transfer_outgoing_bytes: int | None = None
-    net_read_bps: float | None = None
-    net_write_bps: float | None = None
-    disk_read_bps: float | None = None
-    disk_write_bps: float | None = None
-    #: every numeric leaf of ``WorkerState.metrics``, e.g. ``{"gpu.utilization": 37.0}``
-    metrics: dict[str, float] = field(default_factory=dict)
+    id: str = _id()
+    cluster_id: str = _ref()
+    worker: str = col(Column.STRING)
+    sampled_at: float = col(Column.TIME)
+    nthreads: int = col(Column.INTEGER)
+    memory_limit: int | None = col(Column.BIGINT, nonnegative=True, default=None)
+    memory: int | None = col(Column.BIGINT, default=None)
+    managed_bytes: int | None = col(Column.BIGINT, nonnegative=True, default=None)
+    unmanaged_bytes: int | None = col(Column.BIGINT, nonnegative=True, default=None)
+    unmanaged_old_bytes: int | None = col(Column.BIGINT, nonnegative=True, default=None)
+    unmanaged_recent_bytes: int | None = col(Column.BIGINT, nonnegative=True, default=None)
+    spilled_bytes: int | None = col(Column.BIGINT, nonnegative=True, default=None)
+    cpu_percent: float | None = col(Column.DOUBLE, default=None)
+    executing: int = col(Column.INTEGER, default=0)
+    processing: int = col(Column.INTEGER, default=0)
+    transfer_incoming_bytes: int | None = col(Column.BIGINT, nonnegative=True, default=None)
+    transfer_outgoing_bytes: int | None = col(Column.BIGINT, nonnegative=True, default=None)
+    net_read_bps: float | None = col(Column.DOUBLE, default=None)
+    net_write_bps: float | None = col(Column.DOUBLE, default=None)
+    disk_read_bps: float | None = col(Column.DOUBLE, default=None)
+    disk_write_bps: float | None = col(Column.DOUBLE, default=None)
+    #: every numeric leaf of ``WorkerState.metrics``, e.g. ``{"gpu.utilization": 37.0}``;
+    #: NULL in samples stored before revision 0004 (their other metrics were not kept)
+    metrics: dict[str, float] = col(Column.JSON, nullable=True, default_factory=dict)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -223,12 +307,12 @@ class EventRecord:
     """A lifecycle event: cluster started/restarted/closed, worker added/removed."""
 
     KIND: ClassVar[str] = "event"
-    id: str
-    cluster_id: str
-    at: float
-    kind: str
-    worker: str | None = None
-    detail: dict[str, Any] = field(default_factory=dict)
+    id: str = _id()
+    cluster_id: str = _ref()
+    at: float = col(Column.TIME)
+    kind: str = col(Column.STRING)
+    worker: str | None = col(Column.STRING, default=None)
+    detail: dict[str, Any] = col(Column.JSON, default_factory=dict)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -236,16 +320,16 @@ class ErrorRecord:
     """A task that failed (processing→erred)."""
 
     KIND: ClassVar[str] = "error"
-    id: str
-    cluster_id: str
-    key: str
-    at: float
-    group: str
-    prefix: str
-    group_id: str | None = None
-    worker: str | None = None
-    exception: str = ""
-    traceback: str = ""
+    id: str = _id()
+    cluster_id: str = _ref()
+    key: str = col(Column.TEXT)
+    at: float = col(Column.TIME)
+    group: str = col(Column.STRING)
+    prefix: str = col(Column.STRING)
+    group_id: str | None = _ref_or_none()
+    worker: str | None = col(Column.STRING, default=None)
+    exception: str = col(Column.TEXT, default="")
+    traceback: str = col(Column.TEXT, default="")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -253,12 +337,12 @@ class ProfileRecord:
     """The merged statistical profile of all workers over one time window."""
 
     KIND: ClassVar[str] = "profile"
-    id: str
-    cluster_id: str
-    started_at: float
-    stopped_at: float
-    samples: int
-    tree: dict[str, Any]
+    id: str = _id()
+    cluster_id: str = _ref()
+    started_at: float = col(Column.TIME)
+    stopped_at: float = col(Column.TIME)
+    samples: int = col(Column.BIGINT, nonnegative=True)
+    tree: dict[str, Any] = col(Column.JSON)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -270,23 +354,24 @@ class WorkflowRunRecord:
     """
 
     KIND: ClassVar[str] = "workflow_run"
-    id: str
-    cluster_id: str | None = None
-    name: str
-    backend: str
-    started_at: float
-    stopped_at: float
-    wall_time_s: float
-    span_id: str | None = None
-    computation_ids: list[str] = field(default_factory=list)
-    chunk_count: int = 0
-    metrics: dict[str, Any] = field(default_factory=dict)
-    sections: dict[str, Any] = field(default_factory=dict)
-    coffea_report: dict[str, Any] | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-    #: who ran it (config's account and user; a server replaces them with the token's)
-    account: str | None = None
-    user: str | None = None
+    id: str = _id()
+    cluster_id: str | None = _ref_or_none()
+    name: str = col(Column.STRING)
+    backend: str = col(Column.STRING)
+    started_at: float = col(Column.TIME)
+    stopped_at: float = col(Column.TIME)
+    wall_time_s: float = col(Column.DOUBLE, nonnegative=True)
+    span_id: str | None = _ref_or_none()
+    computation_ids: list[str] = col(Column.JSON, default_factory=list)
+    chunk_count: int = col(Column.INTEGER, default=0)
+    metrics: dict[str, Any] = col(Column.JSON, default_factory=dict)
+    sections: dict[str, Any] = col(Column.JSON, default_factory=dict)
+    coffea_report: dict[str, Any] | None = col(Column.JSON, default=None)
+    info: dict[str, Any] = col(Column.JSON, default_factory=dict)
+    #: who ran it (config's account and user; a server replaces them with the token's);
+    #: None only for runs stored before owners were kept
+    account: str | None = col(Column.STRING, short=True, default=None)
+    user: str | None = col(Column.STRING, short=True, default=None)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -294,27 +379,27 @@ class WorkflowChunkRecord:
     """One chunk of a workflow run, as ``@track_metrics`` measured it."""
 
     KIND: ClassVar[str] = "workflow_chunk"
-    id: str
-    run_id: str
-    cluster_id: str | None = None
-    chunk_index: int
-    started_at: float | None = None
-    stopped_at: float | None = None
-    dataset: str | None = None
-    filename: str | None = None
-    entry_start: int | None = None
-    entry_stop: int | None = None
-    events: int | None = None
-    bytes_read: int | None = None
-    wall_s: float | None = None
-    cpu_s: float | None = None
-    memory_before_bytes: int | None = None
-    memory_after_bytes: int | None = None
-    memory_peak_bytes: int | None = None
-    worker: str | None = None
-    task_key: str | None = None
+    id: str = _id()
+    run_id: str = _ref()
+    cluster_id: str | None = _ref_or_none()
+    chunk_index: int = col(Column.INTEGER)
+    started_at: float | None = col(Column.TIME, default=None)
+    stopped_at: float | None = col(Column.TIME, default=None)
+    dataset: str | None = col(Column.STRING, default=None)
+    filename: str | None = col(Column.TEXT, default=None)
+    entry_start: int | None = col(Column.BIGINT, default=None)
+    entry_stop: int | None = col(Column.BIGINT, default=None)
+    events: int | None = col(Column.BIGINT, default=None)
+    bytes_read: int | None = col(Column.BIGINT, default=None)
+    wall_s: float | None = col(Column.DOUBLE, nonnegative=True, default=None)
+    cpu_s: float | None = col(Column.DOUBLE, nonnegative=True, default=None)
+    memory_before_bytes: int | None = col(Column.BIGINT, nonnegative=True, default=None)
+    memory_after_bytes: int | None = col(Column.BIGINT, nonnegative=True, default=None)
+    memory_peak_bytes: int | None = col(Column.BIGINT, nonnegative=True, default=None)
+    worker: str | None = col(Column.STRING, default=None)
+    task_key: str | None = col(Column.TEXT, default=None)
     #: sections, custom fields and anything else the chunk carried
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: dict[str, Any] = col(Column.JSON, default_factory=dict)
 
 
 Record = (
@@ -366,7 +451,44 @@ def record_from_dict(kind: str, data: dict[str, Any]) -> Record:
         cls = RECORD_TYPES[kind]
     except KeyError:
         raise ValueError(f"unknown record kind {kind!r}; known: {sorted(RECORD_TYPES)}") from None
-    return cls(**data)
+    record: Record = cls(**data)
+    return record
+
+
+@dataclass(frozen=True, slots=True)
+class RecordField:
+    """One field of a record kind with its declared shape: what the store's schema and
+    the wire's checks are built from."""
+
+    name: str
+    #: the field's type, e.g. ``int | None``
+    hint: Any
+    shape: FieldShape
+    field: dataclasses.Field[Any]
+
+    @property
+    def optional(self) -> bool:
+        """The field's type admits None."""
+        return type(None) in typing.get_args(self.hint) and isinstance(self.hint, types.UnionType)
+
+    @property
+    def nullable(self) -> bool:
+        """The column takes NULL."""
+        return self.optional or self.shape.nullable
+
+
+@functools.cache
+def record_fields(cls: type) -> tuple[RecordField, ...]:
+    """The fields of record kind ``cls``, in order; a field declared without :func:`col`
+    is an error here, so no field goes unchecked or unstored by accident."""
+    hints = typing.get_type_hints(cls)
+    fields = []
+    for f in dataclasses.fields(cls):
+        shape = f.metadata.get(_SHAPE)
+        if not isinstance(shape, FieldShape):
+            raise TypeError(f"{cls.__name__}.{f.name} declares no shape; declare it with col()")
+        fields.append(RecordField(f.name, hints[f.name], shape, f))
+    return tuple(fields)
 
 
 def group_by_kind(records: Iterable[Record]) -> Iterator[tuple[type, list[Record]]]:

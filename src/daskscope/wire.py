@@ -2,9 +2,9 @@
 
 ``{"version": 1, "records": [{"kind": "task_group", "data": {"id": ..., ...}}, ...]}``:
 each record is its kind and its dataclass fields. msgspec encodes it (in the scheduler)
-and decodes it (in the server): decoding checks every field against the record kinds'
-types and the rules below in one pass over the bytes, which is what keeps a team
-server's ingest cheap (docs/benchmarks.md).
+and decodes it (in the server): decoding checks every field against its type and the
+rules the record declares for it (``model.col``) in one pass over the bytes, which is
+what keeps a team server's ingest cheap (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Annotated, Any, Union
 
 import msgspec
 
-from daskscope.model import RECORD_TYPES, Record, record_to_dict
+from daskscope.model import RECORD_TYPES, Column, Record, RecordField, record_fields, record_to_dict
 from daskscope.text import escape_value
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "decode_rows_json",
     "encode_batch",
     "encode_batches",
+    "wire_struct",
 ]
 
 WIRE_VERSION = 1
@@ -96,13 +97,10 @@ class NotJSON(WireError):
 
 #: Epoch seconds accepted for times: 1970 to about 2255
 _MAX_EPOCH = 2**33
-_NON_NEGATIVE_SUFFIXES = ("_at", "_s", "_seconds", "_bytes", "nbytes_total", "_peak", "samples")
-_NON_NEGATIVE_PREFIXES = ("tasks_", "group_count", "workers_", "threads_", "memory_limit")
 _MAX_TEXT = 10_000_000
-#: Fields the store indexes (ids, owners): a PostgreSQL btree entry holds about 2,700
-#: bytes, so longer text would fail the insert instead of being refused here
-_INDEXED = ("id", "account", "user")
-_MAX_INDEXED_TEXT = 512
+#: Short text (ids, owners: what the store indexes): a PostgreSQL btree entry holds
+#: about 2,700 bytes, so longer text would fail the insert instead of being refused here
+_MAX_SHORT_TEXT = 512
 #: Integers a BIGINT column holds
 _MAX_INT = 2**63 - 1
 #: No measured quantity comes near this (a million cores for a million years is 3e19
@@ -110,15 +108,17 @@ _MAX_INT = 2**63 - 1
 _MAX_FLOAT = 1e30
 
 
-def _constrained(name: str, kind: Any) -> Any:
-    """``kind`` with the wire's rules for a field called ``name``: no negative counts,
-    sizes or durations, epoch-second times, numbers a database column and a sum hold,
-    bounded text (short where the store indexes it)."""
+def _constrained(f: RecordField) -> Any:
+    """The field's type with the wire's rules, as the record declares them (model.col):
+    no negative counts, sizes or durations where declared non-negative, epoch-second
+    times, numbers a database column and a sum hold, bounded text (short where the
+    store indexes it)."""
+    kind, shape = f.hint, f.shape
     rules: dict[str, Any] = {}
-    if name.endswith(_NON_NEGATIVE_SUFFIXES) or name.startswith(_NON_NEGATIVE_PREFIXES):
+    if shape.nonnegative:
         rules["ge"] = 0
-    if name.endswith("_at"):
-        rules["le"] = _MAX_EPOCH
+    if shape.column is Column.TIME:
+        rules["ge"], rules["le"] = 0, _MAX_EPOCH
     elif kind in (int, int | None):
         rules["le"] = _MAX_INT
         rules.setdefault("ge", -_MAX_INT)
@@ -126,8 +126,7 @@ def _constrained(name: str, kind: Any) -> Any:
         rules["le"] = _MAX_FLOAT
         rules.setdefault("ge", -_MAX_FLOAT)
     if kind in (str, str | None):
-        indexed = name in _INDEXED or name.endswith("_id")
-        rules["max_length"] = _MAX_INDEXED_TEXT if indexed else _MAX_TEXT
+        rules["max_length"] = _MAX_SHORT_TEXT if shape.short else _MAX_TEXT
     if kind == dict[str, float]:
         return dict[str, Annotated[float, msgspec.Meta(ge=-_MAX_FLOAT, le=_MAX_FLOAT)]]
     if kind == dict[str, int]:
@@ -141,17 +140,17 @@ def _constrained(name: str, kind: Any) -> Any:
 
 
 @functools.cache
-def _wire_struct(cls: type) -> type:
-    """A msgspec Struct with ``cls``'s fields, defaults and rules; unknown fields refused.
-    Not tracked by the garbage collector: a batch makes many, and they hold no cycles."""
-    hints = typing.get_type_hints(cls)
+def wire_struct(cls: type) -> type:
+    """A msgspec Struct with record kind ``cls``'s fields, defaults and declared rules;
+    unknown fields refused. Not tracked by the garbage collector: a batch makes many,
+    and they hold no cycles."""
     fields: list[tuple[Any, ...]] = []
-    for f in dataclasses.fields(cls):
-        kind = _constrained(f.name, hints[f.name])
-        if f.default is not dataclasses.MISSING:
-            fields.append((f.name, kind, f.default))
-        elif f.default_factory is not dataclasses.MISSING:
-            fields.append((f.name, kind, msgspec.field(default_factory=f.default_factory)))
+    for f in record_fields(cls):
+        kind, default = _constrained(f), f.field
+        if default.default is not dataclasses.MISSING:
+            fields.append((f.name, kind, default.default))
+        elif default.default_factory is not dataclasses.MISSING:
+            fields.append((f.name, kind, msgspec.field(default_factory=default.default_factory)))
         else:
             fields.append((f.name, kind))
     return msgspec.defstruct(
@@ -164,7 +163,7 @@ def _item_kinds() -> dict[type, str]:
     return {
         msgspec.defstruct(
             f"Item_{kind}",
-            [("data", _wire_struct(cls))],
+            [("data", wire_struct(cls))],
             tag_field="kind",
             tag=kind,
             forbid_unknown_fields=True,
@@ -198,12 +197,12 @@ class _Decoding:
     def _build(self, max_records: int) -> msgspec.json.Decoder:
         if not self.kinds:
             self.kinds = _item_kinds()
-        items = tuple(self.kinds)
+        items: Any = Union[tuple(self.kinds)]  # noqa: UP007  one of the record kinds
         batch = msgspec.defstruct(
             "Batch",
             [
                 ("version", typing.Literal[WIRE_VERSION]),
-                ("records", Annotated[list[Union[items]], msgspec.Meta(max_length=max_records)]),  # noqa: UP007
+                ("records", Annotated[list[items], msgspec.Meta(max_length=max_records)]),
             ],
             forbid_unknown_fields=True,
         )

@@ -30,9 +30,6 @@ from daskscope.store.queries import (
 )
 from daskscope.store.writer import Rejected, write_records, write_rows
 
-# Accounts, users and tokens: their tables join the schema's metadata when imported.
-from daskscope.store import identity  # noqa: F401  isort: skip
-
 __all__ = [
     "AmbiguousCluster",
     "BadDatabaseURL",

@@ -81,7 +81,8 @@ class Store:
 
     def head_revision(self) -> str:
         """The newest schema revision this version of daskscope knows."""
-        return _script().get_current_head()
+        head: str = _script().get_current_head()
+        return head
 
     def close(self) -> None:
         self.engine.dispose()
@@ -168,7 +169,7 @@ def _create_engine(url: sa.URL) -> sa.Engine:
 
 def _create_sqlite_engine(url: sa.URL) -> sa.Engine:
     memory = url.database in (None, "", ":memory:")
-    if not memory:
+    if url.database and not memory:
         parent = Path(url.database).parent
         try:
             parent.mkdir(parents=True, exist_ok=True)

@@ -12,13 +12,17 @@ import hashlib
 import secrets
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
 from daskscope.model import stable_id
 from daskscope.store.engine import Store
 from daskscope.store.errors import StoreError
-from daskscope.store.schema import metadata
+
+# tokens and users for store.sessions and web.tokencache, which import them from here;
+# they could import them from store.schema, their home
+from daskscope.store.schema import accounts, clusters, tokens, users, workflow_runs
 
 __all__ = [
     "Identity",
@@ -30,40 +34,11 @@ __all__ = [
     "identity_for_token",
     "list_members",
     "revoke_token",
+    "tokens",
+    "users",
 ]
 
 TOKEN_PREFIX = "dsk_"
-
-accounts = sa.Table(
-    "accounts",
-    metadata,
-    sa.Column("id", sa.String, primary_key=True),
-    sa.Column("name", sa.String, nullable=False, unique=True),
-    sa.Column("created_at", sa.Double, nullable=False),
-)
-
-users = sa.Table(
-    "users",
-    metadata,
-    sa.Column("id", sa.String, primary_key=True),
-    sa.Column("name", sa.String, nullable=False, unique=True),
-    sa.Column("account", sa.String, nullable=False),
-    sa.Column("is_admin", sa.Boolean, nullable=False),
-    sa.Column("created_at", sa.Double, nullable=False),
-    sa.Index("ix_users_account", "account"),
-)
-
-tokens = sa.Table(
-    "tokens",
-    metadata,
-    sa.Column("id", sa.String, primary_key=True),
-    sa.Column("user", sa.String, nullable=False),
-    sa.Column("token_hash", sa.String, nullable=False, unique=True),
-    sa.Column("hint", sa.String, nullable=False),
-    sa.Column("created_at", sa.Double, nullable=False),
-    sa.Column("revoked_at", sa.Double, nullable=True),
-    sa.Index("ix_tokens_user", "user"),
-)
 
 
 class IdentityError(StoreError):
@@ -168,7 +143,7 @@ def identity_for_token(store: Store, token: str) -> Identity | None:
     )
 
 
-def list_members(store: Store, account: str | None = None) -> list[dict]:
+def list_members(store: Store, account: str | None = None) -> list[dict[str, Any]]:
     """Users with their account, role and token hints (never the tokens)."""
     query = sa.select(users).order_by(users.c.account, users.c.name)
     if account is not None:
@@ -205,10 +180,10 @@ class ForeignRecord(IdentityError):
 
 def claim_rows(
     conn: sa.Connection,
-    rows_by_kind: dict[str, list[dict]],
+    rows_by_kind: dict[str, list[dict[str, Any]]],
     identity: Identity,
     *,
-    order: list[tuple[str, dict]],
+    order: list[tuple[str, dict[str, Any]]],
 ) -> None:
     """Make a batch ``identity``'s, in place: clusters are labelled with the token's
     account and user (whatever the collector claimed). Refused with
@@ -264,25 +239,21 @@ def claim_rows(
 
 
 @functools.cache
-def _cluster_owners() -> sa.Select:
+def _cluster_owners() -> sa.Select[str, str, str]:
     """Clusters' owners by id (``ids``): built once, not for every batch."""
-    from daskscope.store.schema import clusters
-
-    ids = sa.bindparam("ids", expanding=True)
+    ids: sa.BindParameter[list[str]] = sa.bindparam("ids", expanding=True)
     return sa.select(clusters.c.id, clusters.c.account, clusters.c.user).where(
         clusters.c.id.in_(ids)
     )
 
 
 def _chunks_of_other_runs(
-    conn: sa.Connection, rows_by_kind: dict[str, list[dict]], identity: Identity
+    conn: sa.Connection, rows_by_kind: dict[str, list[dict[str, Any]]], identity: Identity
 ) -> set[str]:
     """Ids of the batch's workflow chunks whose run (sent in this batch, or stored) is on
     another cluster than the chunk, or was sent by someone else: appending to another
     member's run. A chunk whose run is not known yet is let through: its run record
     comes later, with the same cluster and owner."""
-    from daskscope.store.schema import workflow_runs
-
     chunks = rows_by_kind.get("workflow_chunk", ())
     if not chunks:
         return set()
@@ -303,11 +274,9 @@ def _chunks_of_other_runs(
 
 
 def _runs_of_others(
-    conn: sa.Connection, rows_by_kind: dict[str, list[dict]], identity: Identity
+    conn: sa.Connection, rows_by_kind: dict[str, list[dict[str, Any]]], identity: Identity
 ) -> set[str]:
     """Ids of the batch's workflow runs already stored as another member's."""
-    from daskscope.store.schema import workflow_runs
-
     ids = {row["id"] for row in rows_by_kind.get("workflow_run", ())}
     if not ids:
         return set()

@@ -28,7 +28,10 @@ logger = logging.getLogger("daskscope")
 _MAX_PARAMS = 30_000
 _MAX_ROWS = 5_000
 
-_INSERT = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
+_INSERT: dict[str, Callable[[sa.Table], sqlite.Insert | postgresql.Insert]] = {
+    "sqlite": sqlite.insert,
+    "postgresql": postgresql.insert,
+}
 _statements: dict[tuple[str, str], Any] = {}
 
 
@@ -322,7 +325,7 @@ def _json_upsert(
 
 @functools.cache
 def _json_upsert_sql(table: sa.Table) -> str:
-    quote = postgresql.dialect().identifier_preparer.quote
+    quote = postgresql.dialect().identifier_preparer.quote  # type: ignore[no-untyped-call]
     name = quote(table.name)
     columns = [c.name for c in table.columns]
     listed = ", ".join(quote(c) for c in columns)
