@@ -1,11 +1,26 @@
-"""Cluster statistics, cost, span trees and fine-metric tables against hand-computed numbers."""
+"""Cluster statistics, cost, durations, span trees and fine-metric tables against
+hand-computed numbers; the analyses are pure (no config, store or Dask)."""
 
 from __future__ import annotations
+
+import ast
+from pathlib import Path
 
 import dask
 import pytest
 
-from daskscope.analysis import cluster_statistics, cost_rates, fine_metrics_table, span_tree
+from daskscope import analysis
+from daskscope.analysis import (
+    cluster_statistics,
+    cost,
+    cost_parts,
+    elapsed,
+    fine_metrics_table,
+    record_duration,
+    span_tree,
+)
+from daskscope.analysis.usage import account_statistics, member_usage
+from daskscope.pricing import cost_rates
 
 GIB = 2**30
 
@@ -88,6 +103,49 @@ def test_cost_rates_shipped_default() -> None:
     rates = cost_rates(None)
     assert rates["account"] == "default"
     assert rates["per_core_hour"] == 0.04
+
+
+def test_cost_is_computed_once_for_clusters_and_accounts() -> None:
+    core_s, mem_s = 7200.0, 4 * GIB * 3600.0
+    parts = cost_parts(core_s, mem_s, RATES)
+    assert parts is not None
+    assert cost(core_s, mem_s, RATES) == parts["total"]
+    assert cluster_statistics(CLUSTER, RATES)["cost"] == parts
+    # accounts and members price their summed rows with the same function
+    row = {"account": "default", "core_seconds": core_s, "memory_limit_byte_seconds": mem_s,
+           "cluster_seconds": 3600.0, "compute_seconds": 3600.0, "clusters": 1}  # fmt: skip
+    assert account_statistics([row], lambda _: RATES)["cost"] == parts["total"]
+    weekly = [{**row, "user": "ann", "week_start": 0.0}]
+    assert member_usage(weekly, lambda _: RATES)["members"][0]["cost"] == [parts["total"]]
+    assert cost(core_s, mem_s, {"currency": "USD"}) is None  # no core price: no cost
+    assert cost_parts(3600.0, mem_s, {"per_core_hour": 1.0})["memory"] == 0.0  # type: ignore[index]
+
+
+def test_durations_from_start_and_stop_or_last_sign_of_life() -> None:
+    assert elapsed(10.0, 25.0) == 15.0
+    assert elapsed(10.0, None, 12.5) == 2.5  # still running
+    assert elapsed(10.0, 25.0, 40.0) == 15.0  # a stop wins over the last sign of life
+    assert elapsed(10.0, 9.0) == 0.0  # clocks of two hosts may disagree
+    assert elapsed(None, 25.0) is None and elapsed(10.0, None) is None
+    assert record_duration({"duration_s": 3.0, "started_at": 0.0, "stopped_at": 9.0}) == 3.0
+    assert record_duration({"started_at": 0.0, "last_seen_at": 9.0}) == 9.0
+
+
+def test_the_analyses_import_no_config_store_or_dask() -> None:
+    allowed = ("daskscope.analysis", "collections", "typing", "math", "__future__")
+    for path in Path(analysis.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                # cost_rates and usage's default prices import pricing lazily until
+                # their last callers pass rates (they go then)
+                if name == "daskscope.pricing":
+                    continue
+                assert name.startswith(allowed), f"{path.name} imports {name}"
 
 
 def _span(span_id: str, name: list[str], parent: str | None, at: float) -> dict:

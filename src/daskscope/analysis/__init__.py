@@ -1,4 +1,6 @@
-"""Pure functions over stored records: statistics, cost, span trees, fine metrics."""
+"""Pure functions over stored records: statistics, cost, durations, span trees, fine
+metrics. Nothing here reads config, a store or Dask: prices come in as data
+(:func:`daskscope.pricing.cost_rates` makes them)."""
 
 from __future__ import annotations
 
@@ -8,5 +10,18 @@ from daskscope.analysis.cluster import (
     fine_metrics_table,
     span_tree,
 )
+from daskscope.analysis.cost import Rates, RatesOf, cost, cost_parts
+from daskscope.analysis.duration import elapsed, record_duration
 
-__all__ = ["cluster_statistics", "cost_rates", "fine_metrics_table", "span_tree"]
+__all__ = [
+    "Rates",
+    "RatesOf",
+    "cluster_statistics",
+    "cost",
+    "cost_parts",
+    "cost_rates",
+    "elapsed",
+    "fine_metrics_table",
+    "record_duration",
+    "span_tree",
+]

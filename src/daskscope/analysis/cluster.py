@@ -9,53 +9,30 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from daskscope import config
+from daskscope.analysis.cost import GIB, HOUR, Rates, cost_parts
+from daskscope.analysis.duration import record_duration
 
 __all__ = ["cluster_statistics", "cost_rates", "fine_metrics_table", "span_tree"]
-
-GIB = 2**30
-HOUR = 3600.0
 
 Row = Mapping[str, Any]
 MetricKey = tuple[str, str, str, str]  # (context, prefix, activity, unit)
 
 
-def cost_rates(account: str | None) -> dict[str, Any]:
-    """Prices for ``account`` from config ``daskscope.cost.<account>``, else ``default``.
+def cost_rates(account: str | None) -> Rates:
+    """Moved to :func:`daskscope.pricing.cost_rates` (analysis reads no config); this
+    name stays until its last callers switch, then goes."""
+    from daskscope.pricing import cost_rates as configured
 
-    Returns ``{"account", "currency", "per_core_hour", "per_gib_hour"}``; a price that is
-    not configured is absent. ``account`` says which config entry applied (None: none).
-    """
-    # Read the whole mapping: account names may contain dots, which dask's dotted
-    # config lookup would split.
-    table = config.get("cost") or {}
-    used = account if account in table else "default" if "default" in table else None
-    entry = (table.get(used) if used is not None else None) or {}
-    rates: dict[str, Any] = {"account": used, "currency": entry.get("currency", "USD")}
-    for key in ("per-core-hour", "per-gib-hour"):
-        value = entry.get(key, entry.get(key.replace("-", "_")))
-        if value is not None:
-            rates[key.replace("-", "_")] = float(value)
-    return rates
-
-
-def cluster_duration(cluster: Row) -> float | None:
-    """Seconds from the first to the last sign of life (the store's value if present)."""
-    if cluster.get("duration_s") is not None:
-        return float(cluster["duration_s"])
-    start = cluster.get("started_at")
-    end = cluster.get("stopped_at") or cluster.get("last_seen_at")
-    if start is None or end is None:
-        return None
-    return max(0.0, float(end) - float(start))
+    return configured(account)
 
 
 def cluster_statistics(cluster: Row, rates: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Headline numbers of one cluster row; ``rates`` as returned by :func:`cost_rates`.
+    """Headline numbers of one cluster row, priced by ``rates`` (as
+    :func:`daskscope.pricing.cost_rates` returns them; no price, no cost).
 
     Utilisation is compute seconds / core seconds (absent when no core time was
-    recorded). Cost is core-hours x per-core-hour + GiB-hours x per-gib-hour, with the
-    rates it used as its basis; absent when no per-core-hour price is known.
+    recorded). Cost is :func:`daskscope.analysis.cost.cost_parts`, absent when no
+    per-core-hour price is known.
     """
     core_s = float(cluster.get("core_seconds") or 0.0)
     compute_s = float(cluster.get("compute_seconds") or 0.0)
@@ -70,25 +47,14 @@ def cluster_statistics(cluster: Row, rates: Mapping[str, Any] | None = None) -> 
         "bytes_processed": int(cluster.get("bytes_processed") or 0),
         "memory_gib_hours": mem_byte_s / GIB / HOUR,
     }
-    duration = cluster_duration(cluster)
+    duration = record_duration(cluster)
     if duration is not None:
         stats["duration_s"] = duration
     if core_s > 0:
         stats["utilisation"] = compute_s / core_s
-    if rates and rates.get("per_core_hour") is not None:
-        per_core = float(rates["per_core_hour"])
-        per_gib = rates.get("per_gib_hour")
-        core_cost = stats["core_hours"] * per_core
-        memory_cost = stats["memory_gib_hours"] * float(per_gib) if per_gib is not None else 0.0
-        stats["cost"] = {
-            "total": core_cost + memory_cost,
-            "cores": core_cost,
-            "memory": memory_cost,
-            "currency": rates.get("currency", "USD"),
-            "per_core_hour": per_core,
-            "per_gib_hour": None if per_gib is None else float(per_gib),
-            "account": rates.get("account"),
-        }
+    cost = cost_parts(core_s, mem_byte_s, rates or {})
+    if cost is not None:
+        stats["cost"] = cost
     return stats
 
 
@@ -97,7 +63,7 @@ def _metric_key(row: Row) -> MetricKey:
 
 
 def _metric_rows(values: Mapping[MetricKey, float]) -> list[dict[str, Any]]:
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"context": c, "prefix": p, "activity": a, "unit": u, "value": v}
         for (c, p, a, u), v in values.items()
     ]
@@ -187,6 +153,8 @@ def fine_metrics_table(
             continue
         key = (row["activity"], row["prefix"], row["unit"])
         sums[key] = sums.get(key, 0.0) + float(row["value"])
-    rows = [{"activity": a, "prefix": p, "unit": u, "value": v} for (a, p, u), v in sums.items()]
+    rows: list[dict[str, Any]] = [
+        {"activity": a, "prefix": p, "unit": u, "value": v} for (a, p, u), v in sums.items()
+    ]
     rows.sort(key=lambda r: (r["unit"], -r["value"], r["activity"], r["prefix"]))
     return rows

@@ -1,25 +1,24 @@
-"""Cost and account-level usage from summed cluster rows (pure, no database)."""
+"""Account-level usage from summed cluster rows (pure, no database); prices come in as
+``rates`` (an account name -> :class:`daskscope.analysis.cost.Rates`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from daskscope.analysis.cluster import GIB, HOUR, cost_rates
+from daskscope.analysis.cost import HOUR, RatesOf, cost
 
 __all__ = ["account_statistics", "cost", "member_usage"]
 
 Row = Mapping[str, Any]
-Rates = Callable[[str | None], Mapping[str, Any]]
 
 
-def cost(core_seconds: float, memory_byte_seconds: float, rates: Mapping[str, Any]) -> float | None:
-    """core-hours x per-core-hour + GiB-hours x per-gib-hour; None without a core price."""
-    per_core = rates.get("per_core_hour")
-    if per_core is None:
-        return None
-    per_gib = rates.get("per_gib_hour") or 0.0
-    return core_seconds / HOUR * float(per_core) + memory_byte_seconds / GIB / HOUR * float(per_gib)
+def _configured(account: str | None) -> Mapping[str, Any]:
+    # The default prices of callers that pass none: goes once they all pass
+    # daskscope.pricing.cost_rates (analysis reads no config)
+    from daskscope.pricing import cost_rates
+
+    return cost_rates(account)
 
 
 _SUMMED = (
@@ -34,7 +33,7 @@ _SUMMED = (
 )
 
 
-def account_statistics(per_account: Iterable[Row], rates: Rates = cost_rates) -> dict[str, Any]:
+def account_statistics(per_account: Iterable[Row], rates: RatesOf = _configured) -> dict[str, Any]:
     """Totals over accounts, with cost priced per account and the basis shown.
 
     ``cost`` is absent when some account has no per-core-hour price (a partial sum
@@ -59,7 +58,7 @@ def account_statistics(per_account: Iterable[Row], rates: Rates = cost_rates) ->
     return totals
 
 
-def member_usage(weekly: Iterable[Row], rates: Rates = cost_rates) -> dict[str, Any]:
+def member_usage(weekly: Iterable[Row], rates: RatesOf = _configured) -> dict[str, Any]:
     """Weekly rows of ``store.analytics.weekly_usage`` shaped for stacked bars.
 
     Returns ``{"weeks": [week_start...], "members": [{"user", "cluster_hours",
