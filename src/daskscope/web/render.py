@@ -1,8 +1,8 @@
-"""Jinja2 pages: one environment, formatting filters, and the page helper."""
+"""Jinja2 pages: one environment, formatting filters (those of :mod:`daskscope.format`),
+and the page helper."""
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 from pathlib import Path
 from typing import Any
@@ -12,51 +12,11 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
+from daskscope import format
+
 __all__ = ["code_css", "highlight", "page", "render_page"]
 
 _TEMPLATES = Path(__file__).with_name("templates")
-
-
-def human_bytes(value: Any) -> str:
-    if value is None:
-        return "-"
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return str(value)
-
-
-def human_duration(value: Any) -> str:
-    if value is None:
-        return "-"
-    s = float(value)
-    if s < 60:
-        return f"{s:.1f} s"
-    if s < 3600:
-        return f"{int(s // 60)} min {int(s % 60)} s"
-    if s < 86400:
-        return f"{int(s // 3600)} h {int(s % 3600 // 60)} min"
-    return f"{int(s // 86400)} d {int(s % 86400 // 3600)} h"
-
-
-def utc(value: Any) -> str:
-    if value is None:
-        return "-"
-    return dt.datetime.fromtimestamp(float(value), dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def number(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float) and not value.is_integer():
-        return f"{value:,.2f}"
-    return f"{int(value):,}"
-
-
-def money(value: Any, currency: str = "USD") -> str:
-    return "-" if value is None else f"{float(value):,.2f} {currency}"
 
 
 def highlight(code: str) -> Markup:
@@ -81,12 +41,16 @@ def environment() -> jinja2.Environment:
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
+    # Every number reads as daskscope.format writes it (the page scripts too)
     env.filters.update(
-        bytes=human_bytes,
-        duration=human_duration,
-        utc=utc,
-        number=number,
-        money=money,
+        bytes=format.bytes_text,
+        duration=format.duration_text,
+        utc=format.timestamp_text,
+        number=format.number_text,
+        count=format.count_text,
+        money=format.money_text,
+        percent=format.percent_text,
+        value=format.value_text,
         highlight=highlight,
     )
     return env
