@@ -1,35 +1,42 @@
-"""``daskscope runs`` and ``daskscope run RUN_ID``: workflow runs from the store."""
+"""``daskscope runs`` and ``daskscope run RUN_ID``: workflow runs from the store, rendered
+from their views (``--json`` prints the API's JSON of the same view)."""
 
 from __future__ import annotations
 
-import json
 import sys
-from datetime import UTC, datetime
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
 from rich.console import Console, Group
 from rich.table import Table
+from rich.text import Text
+
+from daskscope.format import MISSING, duration_text, timestamp_text
 
 __all__ = ["run_command", "runs_command"]
+
+EXIT_STORE_ERROR = 2
 
 
 def _console() -> Console:
     return Console(width=None if sys.stdout.isatty() else 160)
 
 
-def _dump(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
+@contextmanager
+def _hinted() -> Iterator[None]:
+    """An unknown or ambiguous run id: the store's error, and what to do next."""
+    from daskscope.store.runs import AmbiguousRun, UnknownRun
 
-
-def _when(epoch: float | None) -> str:
-    if epoch is None:
-        return "—"
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _fmt(value: Any, spec: str = ".3g") -> str:
-    return "not measured" if value is None else format(value, spec)
+    try:
+        yield
+    except UnknownRun as exc:
+        click.echo(f"error: {exc}; `daskscope runs` lists them", err=True)
+        click.get_current_context().exit(EXIT_STORE_ERROR)
+    except AmbiguousRun as exc:
+        click.echo(f"error: {exc}; give more of the id", err=True)
+        click.get_current_context().exit(EXIT_STORE_ERROR)
 
 
 @click.command("runs")
@@ -39,26 +46,25 @@ def _fmt(value: Any, spec: str = ".3g") -> str:
 def runs_command(state: Any, as_json: bool, limit: int) -> None:
     """List workflow runs (MetricsCollector), newest first."""
     from daskscope.store import open_store
-    from daskscope.store.runs import list_runs
+    from daskscope.views.encode import to_pretty_json
+    from daskscope.views.run import run_list
 
     with open_store(state.database) as store:
-        rows = list_runs(store, limit=limit)
+        listing = run_list(store, limit=limit)
     if as_json:
-        _dump(rows)
+        click.echo(to_pretty_json(listing))
         return
     table = Table(title="workflow runs")
-    for col in ("id", "name", "started (UTC)", "wall s", "events", "chunks", "kHz", "Gbit/s",
-                "cluster"):  # fmt: skip
+    for col in ("id", "name", "status", "started (UTC)", "wall time", "events", "event rate",
+                "data rate", "cluster"):  # fmt: skip
         table.add_column(col)
-    for row in rows:
-        m = row["metrics"] or {}
+    for run in listing.runs:
         table.add_row(
-            row["id"][:8], row["name"], _when(row["started_at"]), f"{row['wall_time_s']:.2f}",
-            _fmt(m.get("total_events"), ","), str(row["chunk_count"]),
-            _fmt(m.get("event_rate_wall_khz")), _fmt(m.get("data_rate_gbps")),
-            (row["cluster_id"] or "—")[:8],
+            run.id[:8], Text(run.name), run.status, timestamp_text(run.started_at),
+            duration_text(run.wall_time_s), *(f.text for f in run.headline),
+            (run.cluster_id or MISSING)[:8],
         )  # fmt: skip
-    _console().print(table)
+    _console().print(table if listing.runs else (listing.message or ""))
 
 
 @click.command("run")
@@ -66,41 +72,30 @@ def runs_command(state: Any, as_json: bool, limit: int) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 @click.pass_obj
 def run_command(state: Any, run_id: str, as_json: bool) -> None:
-    """One workflow run (an id or a unique prefix): metrics, sections and chunks."""
+    """One workflow run (an id or a unique prefix): figures, sections and chunks."""
     from daskscope.store import open_store
-    from daskscope.store.runs import resolve_run_id, run_detail
+    from daskscope.views.encode import to_pretty_json
+    from daskscope.views.run import stored_run_view
+    from daskscope.workflow.summary import chunk_table, summary_tables
 
-    with open_store(state.database) as store:
-        detail = run_detail(store, resolve_run_id(store, run_id))
+    with open_store(state.database) as store, _hinted():
+        view = stored_run_view(store, run_id)
     if as_json:
-        _dump(detail)
+        click.echo(to_pretty_json(view))
         return
-    run = detail["run"]
-    head = Table(title=f"workflow run {run['id']} — {run['name']}", show_header=False)
+    run = view.run
+    head = Table(title=Text(f"workflow run {run.id} — {run.name}"), show_header=False)
     head.add_column("")
     head.add_column("")
     for label, value in (
-        ("backend", run["backend"]),
-        ("cluster", run["cluster_id"] or "— (no recorder attached)"),
-        ("span", run["span_id"] or "—"),
-        ("computations", ", ".join(run["computation_ids"]) or "—"),
-        ("started (UTC)", _when(run["started_at"])),
-        ("wall time", f"{run['wall_time_s']:.3f} s"),
+        ("backend", run.backend),
+        ("status", run.status if run.error is None else f"{run.status}: {run.error}"),
+        ("cluster", run.cluster_id or f"{MISSING} (no recorder attached)"),
+        ("span", run.span_id or MISSING),
+        ("computations", ", ".join(run.computation_ids) or MISSING),
+        ("started (UTC)", timestamp_text(run.started_at)),
+        ("stopped (UTC)", timestamp_text(run.stopped_at)),
+        ("wall time", duration_text(run.wall_time_s)),
     ):
-        head.add_row(label, str(value))
-    metrics = Table(title="metrics")
-    metrics.add_column("key")
-    metrics.add_column("value", justify="right")
-    for key, value in sorted((run["metrics"] or {}).items()):
-        metrics.add_row(key, f"{value:.6g}" if isinstance(value, float) else str(value))
-    chunks = Table(title=f"chunks ({len(detail['chunks'])})")
-    for col in ("#", "dataset", "file", "entries", "events", "wall s", "cpu s", "bytes read"):
-        chunks.add_column(col)
-    for c in detail["chunks"]:
-        chunks.add_row(
-            str(c["chunk_index"]), str(c["dataset"] or "—"), str(c["filename"] or "—"),
-            "—" if c["entry_start"] is None else f"{c['entry_start']}-{c['entry_stop']}",
-            _fmt(c["events"], ","), _fmt(c["wall_s"], ".4f"), _fmt(c["cpu_s"], ".4f"),
-            _fmt(c["bytes_read"], ","),
-        )  # fmt: skip
-    _console().print(Group(head, metrics, chunks))
+        head.add_row(label, Text(str(value)))
+    _console().print(Group(head, *summary_tables(view), chunk_table(view)))

@@ -1,4 +1,5 @@
-"""Reading workflow runs back: plain, JSON-serialisable dicts for the CLI and pages."""
+"""Reading workflow runs back: plain, JSON-serialisable rows, which
+:mod:`daskscope.views.run` turns into the view the CLI and the pages show."""
 
 from __future__ import annotations
 
@@ -19,15 +20,38 @@ Row = dict[str, Any]
 
 
 class UnknownRun(StoreError, LookupError):
-    """No workflow run has this id or prefix."""
+    """No workflow run has this id, or this id prefix (which needs ``min_prefix``
+    characters)."""
+
+    def __init__(self, run_id: str, *, min_prefix: int | None = None) -> None:
+        short = min_prefix is not None and len(run_id) < min_prefix
+        super().__init__(
+            f"no workflow run with id {run_id!r}"
+            + (f" (a prefix needs at least {min_prefix} characters)" if short else "")
+        )
+        self.run_id = run_id
+        self.min_prefix = min_prefix
+
+    def data(self) -> dict[str, Any]:
+        return {"run_id": self.run_id}
 
 
 class AmbiguousRun(StoreError, LookupError):
-    """A prefix names several runs."""
+    """An id prefix matches more than one run; ``candidates`` lists the first of them."""
 
-    def __init__(self, message: str, candidates: list[str]):
-        super().__init__(message)
-        self.candidates = candidates
+    #: ids named in the message (``candidates`` may hold one more: "and others")
+    SHOWN = _MAX_CANDIDATES
+
+    def __init__(self, prefix: str, candidates: list[str]) -> None:
+        shown = ", ".join(candidates[: self.SHOWN]) + (
+            ", ..." if len(candidates) > self.SHOWN else ""
+        )
+        super().__init__(f"{prefix!r} matches several workflow runs ({shown})")
+        self.prefix = prefix
+        self.candidates = list(candidates)
+
+    def data(self) -> dict[str, Any]:
+        return {"prefix": self.prefix, "matches": self.candidates[: self.SHOWN]}
 
 
 def list_runs(
@@ -61,20 +85,17 @@ def _of_account(account: str) -> sa.ColumnElement[bool]:
 def resolve_run_id(
     store: Store | sa.Engine, id_or_prefix: str, *, account: str | None = None
 ) -> str:
-    """The full id of the run named by an exact id or a unique prefix; with ``account``,
-    only that account's runs exist for this lookup."""
+    """The full id of the run named by an exact id or a unique prefix of at least
+    :data:`MIN_PREFIX` characters; with ``account``, only that account's runs exist for
+    this lookup. Raises :class:`UnknownRun` or :class:`AmbiguousRun`."""
     c = s.workflow_runs.c
     text = id_or_prefix.strip()
-    hint = "`daskscope runs` lists them"
     scope = _of_account(account) if account is not None else sa.true()
     with as_engine(store).connect() as conn:
         if conn.execute(sa.select(c.id).where(c.id == text, scope)).first():
             return text
         if len(text) < MIN_PREFIX:
-            raise UnknownRun(
-                f"no workflow run with id {text!r} (a prefix needs at least {MIN_PREFIX} "
-                f"characters); {hint}"
-            )
+            raise UnknownRun(text, min_prefix=MIN_PREFIX)
         found = list(
             conn.execute(
                 sa.select(c.id)
@@ -84,13 +105,10 @@ def resolve_run_id(
             ).scalars()
         )
     if not found:
-        raise UnknownRun(f"no workflow run with id {text!r}; {hint}")
+        raise UnknownRun(text, min_prefix=MIN_PREFIX)
     if len(found) > 1:
-        shown = ", ".join(found[:_MAX_CANDIDATES]) + (
-            ", ..." if len(found) > _MAX_CANDIDATES else ""
-        )
-        raise AmbiguousRun(f"{text!r} matches several runs ({shown}); give more of the id", found)
-    return found[0]
+        raise AmbiguousRun(text, found)
+    return str(found[0])
 
 
 def run_detail(store: Store | sa.Engine, run_id: str) -> Row:
@@ -99,7 +117,7 @@ def run_detail(store: Store | sa.Engine, run_id: str) -> Row:
     with as_engine(store).connect() as conn:
         run = conn.execute(sa.select(s.workflow_runs).where(r.id == run_id)).first()
         if run is None:
-            raise UnknownRun(f"no workflow run with id {run_id!r}; `daskscope runs` lists them")
+            raise UnknownRun(run_id)
         chunks = [
             dict(row._mapping)
             for row in conn.execute(

@@ -364,7 +364,7 @@ class AwkwardMetricsCollector(MetricsCollector):
             run.info["datasets"] = per_dataset(self._rows)
             run.info["read_failures"] = [r for r in self._rows if r["exception"] is not None]
         # chunk records cannot exist here (process() ran on the client): none are used
-        run.chunk_metrics = []
+        run.chunks = []
         run.sections = {}
         report = {
             "entries": figures.get("total_events"),

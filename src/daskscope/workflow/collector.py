@@ -18,6 +18,7 @@ from typing import Any
 
 from daskscope.workflow import tracking
 from daskscope.workflow.backends.base import Backend, get_backend
+from daskscope.workflow.chunk import Chunk
 from daskscope.workflow.metrics import (
     DerivedMetric,
     aggregate_sections,
@@ -143,7 +144,7 @@ class MetricsCollector:
         if self.backend is not None and self._backend_name is None:
             self._backend_name = self.backend.name
         self.run: WorkflowRun | None = None
-        self._chunks: dict[str, dict[str, Any]] = {}
+        self._chunks: dict[str, Chunk] = {}
         self._report: dict[str, Any] | None = None
         self._store_thread: Any = None
         self._store_error: BaseException | None = None
@@ -323,13 +324,8 @@ class MetricsCollector:
             parent = parent._parent
 
     def _add_chunk(self, record: Mapping[str, Any]) -> None:
-        chunk = tracking._plain(dict(record))
-        # The seed's names, beside ours; custom fields also at the top level
-        chunk.setdefault("duration", chunk.get("wall_s"))
-        chunk.setdefault("num_events", chunk.get("events"))
-        for key, value in (chunk.get("fields") or {}).items():
-            chunk.setdefault(key, value)
-        self._chunks[chunk.get("chunk_id") or uuid.uuid4().hex] = chunk
+        chunk = Chunk.from_wire(record)
+        self._chunks[chunk.chunk_id or uuid.uuid4().hex] = chunk
 
     def extract_metrics_from_output(self, output: Any) -> Any:
         """Take the chunk records that rode along in ``output`` (process pools without
@@ -362,7 +358,7 @@ class MetricsCollector:
     # -- derived results --------------------------------------------------------------
 
     def _processor_prefixes(self) -> set[str]:
-        prefixes = {c["task_prefix"] for c in self._chunks.values() if c.get("task_prefix")}
+        prefixes = {c.task_prefix for c in self._chunks.values() if c.task_prefix}
         if self.processor_instance is not None:
             from daskscope.workflow.coffea import processor_prefixes
 
@@ -372,17 +368,15 @@ class MetricsCollector:
     def _refresh(self) -> None:
         run = self.run
         assert run is not None
-        run.chunk_metrics = sorted(
-            self._chunks.values(), key=lambda c: (c.get("started_at") or 0, c.get("chunk_id"))
-        )
+        run.chunks = sorted(self._chunks.values(), key=lambda c: (c.started_at or 0, c.chunk_id))
         run.coffea_report = self._report
         self._settle_cores(run)
         prefixes = self._processor_prefixes()
         run.info["processor_prefixes"] = sorted(prefixes)
-        run.sections = aggregate_sections(run.chunk_metrics)
+        run.sections = aggregate_sections(run.chunks)
         run.metrics = workflow_metrics(
             wall_time_s=run.wall_time_s,
-            chunks=run.chunk_metrics,
+            chunks=run.chunks,
             report=self._report,
             span_metrics=run.span_metrics,
             parser=type(self.backend).parser if self.backend is not None else None,
@@ -397,7 +391,7 @@ class MetricsCollector:
         # ran in this process used one; otherwise unknown, and said so (never guessed)
         if run.backend != "local" or self.cores is not None:
             return
-        pids = {c.get("pid") for c in run.chunk_metrics}
+        pids = {c.pid for c in run.chunks}
         run.info["chunk_processes"] = len(pids)
         if pids and pids <= {os.getpid()}:
             run.info["cores"] = 1
@@ -422,7 +416,8 @@ class MetricsCollector:
 
     @property
     def chunk_metrics(self) -> list[dict[str, Any]]:
-        return self._finished().chunk_metrics
+        """One dict per chunk attempt, by start time (the seed's shape: ``Chunk.as_dict``)."""
+        return [chunk.as_dict() for chunk in self._finished().chunks]
 
     @property
     def tracking_data(self) -> dict[str, Any]:

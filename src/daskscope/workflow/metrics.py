@@ -12,6 +12,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 from daskscope.collector.snapshot import metric_parts
+from daskscope.workflow.chunk import Chunk
 
 __all__ = [
     "aggregate_sections",
@@ -114,30 +115,29 @@ def _slug(text: str) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in str(text).lower())
 
 
-def _identity(chunk: Mapping[str, Any]) -> Any:
+def _identity(chunk: Chunk) -> Any:
     # The same piece of input: a retry of a coffea chunk reads the same entry range;
     # a retried Dask task keeps its key
-    if chunk.get("filename") is not None and chunk.get("entry_start") is not None:
-        return ("range", chunk.get("dataset"), chunk["filename"], chunk["entry_start"],
-                chunk.get("entry_stop"))  # fmt: skip
-    if chunk.get("task_key") is not None:
-        return ("task", chunk["task_key"])
-    return ("chunk", chunk.get("chunk_id"))
+    if chunk.filename is not None and chunk.entry_start is not None:
+        return ("range", chunk.dataset, chunk.filename, chunk.entry_start, chunk.entry_stop)
+    if chunk.task_key is not None:
+        return ("task", chunk.task_key)
+    return ("chunk", chunk.chunk_id)
 
 
-def chunk_attempts(chunks: list[dict[str, Any]]) -> dict[str, int]:
+def chunk_attempts(chunks: list[Chunk]) -> dict[str, int]:
     """Numbers each chunk's attempts in time order (``attempt``, from 1) and counts them:
     chunks processed, attempts, failed attempts, chunks retried, chunks never done."""
-    groups: dict[Any, list[dict[str, Any]]] = {}
-    for chunk in sorted(chunks, key=lambda c: c.get("started_at") or 0):
+    groups: dict[Any, list[Chunk]] = {}
+    for chunk in sorted(chunks, key=lambda c: c.started_at or 0):
         groups.setdefault(_identity(chunk), []).append(chunk)
     failed_attempts = retried = never = 0
     for attempts in groups.values():
         for number, chunk in enumerate(attempts, 1):
-            chunk["attempt"] = number
-        failures = sum(1 for c in attempts if c.get("status") == "failed")
+            chunk.attempt = number
+        failures = sum(1 for c in attempts if not c.ok)
         failed_attempts += failures
-        if any(c.get("status") != "failed" for c in attempts):
+        if any(c.ok for c in attempts):
             retried += failures > 0
         else:
             never += 1
@@ -161,8 +161,8 @@ def time_weighted(times: list[float], values: list[Any]) -> tuple[float, float] 
     return area / (pairs[-1][0] - pairs[0][0]), float(peak)
 
 
-def _sum(chunks: list[dict[str, Any]], key: str) -> float | None:
-    values = [c.get(key) for c in chunks]
+def _sum(chunks: list[Chunk], key: str) -> float | None:
+    values = [getattr(c, key) for c in chunks]
     if not values or any(v is None for v in values):
         return None  # one chunk without the number: the total is unknown
     return sum(values)
@@ -171,7 +171,7 @@ def _sum(chunks: list[dict[str, Any]], key: str) -> float | None:
 def workflow_metrics(
     *,
     wall_time_s: float,
-    chunks: list[dict[str, Any]],
+    chunks: list[Chunk],
     report: Mapping[str, Any] | None = None,
     span_metrics: Mapping[tuple[Hashable, ...], float] | None = None,
     parser: Callable[..., dict[str, float]] | None = None,
@@ -191,7 +191,7 @@ def workflow_metrics(
 
     report = report or {}
     attempts = chunk_attempts(chunks) if chunks else {}
-    done = [c for c in chunks if c.get("status") != "failed"]
+    done = [c for c in chunks if c.ok]
     # What was actually processed comes from the chunks; coffea's report counts the
     # chunks it planned (skipped files included), so it is used only without chunks
     if done:
@@ -217,7 +217,7 @@ def workflow_metrics(
     put("processing_time_s", processing)
     if done:
         put("chunk_cpu_seconds", _sum(done, "cpu_s"))
-        peaks = [c["memory_peak_bytes"] for c in done if c.get("memory_peak_bytes") is not None]
+        peaks = [c.memory_peak_bytes for c in done if c.memory_peak_bytes is not None]
         put("chunk_memory_peak_bytes", max(peaks) if peaks else None)
 
     times = tracking.get("time") or []
@@ -284,11 +284,11 @@ def worker_metrics(metrics: Mapping[str, Any], tracking: Mapping[str, Any]) -> d
     return view
 
 
-def aggregate_sections(chunks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def aggregate_sections(chunks: list[Chunk]) -> dict[str, dict[str, Any]]:
     """Per section over all chunks: calls, chunks, Σ and mean of each measured value."""
     out: dict[str, dict[str, Any]] = {}
     for chunk in chunks:
-        for name, section in (chunk.get("sections") or {}).items():
+        for name, section in chunk.sections.items():
             agg = out.setdefault(name, {"kind": section.get("kind"), "chunks": 0, "count": 0})
             agg["chunks"] += 1
             for key, value in section.items():

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from daskscope.workflow.chunk import Chunk
 from daskscope.workflow.run import WorkflowRun
 
 __all__ = [
@@ -45,7 +46,7 @@ def run_to_dict(run: WorkflowRun) -> dict[str, Any]:
         "stopped_at": run.stopped_at,
         "wall_time_s": run.wall_time_s,
         "metrics": run.metrics,
-        "chunk_metrics": run.chunk_metrics,
+        "chunk_metrics": [chunk.to_wire() for chunk in run.chunks],
         "tracking_data": run.tracking_data,
         "span_metrics": [[list(k), v] for k, v in run.span_metrics.items()],
         "sections": run.sections,
@@ -73,7 +74,7 @@ def run_from_dict(data: dict[str, Any]) -> WorkflowRun:
         stopped_at=data["stopped_at"],
         wall_time_s=data["wall_time_s"],
         metrics=data["metrics"],
-        chunk_metrics=data["chunk_metrics"],
+        chunks=[Chunk.from_wire(chunk) for chunk in data["chunk_metrics"]],
         tracking_data=data["tracking_data"],
         span_metrics={tuple(k): v for k, v in data["span_metrics"]},
         sections=data["sections"],

@@ -94,14 +94,14 @@ def cpu_over_time(run: WorkflowRun) -> Any:
 
 def throughput_over_time(run: WorkflowRun, bins: int = 20) -> Any:
     fig, ax = _figure("Throughput over time")
-    chunks = [c for c in run.chunk_metrics if c.get("events") is not None and c.get("stopped_at")]
+    chunks = [c for c in run.chunks if c.events is not None and c.stopped_at]
     if not chunks:
         return _missing(fig, ax, "no chunk with events and an end time")
-    ends = [c["stopped_at"] - run.started_at for c in chunks]
+    ends = [c.stopped_at - run.started_at for c in chunks if c.stopped_at]
     width = max(max(ends), 1e-9) / bins
     counts = [0.0] * bins
     for end, c in zip(ends, chunks, strict=True):
-        counts[min(bins - 1, int(end / width))] += c["events"]
+        counts[min(bins - 1, int(end / width))] += c.events or 0
     ax.bar(
         [i * width for i in range(bins)],
         [n / width / 1e3 for n in counts],
@@ -115,7 +115,7 @@ def throughput_over_time(run: WorkflowRun, bins: int = 20) -> Any:
 
 def chunk_duration_distribution(run: WorkflowRun) -> Any:
     fig, ax = _figure("Chunk durations")
-    values = [c["wall_s"] for c in run.chunk_metrics if c.get("wall_s") is not None]
+    values = [c.wall_s for c in run.chunks if c.wall_s is not None]
     if not values:
         return _missing(fig, ax, "no chunk metrics (@track_metrics)")
     ax.hist(values, bins=min(30, max(5, len(values))))
@@ -126,11 +126,7 @@ def chunk_duration_distribution(run: WorkflowRun) -> Any:
 
 def duration_vs_events(run: WorkflowRun) -> Any:
     fig, ax = _figure("Chunk duration vs events")
-    pairs = [
-        (c["events"], c["wall_s"])
-        for c in run.chunk_metrics
-        if c.get("events") is not None and c.get("wall_s") is not None
-    ]
+    pairs = [(c.events, c.wall_s) for c in run.chunks if None not in (c.events, c.wall_s)]
     if not pairs:
         return _missing(fig, ax, "no chunk with both events and a duration")
     ax.scatter([p[0] for p in pairs], [p[1] for p in pairs], s=10)

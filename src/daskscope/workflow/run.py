@@ -1,7 +1,8 @@
 """One finished workflow run: everything measured, in plain JSON-able values.
 
-The collector fills it; ``persist`` saves and loads it; ``summary``, ``plots`` and the
-store read it. Span metric keys are tuples (Dask's own keys); everything else is made
+The collector fills it; ``persist`` saves and loads it; ``views.run`` (the summary, the
+CLI and the pages), ``plots`` and the store read it. Span metric keys are tuples (Dask's
+own keys); chunks are :class:`~daskscope.workflow.chunk.Chunk`; everything else is made
 of dicts, lists, strings, numbers and None, so that a save/load round trip is exact.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
+
+from daskscope.workflow.chunk import Chunk
 
 __all__ = ["WorkflowRun"]
 
@@ -24,7 +27,8 @@ class WorkflowRun:
     stopped_at: float
     wall_time_s: float
     metrics: dict[str, Any] = field(default_factory=dict)
-    chunk_metrics: list[dict[str, Any]] = field(default_factory=list)
+    #: every chunk attempt that reached the collector, by start time
+    chunks: list[Chunk] = field(default_factory=list)
     tracking_data: dict[str, Any] = field(default_factory=dict)
     span_metrics: dict[tuple[Hashable, ...], float] = field(default_factory=dict)
     sections: dict[str, dict[str, Any]] = field(default_factory=dict)

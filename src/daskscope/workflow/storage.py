@@ -15,12 +15,6 @@ __all__ = ["run_records", "store_run"]
 #: Threads still writing runs; joined at interpreter exit so that no run is lost
 pending: list[threading.Thread] = []
 
-_CHUNK_COLUMNS = (
-    "started_at", "stopped_at", "dataset", "filename", "events", "bytes_read", "wall_s",
-    "cpu_s", "memory_before_bytes", "memory_after_bytes", "memory_peak_bytes", "worker",
-    "task_key",
-)  # fmt: skip
-
 
 def _computation_ids(run: WorkflowRun, cluster_id: str | None) -> list[str]:
     # The recorder's computation records are keyed by stable ids of Dask's ids
@@ -43,7 +37,7 @@ def run_records(run: WorkflowRun) -> list[WorkflowRunRecord | WorkflowChunkRecor
             wall_time_s=run.wall_time_s,
             span_id=run.info.get("span_id"),
             computation_ids=_computation_ids(run, cluster_id),
-            chunk_count=len(run.chunk_metrics),
+            chunk_count=len(run.chunks),
             metrics=run.metrics,
             sections=run.sections,
             coffea_report=run.coffea_report,
@@ -52,21 +46,7 @@ def run_records(run: WorkflowRun) -> list[WorkflowRunRecord | WorkflowChunkRecor
             user=config.get("user") or config.os_user(),
         )
     ]
-    for index, chunk in enumerate(run.chunk_metrics):
-        values = {k: chunk.get(k) for k in _CHUNK_COLUMNS}
-        detail = {k: v for k, v in chunk.items() if k not in _CHUNK_COLUMNS}
-        records.append(
-            WorkflowChunkRecord(
-                id=stable_id(run.run_id, "chunk", chunk.get("chunk_id", index)),
-                run_id=run.run_id,
-                cluster_id=cluster_id,
-                chunk_index=index,
-                entry_start=chunk.get("entry_start"),
-                entry_stop=chunk.get("entry_stop"),
-                detail=detail,
-                **values,
-            )
-        )
+    records.extend(chunk.record(run.run_id, cluster_id, i) for i, chunk in enumerate(run.chunks))
     return records
 
 

@@ -1,165 +1,101 @@
-"""The run's summary as Rich tables. A number that was not measured says so."""
+"""A run's summary as Rich tables, rendered from its :class:`~daskscope.views.run.RunView`
+(a live run and the same run read back from the store print the same tables). A figure
+that was not measured reads ``format.MISSING`` and says why."""
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console, Group
 from rich.table import Table
+from rich.text import Text
 
+from daskscope.format import MISSING, count_text, value_text
+from daskscope.views.run import RunFigure, RunView, run_view
 from daskscope.workflow.run import WorkflowRun
 
-__all__ = ["NOT_MEASURED", "print_summary", "summary_tables"]
+__all__ = ["chunk_table", "print_summary", "summary_tables"]
 
-NOT_MEASURED = "not measured"
-
-
-def _num(fmt: str) -> Callable[[Any], str]:
-    return lambda v: format(v, fmt)
+_DIM = "dim"
 
 
-def _bytes(value: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.1f} {unit}" if unit != "B" else f"{int(value)} B"
-        value /= 1024
-    return str(value)
+def _missing(why: str | None) -> Text:
+    return Text(f"{MISSING} (not measured: {why})" if why else MISSING, style=_DIM)
 
 
-def _pct(value: float) -> str:
-    return f"{100 * value:.1f} %"
+def _cell(figure: RunFigure) -> Text | str:
+    return figure.text if figure.value is not None else _missing(figure.why)
 
 
-# (label, key, formatter) per table
-_SECTIONS: dict[str, list[tuple[str, str, Callable[[Any], str]]]] = {
-    "Throughput": [
-        ("data rate", "data_rate_gbps", lambda v: f"{v:.4f} Gbit/s"),
-        ("event rate (wall)", "event_rate_wall_khz", lambda v: f"{v:.3f} kHz"),
-        ("event rate (aggregated)", "event_rate_aggregated_khz", lambda v: f"{v:.3f} kHz"),
-        ("event rate (per core)", "event_rate_core_khz", lambda v: f"{v:.3f} kHz"),
-        ("speedup", "speedup", lambda v: f"{v:.2f}x"),
-        ("parallel efficiency", "parallel_efficiency", _pct),
-    ],
-    "Events": [
-        ("events", "total_events", _num(",")),
-        ("bytes read", "bytes_read", _bytes),
-        ("chunks", "num_chunks", _num(",")),
-    ],
-    "Resources": [
-        ("cores", "cores", _num(".1f")),
-        ("workers (time-weighted mean)", "workers_avg", _num(".2f")),
-        ("workers (peak)", "workers_peak", _num("d")),
-        ("memory (peak, all workers)", "memory_peak_bytes", _bytes),
-        ("memory (time-weighted mean)", "memory_avg_bytes", _bytes),
-        ("chunk memory peak", "chunk_memory_peak_bytes", _bytes),
-    ],
-    "Timing": [
-        ("wall time", "wall_time_s", lambda v: f"{v:.3f} s"),
-        ("processing time (Σ chunks)", "processing_time_s", lambda v: f"{v:.3f} s"),
-        ("chunk CPU time (Σ)", "chunk_cpu_seconds", lambda v: f"{v:.3f} s"),
-    ],
-    "Fine metrics": [
-        ("CPU", "cpu_seconds", lambda v: f"{v:.3f} s"),
-        ("non-CPU (I/O, GIL, contention, ...)", "noncpu_seconds", lambda v: f"{v:.3f} s"),
-        ("CPU share of task time", "cpu_percent", lambda v: f"{v:.1f} %"),
-        ("processor: task time", "processor_seconds", lambda v: f"{v:.3f} s"),
-        ("processor: CPU", "processor_cpu_seconds", lambda v: f"{v:.3f} s"),
-        ("overhead: task time", "overhead_seconds", lambda v: f"{v:.3f} s"),
-        ("overhead: CPU", "overhead_cpu_seconds", lambda v: f"{v:.3f} s"),
-        ("spill read", "spill_read_bytes", _bytes),
-        ("spill write", "spill_write_bytes", _bytes),
-        ("serialize", "serialize_seconds", lambda v: f"{v:.3f} s"),
-        ("deserialize", "deserialize_seconds", lambda v: f"{v:.3f} s"),
-        ("compress", "compress_seconds", lambda v: f"{v:.3f} s"),
-        ("decompress", "decompress_seconds", lambda v: f"{v:.3f} s"),
-    ],
-}
+def _view(run: WorkflowRun | RunView) -> RunView:
+    return run if isinstance(run, RunView) else run_view(run)
 
 
-def _why_missing(run: WorkflowRun, key: str) -> str:
-    caps = run.capabilities
-    if key in ("cpu_seconds",) and "process_cpu" in caps:
-        return NOT_MEASURED
-    fine = {k for _, k, _ in _SECTIONS["Fine metrics"]}
-    if key in fine and "fine_metrics" not in caps:
-        return f"{NOT_MEASURED} ({run.backend} backend has no fine metrics)"
-    if key.startswith(("processor_", "overhead_")) and not run.info.get("processor_prefixes"):
-        return f"{NOT_MEASURED} (no processor task prefix known)"
-    tracked = ("workers_avg", "workers_peak", "memory_peak_bytes", "memory_avg_bytes")
-    if key in tracked and "tracking" not in caps:
-        return f"{NOT_MEASURED} (worker tracking off)"
-    return NOT_MEASURED
-
-
-def summary_tables(run: WorkflowRun) -> list[Table]:
+def summary_tables(run: WorkflowRun | RunView) -> list[Table]:
+    """The figures by group, the chunks' distribution and the sections."""
+    view = _view(run)
     tables = []
-    for title, rows in _SECTIONS.items():
-        table = Table(title=f"{title} — {run.name}", show_header=False, title_justify="left")
+    for group in view.figures:
+        table = Table(
+            title=f"{group.title} — {view.run.name}", show_header=False, title_justify="left"
+        )
         table.add_column("metric")
         table.add_column("value", justify="right")
-        for label, key, fmt in rows:
-            value = run.metrics.get(key)
-            text = fmt(value) if value is not None else f"[dim]{_why_missing(run, key)}[/dim]"
-            table.add_row(label, text)
+        for figure in group.figures:
+            table.add_row(Text(figure.label), _cell(figure))
         tables.append(table)
-    known = {k for rows in _SECTIONS.values() for _, k, _ in rows}
-    extra = {k: v for k, v in run.metrics.items() if k not in known}
-    if extra:
-        table = Table(title="Other metrics", show_header=False, title_justify="left")
-        table.add_column("metric")
-        table.add_column("value", justify="right")
-        for key, value in sorted(extra.items()):
-            table.add_row(key, f"{value:.6g}" if isinstance(value, float) else str(value))
-        tables.append(table)
-    tables.append(_chunk_table(run))
-    tables.append(_section_table(run))
+    tables.append(_chunk_stats(view))
+    tables.append(_section_table(view))
     return tables
 
 
-def _chunk_table(run: WorkflowRun) -> Table:
+def _chunk_stats(view: RunView) -> Table:
     table = Table(title="Chunks", title_justify="left")
     for col in ("", "n", "mean", "median", "min", "max"):
         table.add_column(col, justify="right" if col else "left")
-    chunks = run.chunk_metrics
-    if not chunks:
-        table.add_row(f"[dim]{NOT_MEASURED} (no @track_metrics chunk reached the collector)[/dim]")
+    if view.chunks_why:
+        table.add_row(_missing(view.chunks_why))
         return table
-    for label, key, fmt in (
-        ("wall", "wall_s", lambda v: f"{v:.4f} s"),
-        ("CPU", "cpu_s", lambda v: f"{v:.4f} s"),
-        ("events", "events", lambda v: f"{v:,.0f}"),
-        ("bytes read", "bytes_read", _bytes),
-        ("memory peak", "memory_peak_bytes", _bytes),
-    ):
-        values = [c[key] for c in chunks if c.get(key) is not None]
-        if not values:
-            table.add_row(label, "0", f"[dim]{NOT_MEASURED}[/dim]", "", "", "")
+    for stat in view.chunk_stats:
+        if not stat.n:
+            table.add_row(stat.label, "0", _missing(None), "", "", "")
             continue
         table.add_row(
-            label, str(len(values)), fmt(statistics.fmean(values)),
-            fmt(statistics.median(values)), fmt(min(values)), fmt(max(values)),
+            stat.label, count_text(stat.n),
+            *(value_text(v, stat.unit) for v in (stat.mean, stat.median, stat.min, stat.max)),
         )  # fmt: skip
     return table
 
 
-def _section_table(run: WorkflowRun) -> Table:
+def _section_table(view: RunView) -> Table:
     table = Table(title="Sections", title_justify="left")
     for col in ("section", "kind", "chunks", "calls", "wall Σ", "wall mean", "CPU Σ", "memory Δ Σ"):
         table.add_column(col, justify="left" if col in ("section", "kind") else "right")
-    if not run.sections:
-        table.add_row(f"[dim]{NOT_MEASURED} (no track_time/track_memory section ran)[/dim]")
-    for name, agg in run.sections.items():
+    if view.sections_why:
+        table.add_row(_missing(view.sections_why))
+    for s in view.sections:
         table.add_row(
-            name, str(agg.get("kind")), str(agg["chunks"]), str(agg["count"]),
-            f"{agg['wall_s']:.4f} s" if "wall_s" in agg else "—",
-            f"{agg['mean_wall_s']:.4f} s" if "mean_wall_s" in agg else "—",
-            f"{agg['cpu_s']:.4f} s" if "cpu_s" in agg else "—",
-            _bytes(agg["memory_delta_bytes"]) if "memory_delta_bytes" in agg else "—",
+            Text(s.name), s.kind or MISSING, count_text(s.chunks), count_text(s.calls),
+            value_text(s.wall_s, "seconds"), value_text(s.mean_wall_s, "seconds"),
+            value_text(s.cpu_s, "seconds"), value_text(s.memory_delta_bytes, "bytes"),
         )  # fmt: skip
     return table
 
 
-def print_summary(run: WorkflowRun, console: Console | None = None) -> None:
+def chunk_table(view: RunView) -> Table:
+    """Every chunk attempt of the run, in start order."""
+    table = Table(title=f"chunks ({len(view.chunks)})", title_justify="left")
+    for col in ("#", "status", "dataset", "file", "entries", "events", "wall", "CPU", "bytes read"):
+        table.add_column(col, justify="left" if col in ("status", "dataset", "file") else "right")
+    for c in view.chunks:
+        entries = MISSING if c.entry_start is None else f"{c.entry_start}-{c.entry_stop}"
+        table.add_row(
+            str(c.chunk_index), c.status, Text(c.dataset or MISSING), Text(c.filename or MISSING),
+            entries, value_text(c.events, "count"), value_text(c.wall_s, "seconds"),
+            value_text(c.cpu_s, "seconds"), value_text(c.bytes_read, "bytes"),
+        )  # fmt: skip
+    return table
+
+
+def print_summary(run: WorkflowRun | RunView, console: Any = None) -> None:
     (console or Console()).print(Group(*summary_tables(run)))

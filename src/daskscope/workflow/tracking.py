@@ -30,6 +30,8 @@ import uuid
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any, TypeVar
 
+from daskscope.workflow.chunk import Chunk, plain
+
 __all__ = [
     "CHUNK_TOPIC",
     "COLLECTOR_ENV",
@@ -319,8 +321,8 @@ def _refuse_dask_without_client(route: dict[str, Any]) -> None:
 def _run_chunk(
     func: Callable[..., Any], args: tuple, kwargs: dict, events: Any, route: Any = None
 ) -> Any:
-    chunk = ChunkContext()
-    token = _current.set(chunk)
+    context = ChunkContext()
+    token = _current.set(context)
     info = describe_events(events)
     rss0, maxrss0 = _rss(), _maxrss()
     started_at = time.time()
@@ -334,36 +336,33 @@ def _run_chunk(
         wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
         _current.reset(token)
     rss1, maxrss1 = _rss(), _maxrss()
-    record: dict[str, Any] = {
-        "chunk_id": uuid.uuid4().hex,
-        "started_at": started_at,
-        "stopped_at": started_at + wall,
-        "wall_s": wall,
-        "cpu_s": cpu,
-        "memory_before_bytes": rss0,
-        "memory_after_bytes": rss1,
-        "memory_peak_bytes": _peak(rss0, rss1, maxrss0, maxrss1, chunk.rss_seen),
-        "pid": os.getpid(),
-        **info.pop("static"),
-    }
-    bytes_read = info["bytes_read"]() if info["bytes_read"] else None
-    record["bytes_read"] = bytes_read
-    if chunk.events is not None:
-        record["events"] = chunk.events
-    record["sections"] = chunk.sections
-    record["fields"] = _plain(chunk.fields)
-    if route is not None:
-        record["collector_id"] = route.get("collector_id")
+    chunk = Chunk(
+        chunk_id=uuid.uuid4().hex,
+        started_at=started_at,
+        stopped_at=started_at + wall,
+        wall_s=wall,
+        cpu_s=cpu,
+        memory_before_bytes=rss0,
+        memory_after_bytes=rss1,
+        memory_peak_bytes=_peak(rss0, rss1, maxrss0, maxrss1, context.rss_seen),
+        pid=os.getpid(),
+        bytes_read=info["bytes_read"]() if info["bytes_read"] else None,
+        sections=context.sections,
+        fields=plain(context.fields),
+        collector_id=route.get("collector_id") if route is not None else None,
+        **{key: plain(value) for key, value in info["static"].items()},
+    )
+    if context.events is not None:
+        chunk.events = context.events
     if error is not None:
         # A failed attempt is data too: sent, then the exception goes on as before
-        record["status"] = "failed"
-        record["error_type"] = type(error).__name__
-        record["error"] = str(error)[:_ERROR_CHARS]
+        chunk.status = "failed"
+        chunk.error_type = type(error).__name__
+        chunk.error = str(error)[:_ERROR_CHARS]
         with contextlib.suppress(Exception):
-            deliver(record, None, route)
+            deliver(chunk, None, route)
         raise error
-    record["status"] = "ok"
-    return deliver(record, out, route)
+    return deliver(chunk, out, route)
 
 
 def _peak(
@@ -414,27 +413,12 @@ def _length(events: Any) -> int | None:
         return None
 
 
-def _plain(value: Any) -> Any:
-    """Something msgpack and JSON both carry: containers of str, numbers, bools, None."""
-    if value is None or isinstance(value, (str, bool, int, float)):
-        return value
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    try:  # numpy scalars
-        return value.item()
-    except Exception:
-        return str(value)
-
-
-def deliver(record: dict[str, Any], out: Any, route: Any = None) -> Any:
-    """Send one chunk record to its collector; returns the (maybe annotated) output."""
-    collector_id = record.get("collector_id")
-    if collector_id is not None:
-        receive = local_collectors.get(collector_id)
+def deliver(chunk: Chunk, out: Any, route: Any = None) -> Any:
+    """Send one chunk to its collector; returns the (maybe annotated) output."""
+    if chunk.collector_id is not None:
+        receive = local_collectors.get(chunk.collector_id)
         if receive is not None:  # the collector lives in this process
-            receive(record)
+            receive(chunk.to_wire())
             return out
     try:
         import sys
@@ -449,25 +433,26 @@ def deliver(record: dict[str, Any], out: Any, route: Any = None) -> Any:
     if worker is not None:
         key = worker.get_current_task()
         ts = worker.state.tasks.get(key) if key is not None else None
-        record["task_key"] = str(key)
-        record["task_prefix"] = ts.prefix if ts is not None else None
-        record["span_id"] = getattr(ts, "span_id", None)
-        record["worker"] = worker.address
-        worker.log_event(CHUNK_TOPIC, record)
+        chunk.task_key = str(key)
+        chunk.task_prefix = ts.prefix if ts is not None else None
+        chunk.span_id = getattr(ts, "span_id", None)
+        chunk.worker = worker.address
+        worker.log_event(CHUNK_TOPIC, chunk.to_wire())
         return out
     channel = route.get("channel") if route is not None else None
     if channel is not None:
         from daskscope.workflow.channel import send
 
-        if send(tuple(channel), record):
+        if send(tuple(channel), chunk.to_wire()):
             return out
     receiver = local_receiver.get()
     if receiver is not None:
-        receiver(record)
+        receiver(chunk.to_wire())
         return out
     collector_id = os.environ.get(COLLECTOR_ENV)
     if collector_id and isinstance(out, MutableMapping):
-        record["collector_id"] = collector_id
+        chunk.collector_id = collector_id
         existing = out.get(INJECT_KEY)
+        record = chunk.to_wire()
         out[INJECT_KEY] = [*existing, record] if isinstance(existing, list) else [record]
     return out

@@ -1,0 +1,159 @@
+"""One view of a workflow run: a live run and the same run read back from a real SQLite
+store give equal views, print the same summary, and ``daskscope run(s) --json`` is the
+API's JSON byte for byte once parsed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from distributed import Client, LocalCluster
+from rich.console import Console
+
+from daskscope import MetricsCollector, track_memory, track_metrics, track_time
+from daskscope.cli.main import cli
+from daskscope.format import MISSING
+from daskscope.store import open_store
+from daskscope.views.run import RunView, run_list, run_view, stored_run_view
+from daskscope.workflow import current_chunk
+from daskscope.workflow.chunk import Chunk
+from daskscope.workflow.summary import print_summary
+from webutil import call
+
+pytest.importorskip("fastapi")
+from daskscope.web import create_app
+
+
+@track_metrics
+def count(start: int, stop: int) -> int:
+    chunk = current_chunk()
+    with track_time(None, "loop"):
+        total = sum(range(start, stop))
+    with track_memory(None, "alloc"):
+        data = bytearray(1 << 12)
+    if chunk is not None:
+        chunk.report_events(stop - start)
+        chunk.set("label", (start, stop))  # a tuple: stored as a list, both ways
+    return total + len(data) * 0
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('run-view') / 'store.db'}"
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+        MetricsCollector(
+            client, name="viewed", database=url, worker_tracking_interval=0.05
+        ) as collector,
+    ):
+        client.gather(client.map(count, [0, 100, 250], [100, 250, 300]))
+    collector.wait_stored()
+    assert collector.run is not None
+    yield {"url": url, "collector": collector, "run": collector.run}
+
+
+def test_live_and_stored_runs_give_equal_views(stored: dict[str, Any]) -> None:
+    live = run_view(stored["run"])
+    with open_store(stored["url"]) as store:
+        again = stored_run_view(store, stored["run"].run_id[:8])
+    assert again == live
+    # the view holds what was measured, not a default
+    assert live.run.backend == "dask" and live.run.span_id is not None
+    events = live.figure("total_events")
+    assert events is not None and events.value == 300 and events.why is None
+    assert [c.events for c in live.chunks] == [100, 150, 50]
+    assert {s.name for s in live.sections} == {"loop", "alloc"}
+    assert sum(w.chunks for w in live.workers) == 3 and len(live.workers) <= 2
+    wall = next(s for s in live.chunk_stats if s.key == "wall_s")
+    assert wall.n == 3 and wall.min is not None and wall.max is not None and wall.min <= wall.max
+
+
+def test_chunks_keep_one_form_through_the_store(stored: dict[str, Any]) -> None:
+    from daskscope.store.runs import run_detail
+
+    run = stored["run"]
+    with open_store(stored["url"]) as store:
+        rows = run_detail(store, run.run_id)["chunks"]
+    assert [Chunk.from_row(row) for row in rows] == run.chunks
+    assert run.chunks[0].fields["label"] == [0, 100]
+    # the seed's dict is derived from the one form
+    seed = stored["collector"].chunk_metrics[0]
+    assert seed["duration"] == seed["wall_s"] and seed["label"] == [0, 100]
+
+
+def test_a_stored_run_prints_the_summary_of_the_live_one(stored: dict[str, Any]) -> None:
+    def text(view: Any) -> str:
+        console = Console(width=200, record=True)
+        print_summary(view, console=console)
+        return console.export_text()
+
+    with open_store(stored["url"]) as store:
+        again = stored_run_view(store, stored["run"].run_id)
+    live = text(stored["run"])
+    assert live == text(again)
+    assert "viewed" in live and "300" in live
+    # bytes were not read by these chunks: the summary says so, and why
+    assert f"{MISSING} (not measured: no bytes read reported)" in live
+
+
+def test_cli_json_is_the_api_json(stored: dict[str, Any]) -> None:
+    url, run_id = stored["url"], stored["run"].run_id
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["--database", url, "run", run_id[:6], "--json"])
+    assert shown.exit_code == 0, shown.output
+    listed = runner.invoke(cli, ["--database", url, "runs", "--json"])
+    assert listed.exit_code == 0, listed.output
+    app = create_app(url)
+    try:
+        detail = call(app, "GET", f"/api/v1/runs/{run_id[:6]}")
+        listing = call(app, "GET", "/api/v1/runs")
+        page = call(app, "GET", f"/runs/{run_id}").text
+        schema = call(app, "GET", "/openapi.json").json()
+    finally:
+        app.state.store.close()
+    assert detail.status_code == 200 and json.loads(shown.output) == detail.json()
+    assert listing.status_code == 200 and json.loads(listed.output) == listing.json()
+    assert [r["id"] for r in listing.json()["runs"]] == [run_id]
+    # the page renders the same view: its figures and the reason of a missing one
+    assert "no bytes read reported" in page and "event rate (wall)" in page
+    # OpenAPI describes both answers by their view
+    for path, model in (("/api/v1/runs/{run_id}", "RunView"), ("/api/v1/runs", "RunList")):
+        answer = schema["paths"][path]["get"]["responses"]["200"]["content"]
+        assert answer["application/json"]["schema"]["$ref"].endswith(model)
+    assert "figures" in schema["components"]["schemas"]["RunView"]["properties"]
+
+
+def test_unknown_and_ambiguous_ids_carry_data_and_each_front_adds_its_hint(
+    stored: dict[str, Any], tmp_path: Path
+) -> None:
+    from daskscope.store.runs import AmbiguousRun, UnknownRun
+
+    with open_store(stored["url"]) as store:
+        with pytest.raises(UnknownRun) as unknown:
+            stored_run_view(store, "zzzzzz")
+        assert unknown.value.data() == {"run_id": "zzzzzz"}
+        assert "daskscope" not in str(unknown.value)  # no command-line hint in the store
+        assert run_list(store).runs[0].id == stored["run"].run_id
+    failed = CliRunner().invoke(cli, ["--database", stored["url"], "run", "zzzzzz"])
+    assert failed.exit_code == 2 and "`daskscope runs` lists them" in failed.output
+    empty = f"sqlite:///{tmp_path / 'empty.db'}"
+    with open_store(empty) as store:
+        assert run_list(store).message == "no workflow runs recorded yet"
+    assert AmbiguousRun("abcd", ["abcd1", "abcd2"]).data() == {
+        "prefix": "abcd",
+        "matches": ["abcd1", "abcd2"],
+    }
+
+
+def test_a_view_is_typed_and_frozen(stored: dict[str, Any]) -> None:
+    view = run_view(stored["run"])
+    assert isinstance(view, RunView)
+    with pytest.raises(AttributeError):
+        view.run = view.run  # type: ignore[misc]
