@@ -8,12 +8,13 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
+
+from daskscope.format import MISSING, timestamp_text
 
 __all__ = ["account_group", "token_group", "user_group"]
 
@@ -22,10 +23,6 @@ def _store(state: Any) -> Any:
     from daskscope.store import open_store
 
     return open_store(state.database)
-
-
-def _when(epoch: float | None) -> str:
-    return "—" if epoch is None else datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M")
 
 
 @click.group("account")
@@ -83,11 +80,12 @@ def user_list(state: Any, account: str | None, as_json: bool) -> None:
     table = Table("user", "account", "role", "tokens (hint, created, revoked)")
     for m in members:
         hints = ", ".join(
-            f"{t['hint']}… {_when(t['created_at'])}"
-            + (f" revoked {_when(t['revoked_at'])}" if t["revoked_at"] else "")
+            f"{t['hint']}… {timestamp_text(t['created_at'])}"
+            + (f" revoked {timestamp_text(t['revoked_at'])}" if t["revoked_at"] else "")
             for t in m["tokens"]
         )
-        table.add_row(m["name"], m["account"], "admin" if m["is_admin"] else "member", hints or "—")
+        role = "admin" if m["is_admin"] else "member"
+        table.add_row(m["name"], m["account"], role, hints or MISSING)
     Console().print(table)
 
 

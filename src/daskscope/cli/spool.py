@@ -16,6 +16,8 @@ from typing import Any
 
 import click
 
+from daskscope.format import bytes_text, count_text, timestamp_text
+
 __all__ = ["spool_group"]
 
 _STATE_NAMES = {".batch": "waiting", ".rejected": "rejected", ".unreadable": "unreadable"}
@@ -55,6 +57,7 @@ def _rows(directory: Path, states: set[str] | None = None) -> list[dict[str, Any
                 "bytes": None if path.is_dir() else stat.st_size,
                 "records": None if path.is_dir() else _records(path),
                 "modified": datetime.fromtimestamp(stat.st_mtime, UTC).isoformat(" ", "seconds"),
+                "modified_at": stat.st_mtime,
             }
         )
     return rows
@@ -94,9 +97,9 @@ def spool_ls(spool_dir: str | None, as_json: bool) -> None:
         table.add_column(column)
     for row in rows:
         what = "folder" if row["folder"] else "?"
-        records = what if row["records"] is None else str(row["records"])
-        size = "—" if row["bytes"] is None else str(row["bytes"])
-        table.add_row(row["name"], row["state"], records, size, row["modified"])
+        records = what if row["records"] is None else count_text(row["records"])
+        modified = timestamp_text(row["modified_at"])
+        table.add_row(row["name"], row["state"], records, bytes_text(row["bytes"]), modified)
     Console(width=None if sys.stdout.isatty() else 160).print(table)
 
 
