@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from daskscope.analysis import fine_metrics_table
 from daskscope.cli.main import cli
 from daskscope.store import cluster_detail, list_clusters, open_store, write_records
+from daskscope.store.analytics import span_rows
 from webutil import EXPLODE_MESSAGE, USERS, call, monday, record_cluster, synthetic_clusters
 
 pytest.importorskip("fastapi")
@@ -89,7 +90,8 @@ def test_listing_filtered_by_member_and_week(filled: dict[str, Any]) -> None:
     body = get(filled["app"], f"/api/v1/clusters?user=bob&week_start={week}").json()
     wanted = [c.id for c in filled["synthetic"] if c.user == "bob" and monday(c.started_at) == week]
     assert [c["id"] for c in body["clusters"]] == wanted
-    assert body["clusters"][0]["cost"] == pytest.approx(4 * 0.04 + 8 * 0.005)
+    cost = body["clusters"][0]["statistics"]["cost"]
+    assert cost["total"] == pytest.approx(4 * 0.04 + 8 * 0.005)
     everything = get(filled["app"], "/api/v1/clusters").json()["clusters"]
     assert everything[0]["id"] == filled["cluster_id"]  # newest first
     assert len(everything) == len(filled["synthetic"]) + 1
@@ -119,12 +121,14 @@ def test_cluster_detail(filled: dict[str, Any]) -> None:
 
 
 def test_cluster_page_sums_in_the_database_what_python_would(filled: dict[str, Any]) -> None:
-    # The page reads fine metrics summed by SQL and only the groups' names; the full
-    # detail (the CLI's) has every row: both must tell the same story.
+    # The view reads fine metrics summed by SQL and only the groups' names; every row,
+    # summed in Python, must tell the same story.
     cid = filled["cluster_id"]
     body = get(filled["app"], f"/api/v1/clusters/{cid}").json()
-    full = cluster_detail(filled["app"].state.store, cid)
-    expected = fine_metrics_table(full["span_metrics"])
+    store = filled["app"].state.store
+    full = cluster_detail(store, cid)
+    _, span_metrics = span_rows(store, cid)
+    expected = fine_metrics_table(span_metrics)
     assert len(expected) > 5
     assert [(r["activity"], r["prefix"], r["unit"]) for r in body["fine_metrics"]] == [
         (r["activity"], r["prefix"], r["unit"]) for r in expected
@@ -198,8 +202,11 @@ def test_unknown_ids_are_404_page_and_json(filled: dict[str, Any]) -> None:
     app = filled["app"]
     page = get(app, "/clusters/0000ffff-no-such-cluster", status=404)
     assert "text/html" in page.headers["content-type"] and "no cluster with id" in page.text
+    assert "account page lists the clusters" in page.text  # the web's hint, with a link
+    assert 'href="/"' in page.text and "daskscope clusters" not in page.text
     body = get(app, "/api/v1/clusters/0000ffff-no-such-cluster", status=404).json()
     assert body["error"]["status"] == 404 and "no cluster" in body["error"]["message"]
+    assert body["error"]["cluster_id"] == "0000ffff-no-such-cluster"  # the error's data
     assert get(app, "/api/v1/reports/" + "0" * 32, status=404).json()["error"]["status"] == 404
     get(app, "/reports/" + "0" * 32, status=404)
     get(app, "/runs/1", status=404)

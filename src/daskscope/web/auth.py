@@ -110,11 +110,9 @@ async def login(request: Request) -> Response:
     client = request.client.host if request.client else "unknown"
     wait = _limiter(request).attempt(client)
     if wait:
-        response = _login_page(
-            request, "/", f"Too many login attempts; try again in {wait} s.", 429
-        )
-        response.headers["Retry-After"] = str(wait)
-        return response
+        refused = _login_page(request, "/", f"Too many login attempts; try again in {wait} s.", 429)
+        refused.headers["Retry-After"] = str(wait)
+        return refused
     form = await request.form(max_files=0, max_fields=3)
     next_, token = form.get("next", "/"), form.get("token", "")
     next_ = next_ if isinstance(next_, str) else "/"

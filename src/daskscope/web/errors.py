@@ -31,9 +31,15 @@ class HTTPError(Exception):
     status = 500
     title = "Internal error"
 
-    def __init__(self, message: str) -> None:
+    def __init__(
+        self, message: str, *, data: dict[str, Any] | None = None, hint: str | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
+        #: fields of the JSON error besides status, title and message
+        self.data = data or {}
+        #: what the page adds for a reader in a browser (not in the JSON)
+        self.hint = hint
 
 
 class BadRequest(HTTPError):
@@ -80,9 +86,11 @@ def _as_http_error(exc: Exception) -> HTTPError:
     if isinstance(exc, HTTPError):
         return exc
     if isinstance(exc, UnknownCluster):
-        return NotFound(str(exc))
+        return NotFound(str(exc), data=exc.data(), hint="The account page lists the clusters.")
     if isinstance(exc, AmbiguousCluster):
-        return BadRequest(str(exc))
+        return BadRequest(
+            str(exc), data=exc.data(), hint="Give more of the id: the account page lists them."
+        )
     if isinstance(exc, RequestValidationError):
         parts = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
         return BadRequest("; ".join(parts) or "invalid request")
@@ -113,7 +121,8 @@ async def handle_exception(request: Request, exc: Exception) -> Response:
         target = quote(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
         return RedirectResponse(f"/login?next={target}", status_code=303)
     if _wants_json(request):
-        body = {"error": {"status": error.status, "title": error.title, "message": error.message}}
+        fields = {"status": error.status, "title": error.title, "message": error.message}
+        body = {"error": {**error.data, **fields}}
         return JSONResponse(body, status_code=error.status)
     from daskscope.web.render import render_page
 

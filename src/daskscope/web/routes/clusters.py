@@ -4,105 +4,78 @@ and the profile as a flame graph."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 import dask.config
 from dask.utils import parse_timedelta
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from daskscope.analysis import cluster_statistics, cost_rates, fine_metrics_table, span_tree
-from daskscope.analysis.code import code_note
+from daskscope.analysis import fine_metrics_table
 from daskscope.analysis.flamegraph import icicle, merge_trees
-from daskscope.analysis.graph import ACTIVITY_COLOURS, task_group_graph
-from daskscope.analysis.workers import extra_metrics, memory_over_time
-from daskscope.store import Store, cluster_detail, profile_trees
+from daskscope.analysis.workers import memory_over_time
+from daskscope.store import profile_trees
 from daskscope.store import worker_samples as load_worker_samples
 from daskscope.store.analytics import span_rows, worker_events
-from daskscope.store.groups import computation_graph_groups, find_computation, task_group_page
+from daskscope.store.groups import find_computation, task_group_page
+from daskscope.views import ClusterView, ComputationGraph, cluster_view, computation_view, to_data
+from daskscope.views.computation import MAX_GRAPH_GROUPS
 from daskscope.web.errors import NotFound
 from daskscope.web.render import page
-from daskscope.web.routes.common import json_response, store_of, visible_cluster_id
+from daskscope.web.routes.common import (
+    described,
+    json_response,
+    store_of,
+    view_response,
+    visible_cluster_id,
+)
 
-__all__ = ["api", "pages"]
+__all__ = ["MAX_GRAPH_GROUPS", "api", "pages"]
 
 pages = APIRouter(include_in_schema=False)
 api = APIRouter(tags=["clusters"])
 
-TOP_PREFIXES = 25
 MAX_POINTS_PER_WORKER = 2000
-MAX_GRAPH_GROUPS = 300  # task groups drawn in a computation's graph (the longest)
 DEFAULT_GROUP_PAGE = 1000
 MAX_GROUP_PAGE = 10_000
 
 
-def _flatten_spans(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    # In page order without recursion: a chain of spans may be thousands deep
-    pending = [(node, 0) for node in reversed(nodes)]
-    while pending:
-        node, depth = pending.pop()
-        states = node.get("states") or {}
-        out.append(
-            {
-                "span_id": node["span_id"],
-                "name": node.get("name") or [],
-                "depth": depth,
-                "started_at": node.get("started_at"),
-                "stopped_at": node.get("stopped_at"),
-                "duration_s": node.get("duration_s"),
-                "nbytes_total": node.get("nbytes_total"),
-                "tasks": sum(int(v) for v in states.values()),
-                "group_count": node.get("group_count"),
-                "active_cpu_seconds": node.get("active_cpu_seconds"),
-            }
-        )
-        pending.extend((child, depth + 1) for child in reversed(node["children"]))
-    return out
-
-
-def cluster_data(store: Store, cluster_id: str) -> dict[str, Any]:
-    """Everything on a cluster's page; ``cluster_id`` is resolved (and access-checked)."""
-    detail = cluster_detail(store, cluster_id, compact=True)
-    cluster = detail["cluster"]
-    comps = detail["computations"]
-    for comp in comps:
-        end = comp["stopped_at"]
-        comp["duration_s"] = None if end is None else max(0.0, end - comp["started_at"])
-        comp["code_note"] = code_note(comp["code"])
-    for worker in detail["workers"]:
-        worker["extra_metrics"] = extra_metrics(worker["metrics"])
-    tags = sorted({t for sp in detail["spans"] for t in (sp.get("name") or [])})
-    prefixes = sorted(
-        detail["task_prefixes"], key=lambda p: (-p["tasks_executed"], -p["duration_s"], p["name"])
-    )[:TOP_PREFIXES]
-    return {
-        "cluster": cluster,
-        "statistics": cluster_statistics(cluster, cost_rates(cluster.get("account"))),
-        "task_prefixes": prefixes,
-        "computations": comps,
-        "task_group_summary": detail["task_group_summary"],
-        "spans": _flatten_spans(span_tree(detail["spans"], ())),
-        "span_tags": tags,
-        "fine_metrics": detail["fine_metrics"],
-        "workers": detail["workers"],
-        "events": detail["events"],
-        "errors": detail["errors"],
-        "profiles": detail["profiles"],
-        "activity_colours": ACTIVITY_COLOURS,
-    }
+def _view_of(request: Request, cluster_id: str, groups: int, groups_by: str) -> ClusterView:
+    store = store_of(request)
+    by: Literal["duration", "start"] = "start" if groups_by == "start" else "duration"
+    return cluster_view(store, visible_cluster_id(request, cluster_id), groups=groups, groups_by=by)
 
 
 @pages.get("/clusters/{cluster_id}", response_class=HTMLResponse)
 def cluster_page(request: Request, cluster_id: str) -> HTMLResponse:
-    data = cluster_data(store_of(request), visible_cluster_id(request, cluster_id))
-    return page(request, "cluster.html", title=data["cluster"]["name"], data=data)
+    view = _view_of(request, cluster_id, 0, "duration")
+    return page(request, "cluster.html", title=view.cluster.name, data=to_data(view))
 
 
-@api.get("/clusters/{cluster_id}", summary="Everything on one cluster's page")
-def cluster_json(request: Request, cluster_id: str) -> JSONResponse:
-    return json_response(cluster_data(store_of(request), visible_cluster_id(request, cluster_id)))
+@api.get(
+    "/clusters/{cluster_id}",
+    summary="Everything on one cluster's page",
+    response_class=Response,
+    responses=described(ClusterView),
+)
+def cluster_json(
+    request: Request,
+    cluster_id: str,
+    groups: int = Query(
+        0,
+        ge=0,
+        le=MAX_GROUP_PAGE,
+        description="Task groups listed in full in task_groups (all of them: the paged "
+        "task-groups route).",
+    ),
+    groups_by: Literal["duration", "start"] = Query(
+        "duration", description="Which groups: the longest or the earliest."
+    ),
+) -> Response:
+    """The cluster's view: the same JSON as ``daskscope show ID --json`` (which asks
+    for ``groups=1000``)."""
+    return view_response(_view_of(request, cluster_id, groups, groups_by))
 
 
 #: Per-worker series of the workers JSON: sample column -> series name
@@ -153,28 +126,17 @@ def workers_json(request: Request, cluster_id: str) -> JSONResponse:
 @api.get(
     "/clusters/{cluster_id}/computations/{computation_id}/graph",
     summary="A computation's task-group graph, laid out in layers",
+    response_class=Response,
+    responses=described(ComputationGraph),
 )
-def graph_json(request: Request, cluster_id: str, computation_id: str) -> JSONResponse:
+def graph_json(request: Request, cluster_id: str, computation_id: str) -> Response:
     store = store_of(request)
     cluster_id = visible_cluster_id(request, cluster_id)
-    found = computation_graph_groups(store, cluster_id, computation_id, limit=MAX_GRAPH_GROUPS)
-    if found is None:
+    url = f"{_groups_url(cluster_id)}?computation={quote(computation_id)}"
+    graph = computation_view(store, cluster_id, computation_id, all_groups_url=url)
+    if graph is None:
         raise NotFound(f"cluster {cluster_id} has no computation {computation_id!r}")
-    comp, groups, total = found
-    return json_response(
-        {
-            "computation_id": comp["id"],
-            "code": comp["code"],
-            **task_group_graph(groups),
-            # A graph of thousands of groups is neither drawable nor readable: the
-            # longest are drawn, the rest are counted (and listed by the paged route).
-            "groups_total": total,
-            "groups_drawn": len(groups),
-            "groups_not_drawn": total - len(groups),
-            "all_groups_url": f"{_groups_url(cluster_id)}?computation={quote(comp['id'])}",
-            "activity_colours": ACTIVITY_COLOURS,
-        }
-    )
+    return view_response(graph)
 
 
 def _groups_url(cluster_id: str) -> str:
@@ -220,7 +182,7 @@ def profile_json(
     request: Request,
     cluster_id: str,
     computation: str | None = Query(None, description="Only the windows of this computation."),
-) -> dict[str, Any]:
+) -> JSONResponse:
     store = store_of(request)
     cluster_id = visible_cluster_id(request, cluster_id)
     start = stop = None
@@ -248,7 +210,7 @@ def metrics_json(
     request: Request,
     cluster_id: str,
     tag: str | None = Query(None, description='Only spans with this tag, e.g. "data load".'),
-) -> dict[str, Any]:
+) -> JSONResponse:
     store = store_of(request)
     cluster_id = visible_cluster_id(request, cluster_id)
     spans, metrics = span_rows(store, cluster_id)

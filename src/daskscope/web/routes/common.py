@@ -5,16 +5,25 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from daskscope.store import Store, resolve_cluster_id
+from daskscope.views import to_json
 from daskscope.web.auth import viewer_of
 
-__all__ = ["account_scope", "json_response", "store_of", "visible_cluster_id"]
+__all__ = [
+    "account_scope",
+    "described",
+    "json_response",
+    "store_of",
+    "view_response",
+    "visible_cluster_id",
+]
 
 
 def store_of(request: Request) -> Store:
-    return request.app.state.store
+    store: Store = request.app.state.store
+    return store
 
 
 def account_scope(request: Request) -> str | None:
@@ -33,3 +42,14 @@ def json_response(data: Any) -> JSONResponse:
     """Plain data straight to JSON: skips FastAPI's recursive ``jsonable_encoder``,
     which costs more than the query for the larger payloads (weekly usage, details)."""
     return JSONResponse(data)
+
+
+def view_response(view: Any) -> Response:
+    """A view as JSON, encoded as everywhere else (:func:`daskscope.views.to_json`)."""
+    return Response(to_json(view), media_type="application/json")
+
+
+def described(view_type: type) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` of a route answering ``view_type``: OpenAPI describes the view's
+    fields, while the route encodes the view itself (no validation pass over it)."""
+    return {200: {"model": view_type, "description": view_type.__doc__ or "The view."}}

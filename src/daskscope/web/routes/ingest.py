@@ -152,7 +152,7 @@ def store_batch(
         by_kind.setdefault(kind, []).append(row)
     by_table = {TABLE_FOR[RECORD_TYPES[kind]]: group for kind, group in by_kind.items()}
     # the token, not the collector, says whose clusters these are
-    claim = None
+    claim: Callable[[sa.Connection], None] | None = None
     if viewer is not None:
         claim = functools.partial(claim_rows, rows_by_kind=by_kind, identity=viewer, order=rows)
         if token is not None:

@@ -17,14 +17,16 @@
     tbody.replaceChildren();
     for (const c of rows) {
       const tr = document.createElement("tr");
+      const st = c.statistics;
       tr.dataset.id = c.id;
       tr.append(
         ds.cell(c.user), ds.cell(c.name, { href: `/clusters/${encodeURIComponent(c.id)}` }),
         ds.cell(ds.utc(c.started_at)), ds.cell(ds.utc(c.stopped_at)),
-        ds.cell(ds.duration(c.duration_s), { cls: "num" }), ds.cell(c.workers, { cls: "num" }),
-        ds.cell(ds.money(c.cost, c.currency), { cls: "num" }), ds.cell(ds.num(c.tasks_executed), { cls: "num" }),
-        ds.cell(ds.num(c.tasks_erred), { cls: c.tasks_erred ? "num bad" : "num" }),
-        ds.cell(ds.bytes(c.bytes_processed), { cls: "num" }));
+        ds.cell(ds.duration(st.duration_s), { cls: "num" }), ds.cell(ds.num(st.workers_peak), { cls: "num" }),
+        ds.cell(ds.money(st.cost && st.cost.total, st.cost && st.cost.currency), { cls: "num" }),
+        ds.cell(ds.num(st.tasks_executed), { cls: "num" }),
+        ds.cell(ds.num(st.tasks_erred), { cls: st.tasks_erred ? "num bad" : "num" }),
+        ds.cell(ds.bytes(st.bytes_processed), { cls: "num" }));
       tbody.appendChild(tr);
     }
     if (!rows.length) {
@@ -34,11 +36,18 @@
     }
   }
 
+  // What each column sorts by: a field of the listing's rows or of their statistics.
+  const columns = {
+    workers: (c) => c.statistics.workers_peak,
+    cost: (c) => (c.statistics.cost ? c.statistics.cost.total : null),
+  };
+  const valueAt = (row, key) => (columns[key] ? columns[key](row) : key in row ? row[key] : row.statistics[key]);
+
   function applySort() {
     if (!sort.key) return;
     const k = sort.key;
     rows = [...rows].sort((a, b) => {
-      const x = a[k]; const y = b[k];
+      const x = valueAt(a, k) ?? null; const y = valueAt(b, k) ?? null;
       const cmp = x === y ? 0 : x === null ? -1 : y === null ? 1 : x < y ? -1 : 1;
       return sort.desc ? -cmp : cmp;
     });

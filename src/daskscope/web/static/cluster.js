@@ -5,6 +5,7 @@
   const data = ds.data();
   const clusterId = data.cluster.id;
   const base = `/api/v1/clusters/${encodeURIComponent(clusterId)}`;
+  const TOP_PREFIXES = 25; // prefixes drawn: those with the most tasks
 
   async function drawWorkers() {
     const div = document.getElementById("workers-chart");
@@ -53,7 +54,7 @@
   function drawPrefixes() {
     const div = document.getElementById("prefix-chart");
     if (!div) return;
-    const p = [...data.task_prefixes].reverse();
+    const p = data.task_prefixes.slice(0, TOP_PREFIXES).reverse();
     Plotly.newPlot(div, [
       { type: "bar", orientation: "h", name: "tasks", y: p.map((r) => ds.text(r.name)), x: p.map((r) => r.tasks_executed), xaxis: "x" },
       { type: "bar", orientation: "h", name: "seconds", y: p.map((r) => ds.text(r.name)), x: p.map((r) => r.duration_s), xaxis: "x2" },
