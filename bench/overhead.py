@@ -195,7 +195,7 @@ async def _instrument(dask_scheduler: Any) -> dict[str, Any]:
 
         return wrapper
 
-    flush, submit = plugin._flush, plugin._writer.submit
+    flush, submit = plugin.flusher._flush, plugin.flusher.writer.submit
 
     async def timed_flush() -> Any:
         entry = {"t0": stamp(), "slices": [], "submit": None, "drop": None, "records": 0}
@@ -231,11 +231,11 @@ async def _instrument(dask_scheduler: Any) -> dict[str, Any]:
         finally:
             depth[0] -= 1
 
-    plugin._flush = timed_flush
-    plugin._writer.submit = timed_submit
+    plugin.flusher._flush = timed_flush
+    plugin.flusher.writer.submit = timed_submit
     plugin.update_graph = timed("update_graph", plugin.update_graph)
     plugin._sample_workers = timed("worker samples", plugin._sample_workers)
-    plugin._snapshot_spans = timed("span records", plugin._snapshot_spans)
+    plugin.spans.snapshot = timed("span records", plugin.spans.snapshot)
     tracker.snapshot_groups = timed("group slices", tracker.snapshot_groups)
     tracker.computation_record = timed("computation records", tracker.computation_record)
     tracker.prefix_records = timed("prefix records", tracker.prefix_records)
@@ -473,7 +473,8 @@ def deep_size(obj: Any, seen: set[int]) -> int:
 
 
 def plugin_memory(plugin: DaskscopePlugin) -> int:
-    owned = [vars(plugin.tracker), plugin._buffer, plugin._history, plugin._spans]
+    flusher = plugin.flusher
+    owned = [vars(plugin.tracker), flusher.buffer, flusher.history, plugin.spans.written]
     seen: set[int] = set()
     return sum(deep_size(o, seen) for o in owned)
 

@@ -13,11 +13,14 @@ from typing import Any
 import dask
 import dask.array as da
 import pytest
+import sqlalchemy as sa
 from distributed import Client, LocalCluster, span
 
 import daskscope
 from daskscope.collector.plugin import DaskscopePlugin
 from daskscope.store import cluster_detail, open_store, table_counts
+from daskscope.store import schema as store_schema
+from daskscope.store.engine import as_engine
 
 IDLE = ("execute", "N/A", "idle or other spans", "seconds")
 
@@ -50,6 +53,15 @@ def inc(x: int) -> int:
 @pytest.fixture
 def db_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'store.db'}"
+
+
+def span_metric_rows(store: Any, cluster_id: str) -> list[dict[str, Any]]:
+    """Every stored fine-metric row of the cluster, read from its table (the cluster
+    detail sums them)."""
+    table = store_schema.span_metrics
+    with as_engine(store).connect() as conn:
+        rows = conn.execute(sa.select(table).where(table.c.cluster_id == cluster_id))
+        return [dict(row._mapping) for row in rows]
 
 
 def metric_key(row: dict[str, Any]) -> tuple[str, ...]:
@@ -134,7 +146,7 @@ def test_records_match_dask_ground_truth(database_url: str) -> None:
             parent = sp.parent.id if sp.parent else None
             assert stored_spans[sid]["parent_span_id"] == parent
         stored_metrics: dict[str, dict[tuple[str, ...], float]] = {}
-        for row in detail["span_metrics"]:
+        for row in span_metric_rows(store, cluster_id):
             stored_metrics.setdefault(row["span_id"], {})[metric_key(row)] = row["value"]
         for sid, own in truth_own.items():
             expected = {tuple(map(str, k)): v for k, v in own.items()}
@@ -157,7 +169,7 @@ def test_records_match_dask_ground_truth(database_url: str) -> None:
             mine[IDLE] = max(0.0, stored_spans[sid]["active_cpu_seconds"] - known)
             expected = {tuple(map(str, k)): v for k, v in cumulative.items()}
             assert mine == pytest.approx(expected, rel=1e-6, abs=1e-6)
-        assert any(row["activity"] == "thread-cpu" for row in detail["span_metrics"])
+        assert any(row["activity"] == "thread-cpu" for row in span_metric_rows(store, cluster_id))
 
         # computations, with the code that launched them
         codes = "\n".join(c for comp in detail["computations"] for c in comp["code"])

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from daskscope import config
+from daskscope.collector.sink import SinkStats
 from daskscope.collector.spool import Spool
 from daskscope.model import Record
 from daskscope.wire import encode_batches
@@ -70,6 +71,22 @@ class HttpSink:
         self.rejected_batches = 0
         #: records the server stored their batch without (its database refused them)
         self.rejected_records = 0
+        #: records delivered or spooled; writes that raised, and the last one's error
+        self.records_written = 0
+        self.failures = 0
+        self.last_error: str | None = None
+
+    def stats(self) -> SinkStats:
+        return SinkStats(
+            kind="server",
+            records_written=self.records_written,
+            batches_written=self.delivered_batches,
+            failures=self.failures,
+            rejected_batches=self.rejected_batches,
+            rejected_records=self.rejected_records,
+            spooled=self.spooled,
+            last_error=self.last_error,
+        )
 
     # -- the spool, when it can be used ----------------------------------------------
 
@@ -139,6 +156,16 @@ class HttpSink:
         """Deliver now or spool, in batches within the server's limits (config
         ``daskscope.ingest``); raises :class:`NotDelivered` only when a batch can
         neither be delivered nor spooled."""
+        try:
+            self._write(records)
+        except Exception as exc:
+            self.failures += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            raise
+        self.records_written += len(records)
+        self.last_error = None
+
+    def _write(self, records: Sequence[Record]) -> None:
         self._ensure_client()
         max_bytes = int(config.get("ingest.max-batch-bytes"))
         for payload in encode_batches(

@@ -1,5 +1,10 @@
-"""Where the collector's records go. Sinks are called from the collector's writer thread,
-never from the scheduler's event loop."""
+"""Where records go: a daskscope store or a daskscope server, chosen by one factory.
+
+:func:`sink_for` makes the sink for a destination; the recorder and the workflow code
+both get theirs from it. Every sink has the same four calls (``open``, ``write``,
+``close``, ``stats``). The recorder calls its sink from its writer thread, never from the
+scheduler's event loop.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,13 @@ import contextlib
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from daskscope.model import Record
 
-__all__ = ["Sink", "StoreLost", "StoreSink"]
+__all__ = ["Sink", "SinkStats", "StoreLost", "StoreSink", "sink_for"]
 
 logger = logging.getLogger("daskscope")
 
@@ -20,6 +26,27 @@ logger = logging.getLogger("daskscope")
 class StoreLost(Exception):
     """The store went away (e.g. its file was deleted) and a new one was made: the
     collector writes again everything it still holds."""
+
+
+@dataclass(frozen=True, slots=True)
+class SinkStats:
+    """What a sink has done so far."""
+
+    #: "store": written straight into a store; "server": delivered to a daskscope server
+    kind: Literal["store", "server"]
+    #: records taken for good (stored, delivered, or spooled on disk for delivery)
+    records_written: int = 0
+    #: batches stored or delivered
+    batches_written: int = 0
+    #: writes that raised (their records stay with the caller)
+    failures: int = 0
+    #: batches a server refused for good (kept as ``.rejected`` in the spool)
+    rejected_batches: int = 0
+    #: records refused one by one (the rest of their batch was stored)
+    rejected_records: int = 0
+    #: batches waiting in the spool for the server
+    spooled: int = 0
+    last_error: str | None = None
 
 
 class Sink(Protocol):
@@ -31,6 +58,31 @@ class Sink(Protocol):
 
     def close(self) -> None: ...
 
+    def stats(self) -> SinkStats: ...
+
+
+def sink_for(
+    *,
+    database: str | None = None,
+    server: str | None = None,
+    token: str | None = None,
+    spool_dir: str | Path | None = None,
+    one_shot: bool = False,
+) -> Sink:
+    """The sink for a destination: the daskscope ``server`` (with ``token``, spooling in
+    ``spool_dir`` while it is away) when one is given, else the store at ``database``
+    (None: the configured one). Nothing is opened yet.
+
+    ``one_shot``: a caller that writes once and reports failures itself (a finished
+    workflow run) rather than a recorder that keeps records and retries; its SQLite
+    store is written in this process, not by a child process."""
+    if server:
+        from daskscope import config
+        from daskscope.collector.http_sink import HttpSink
+
+        return HttpSink(server, token, spool_dir or config.default_spool_dir())
+    return StoreSink(database, isolated=not one_shot)
+
 
 class StoreSink:
     """Writes straight into a daskscope store (SQLite or PostgreSQL).
@@ -40,10 +92,14 @@ class StoreSink:
     scheduler. Before each write the file is checked to be the one opened: a file
     deleted or replaced meanwhile is noticed, said, made again, and :class:`StoreLost`
     raised so that the collector writes everything again.
+
+    ``isolated=False``: a SQLite file is written in this process (a one-shot writer
+    whose process is not the scheduler), and failures are left to the caller to say.
     """
 
-    def __init__(self, url: str):
+    def __init__(self, url: str | None, *, isolated: bool = True):
         self.url = url
+        self.isolated = isolated
         self._store: Any = None  # in-process: PostgreSQL, in-memory SQLite
         self._process: Any = None  # a SQLite file
         self._path: Path | None = None
@@ -52,6 +108,20 @@ class StoreSink:
         self._failing = False
         #: records the database refused one by one (their batches were stored without them)
         self.rejected_records = 0
+        self.records_written = 0
+        self.batches_written = 0
+        self.failures = 0
+        self.last_error: str | None = None
+
+    def stats(self) -> SinkStats:
+        return SinkStats(
+            kind="store",
+            records_written=self.records_written,
+            batches_written=self.batches_written,
+            failures=self.failures,
+            rejected_records=self.rejected_records,
+            last_error=self.last_error,
+        )
 
     def open(self) -> None:
         # write() tries again and reports the error where it counts
@@ -66,16 +136,19 @@ class StoreSink:
         from daskscope import config
         from daskscope.store.engine import parse_url
 
-        parsed = parse_url(config.database_url(self.url))
+        url = config.database_url(self.url)
+        parsed = parse_url(url)
         database = parsed.database
-        if parsed.get_backend_name() != "sqlite" or database in (None, "", ":memory:"):
+        in_memory = database in (None, "", ":memory:")
+        if not self.isolated or parsed.get_backend_name() != "sqlite" or in_memory:
             from daskscope.store import open_store
 
             self._store = open_store(self.url)
             return
         from daskscope.collector.store_process import StoreProcess
 
-        process = StoreProcess(self.url)
+        assert database is not None  # not in_memory
+        process = StoreProcess(url)
         process.start()
         self._process, self._path = process, Path(database)
         self._identity = _identity(self._path)
@@ -88,10 +161,14 @@ class StoreSink:
                 lost, self._lost = self._lost, None
                 raise StoreLost(lost)
             self._write(records)
-        except StoreLost:
+        except StoreLost as exc:
+            self.failures += 1
+            self.last_error = f"StoreLost: {exc}"
             raise
         except Exception as exc:
-            if not self._failing:
+            self.failures += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            if self.isolated and not self._failing:
                 self._failing = True
                 logger.warning(
                     "daskscope cannot write to %s: %s; the records are kept in memory and "
@@ -100,6 +177,7 @@ class StoreSink:
                     exc,
                 )
             raise
+        self.last_error = None
         if self._failing:
             self._failing = False
             logger.warning("daskscope writes to %s again", self.url)
@@ -111,6 +189,7 @@ class StoreSink:
         if self._store is not None:
             write_records(self._store, records, rejected=rejected)
         else:
+            assert self._process is not None
             from daskscope.collector.store_process import StoreProcessDied
             from daskscope.wire import encode_batch
 
@@ -132,6 +211,8 @@ class StoreSink:
                     item.reason,
                 )
         self.rejected_records += len(rejected)
+        self.records_written += len(records) - len(rejected)
+        self.batches_written += 1
 
     def _check_still_there(self) -> None:
         """Notice a SQLite file deleted or replaced since it was opened: SQLite would go

@@ -58,7 +58,8 @@ def code_snippets(code: Iterable[tuple[Any, ...]], max_chars: int) -> list[str]:
     return out
 
 
-def nonzero(counts: Mapping[str, int]) -> dict[str, int]:
+def nonzero(counts: Mapping[Any, int]) -> dict[str, int]:
+    """The states with at least one task (Dask keys them by literal state names)."""
     return {state: n for state, n in counts.items() if n}
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from numbers import Real
 from typing import TYPE_CHECKING, Any
 
+from daskscope.collector.dask_adapter import heartbeat_value, memory_split
 from daskscope.model import WorkerSampleRecord, stable_id
 
 if TYPE_CHECKING:
@@ -51,33 +52,9 @@ def flatten_metrics(metrics: Mapping[Any, Any], prefix: str = "") -> dict[str, f
     return out
 
 
-def _get(mapping: Mapping[str, Any], *path: str) -> Any:
-    value: Any = mapping
-    for key in path:
-        if not isinstance(value, Mapping) or key not in value:
-            return None
-        value = value[key]
-    return value
-
-
 def worker_sample(ws: WorkerState, *, cluster_id: str, at: float) -> WorkerSampleRecord:
     metrics = ws.metrics
-    try:
-        # Dask's own split: managed from the scheduler's live nbytes, the rest from
-        # the last heartbeat, clipped so that the parts add up to the process memory.
-        mem = ws.memory
-        memory: tuple[int | None, ...] = (
-            mem.process,
-            mem.managed,
-            mem.unmanaged,
-            mem.unmanaged_old,
-            mem.unmanaged_recent,
-            mem.spilled,
-        )
-    except (KeyError, TypeError):
-        # No heartbeat yet carries memory figures: not measured
-        memory = (None,) * 6
-    process, managed, unmanaged, unmanaged_old, unmanaged_recent, spilled = memory
+    process, managed, unmanaged, unmanaged_old, unmanaged_recent, spilled = memory_split(ws)
     return WorkerSampleRecord(
         id=stable_id(cluster_id, "worker-sample", ws.address, at),
         cluster_id=cluster_id,
@@ -91,14 +68,14 @@ def worker_sample(ws: WorkerState, *, cluster_id: str, at: float) -> WorkerSampl
         unmanaged_old_bytes=unmanaged_old,
         unmanaged_recent_bytes=unmanaged_recent,
         spilled_bytes=spilled,
-        cpu_percent=_get(metrics, "cpu"),
+        cpu_percent=heartbeat_value(metrics, "cpu_percent"),
         executing=len(ws.executing),
         processing=len(ws.processing),
-        transfer_incoming_bytes=_get(metrics, "transfer", "incoming_bytes"),
-        transfer_outgoing_bytes=_get(metrics, "transfer", "outgoing_bytes"),
-        net_read_bps=_get(metrics, "host_net_io", "read_bps"),
-        net_write_bps=_get(metrics, "host_net_io", "write_bps"),
-        disk_read_bps=_get(metrics, "host_disk_io", "read_bps"),
-        disk_write_bps=_get(metrics, "host_disk_io", "write_bps"),
+        transfer_incoming_bytes=heartbeat_value(metrics, "transfer_incoming_bytes"),
+        transfer_outgoing_bytes=heartbeat_value(metrics, "transfer_outgoing_bytes"),
+        net_read_bps=heartbeat_value(metrics, "net_read_bps"),
+        net_write_bps=heartbeat_value(metrics, "net_write_bps"),
+        disk_read_bps=heartbeat_value(metrics, "disk_read_bps"),
+        disk_write_bps=heartbeat_value(metrics, "disk_write_bps"),
         metrics=flatten_metrics(metrics),
     )

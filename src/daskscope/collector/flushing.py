@@ -1,0 +1,290 @@
+"""Writing what changed: the buffer, the writer thread, retries, and their statistics.
+
+A flush turns what the tracking parts marked as changed into records on the scheduler's
+event loop (Dask's objects are not thread-safe), in slices so that the loop is never
+held for long, and hands them to one writer thread that calls the sink. A failed write
+keeps everything: what was snapshotted is marked changed again, and append-only records
+(events, errors, samples, profiles) go back to the buffer, within its bound. A store
+that was lost (:class:`~daskscope.collector.sink.StoreLost`) gets everything the
+recorder still holds written again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from time import perf_counter, thread_time
+from typing import TYPE_CHECKING, Any
+
+from distributed.metrics import time
+
+from daskscope.collector.sink import Sink, SinkStats, StoreLost
+from daskscope.collector.writer import WriterThread
+from daskscope.model import ErrorRecord, EventRecord, ProfileRecord, Record, WorkerSampleRecord
+
+if TYPE_CHECKING:
+    from distributed.scheduler import Scheduler
+
+    from daskscope.collector.accounting import Accounting
+    from daskscope.collector.spans import SpanTrack, SpanTracker
+    from daskscope.collector.tracking import ComputationTrack, GroupUse, WorkTracker
+
+__all__ = ["FlushStats", "Flusher"]
+
+logger = logging.getLogger("daskscope")
+
+#: Changed task groups turned into records per slice of a flush; the event loop is
+#: given back between slices (a few milliseconds each).
+GROUPS_PER_SLICE = 200
+#: Log the first few write failures in full, then only count them.
+_LOGGED_FAILURES = 3
+_APPEND_ONLY = (ErrorRecord, EventRecord, ProfileRecord, WorkerSampleRecord)
+
+
+@dataclass(slots=True)
+class FlushStats:
+    """What the flushes did so far."""
+
+    flushes: int = 0
+    records_written: int = 0
+    #: append-only records dropped from a full buffer while the sink failed
+    records_dropped: int = 0
+    write_failures: int = 0
+    last_write_error: str | None = None
+    #: time the flushes held the event loop, in all and in the longest single block
+    loop_seconds: float = 0.0
+    longest_block_seconds: float = 0.0
+    #: CPU time of the writer thread in the sink's writes
+    writer_cpu_seconds: float = 0.0
+
+
+class Flusher:
+    """Buffers records and writes what changed; runs on the scheduler's event loop,
+    except the sink's calls (in its writer thread)."""
+
+    def __init__(
+        self,
+        *,
+        scheduler: Scheduler,
+        sink: Sink,
+        tracker: WorkTracker,
+        spans: SpanTracker,
+        accounting: Accounting,
+        destination: str,
+        max_buffered_records: int,
+        on_error: Callable[[str, BaseException], None],
+    ) -> None:
+        self.scheduler = scheduler
+        self.sink = sink
+        self.tracker = tracker
+        self.spans = spans
+        self.accounting = accounting
+        self.destination = destination
+        self.max_buffered_records = max_buffered_records
+        #: called with ("snapshot", exc) when turning what changed into records fails
+        self.on_error = on_error
+        self.writer = WriterThread()
+        self.buffer: list[Record] = []
+        #: lifecycle events and errors, kept to write again into a store that was lost
+        self.history: list[Record] = []
+        self.stats = FlushStats()
+        #: True: every span that changed is written now (a flush the user asked for,
+        #: the last one at close), whatever its pacing says
+        self.unpaced = False
+        self._lock = asyncio.Lock()
+
+    def status(self) -> dict[str, Any]:
+        """The flushes' and the sink's statistics, as the recorder's info reports them."""
+        stats = self.stats
+        status = {
+            **self.idle_status(),
+            "records_written": stats.records_written,
+            "write_failures": stats.write_failures,
+            "last_write_error": stats.last_write_error,
+            "records_dropped": stats.records_dropped,
+            "flushes": stats.flushes,
+            "longest_flush_block_seconds": stats.longest_block_seconds,
+            "writer_cpu_seconds": stats.writer_cpu_seconds,
+        }
+        sink_stats = getattr(self.sink, "stats", None)  # a stand-in sink may have none
+        if sink_stats is not None:
+            s: SinkStats = sink_stats()
+            status.update(spooled=s.spooled, rejected_records=s.rejected_records)
+            if s.kind == "server":  # a store takes records, not batches it could refuse
+                status.update(
+                    delivered_batches=s.batches_written, rejected_batches=s.rejected_batches
+                )
+        return status
+
+    @staticmethod
+    def idle_status() -> dict[str, Any]:
+        """:meth:`status` before anything was written (or when nothing can be)."""
+        return {
+            "records_written": 0,
+            "write_failures": 0,
+            "last_write_error": None,
+            "records_dropped": 0,
+            "flushes": 0,
+            "longest_flush_block_seconds": 0.0,
+            "writer_cpu_seconds": 0.0,
+            # a server sink's delivery counts (the direct store sink has none)
+            "spooled": 0,
+            "delivered_batches": None,
+            "rejected_batches": None,
+            # records a store refused one by one (the rest of their batch was written)
+            "rejected_records": 0,
+        }
+
+    # -- the buffer --------------------------------------------------------------------
+
+    def add(self, record: Record) -> None:
+        """A record for the next write (a sample, a profile)."""
+        self.buffer.append(record)
+
+    def keep(self, record: Record) -> None:
+        """An event or error: buffered for the next write, and kept for a lost store."""
+        self.buffer.append(record)
+        if len(self.history) < self.max_buffered_records:
+            self.history.append(record)
+
+    # -- the writer thread -------------------------------------------------------------
+
+    def open_sink(self) -> None:
+        """Open the sink (imports, schema check) in the writer thread now, not during the
+        first flush in the middle of the user's work; a failure shows at the first write."""
+        self.writer.submit(self.sink.open)
+
+    async def close_sink(self, timeout: float) -> None:
+        """Close the sink after what is queued and wait for it: a server sink makes its
+        last delivery try there, and a `dask scheduler` process may exit as soon as this
+        returns."""
+        closing = self.writer.submit(self.sink.close)
+        self.writer.shutdown()
+        await asyncio.wait_for(asyncio.wrap_future(closing), timeout=timeout)
+
+    def _timed_write(self, records: list[Record]) -> None:
+        """The sink's write, in the writer thread, counting that thread's CPU time."""
+        started = thread_time()
+        try:
+            self.sink.write(records)
+        finally:
+            self.stats.writer_cpu_seconds += thread_time() - started
+
+    # -- flushing ----------------------------------------------------------------------
+
+    async def flush(self) -> int:
+        """Write everything that changed since the last successful write; returns the
+        number of records written."""
+        async with self._lock:
+            return await self._flush()
+
+    def _held(self, started: float) -> None:
+        block = perf_counter() - started
+        self.stats.loop_seconds += block
+        self.stats.longest_block_seconds = max(self.stats.longest_block_seconds, block)
+
+    async def _flush(self) -> int:
+        tracker = self.tracker
+        started = perf_counter()
+        self.stats.flushes += 1
+        self.accounting.advance(time())
+        records: list[Record] = []
+        dirty = list(tracker.dirty)
+        tracker.dirty = set()
+        spans: set[str] = set()
+        finished: list[GroupUse] = []
+        computations: set[ComputationTrack] = set()
+        prefixes: set[str] = set()
+        span_tracks: dict[str, SpanTrack] = {}
+        done_computations: list[ComputationTrack] = []
+        try:
+            for first in range(0, len(dirty), GROUPS_PER_SLICE):
+                if first:  # give the event loop back between slices
+                    self._held(started)
+                    await asyncio.sleep(0)
+                    started = perf_counter()
+                touched, done = tracker.snapshot_groups(
+                    dirty[first : first + GROUPS_PER_SLICE], self.scheduler, records
+                )
+                spans |= touched
+                finished += done
+            computations, tracker.dirty_computations = tracker.dirty_computations, set()
+            for track in computations:
+                record, done_now = tracker.computation_record(track)
+                records.append(record)
+                if done_now and track is not tracker.newest:
+                    done_computations.append(track)
+            prefixes, tracker.dirty_prefixes = tracker.dirty_prefixes, set()
+            records += tracker.prefix_records(prefixes)
+            span_tracks = self.spans.snapshot(
+                self.scheduler, spans, records, paced=not self.unpaced
+            )
+        except Exception as exc:  # a bug here must not stop the buffered records
+            self.on_error("snapshot", exc)
+            tracker.dirty.update(dirty)
+            span_tracks, done_computations, finished = {}, [], []
+        records.append(self.accounting.record(tracker.totals))
+        records += self.buffer
+        self.buffer = []
+        self._held(started)
+        try:
+            await asyncio.wrap_future(self.writer.submit(self._timed_write, records))
+        except StoreLost as exc:
+            self._store_lost(exc)
+            return 0
+        except Exception as exc:
+            # everything snapshotted is taken again next time
+            tracker.dirty.update(dirty)
+            tracker.dirty_computations |= computations
+            tracker.dirty_prefixes |= prefixes
+            self._write_failed(exc, [r for r in records if isinstance(r, _APPEND_ONLY)])
+            return 0
+        tracker.drop(finished)
+        tracker.computations_written(done_computations)
+        self.spans.remember(span_tracks)
+        self.stats.records_written += len(records)
+        self.stats.last_write_error = None
+        return len(records)
+
+    def _write_failed(self, exc: Exception, unwritten: list[Record]) -> None:
+        # Append-only records go back to the buffer, within its bound (oldest first out)
+        stats = self.stats
+        stats.write_failures += 1
+        stats.last_write_error = f"{type(exc).__name__}: {exc}"
+        if stats.write_failures <= _LOGGED_FAILURES:
+            logger.warning(
+                "daskscope could not write to %s: %s (kept in memory; will retry)",
+                self.destination,
+                exc,
+            )
+        self.buffer[:0] = unwritten
+        overflow = len(self.buffer) - self.max_buffered_records
+        if overflow > 0:
+            del self.buffer[:overflow]
+            stats.records_dropped += overflow
+
+    def _store_lost(self, exc: Exception) -> None:
+        """The store went away (e.g. its file was deleted) and the sink made a new one:
+        write again everything still known — the cluster, its live groups, computations,
+        prefixes and spans, and every event and error."""
+        self.stats.write_failures += 1
+        self.stats.last_write_error = f"{type(exc).__name__}: {exc}"
+        logger.warning(
+            "daskscope: %s; writing again what this cluster's recorder still holds "
+            "(task groups already finished survive only in the totals)",
+            exc,
+        )
+        self.write_all_again()
+        kept = {id(r) for r in self.history}
+        self.buffer = list(self.history) + [r for r in self.buffer if id(r) not in kept]
+
+    def write_all_again(self) -> None:
+        """Make the next flush write every live group, computation, prefix and span,
+        as if none had been written."""
+        tracker = self.tracker
+        tracker.dirty.update(tracker.current.values())
+        tracker.dirty_computations.update(tracker.computations.values())
+        tracker.dirty_prefixes.update(tracker.prefix_groups)
+        self.spans.forget()
