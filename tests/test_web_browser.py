@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from daskscope.format import duration_text
 from daskscope.store import list_clusters, open_store, write_records
 from webutil import USERS, record_cluster, serving, synthetic_clusters
 
@@ -95,7 +96,7 @@ def test_account_statistics_and_weekly_bin_filter(filled: dict[str, Any], page: 
     assert stat("clusters") == f"{len(rows):,}"
     assert stat("tasks_executed") == f"{sum(r['tasks_executed'] for r in rows):,}"
     assert stat("tasks_erred") == f"{sum(r['tasks_erred'] for r in rows):,}"
-    assert stat("core_hours") == f"{sum(r['core_seconds'] for r in rows) / 3600:.2f} h"
+    assert stat("core_hours") == duration_text(sum(r["core_seconds"] for r in rows))
     page.wait_for_selector("#usage-chart[data-ready='1']")
     assert page.locator("#cluster-listing tbody tr").count() == len(rows)
     shot(page, "account")
