@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,19 +19,7 @@ from alembic.runtime.migration import MigrationContext
 import daskscope.store as store_api
 from daskscope import model
 from daskscope.analysis import fine_metrics_table
-from daskscope.model import (
-    ClusterRecord,
-    ComputationRecord,
-    ErrorRecord,
-    EventRecord,
-    ProfileRecord,
-    SpanMetricRecord,
-    SpanRecord,
-    TaskGroupRecord,
-    TaskPrefixRecord,
-    WorkerSampleRecord,
-    stable_id,
-)
+from daskscope.model import ClusterRecord, TaskGroupRecord, WorkerSampleRecord, stable_id
 from daskscope.store import (
     AmbiguousCluster,
     BadDatabaseURL,
@@ -47,221 +38,14 @@ from daskscope.store import (
     write_records,
 )
 from daskscope.store.schema import TABLE_FOR, TABLES, metadata
-
-T0 = 1_767_225_600.123456  # 2026-01-01T00:00:00.123456Z: sub-second detail must survive
-GIB = 2**30
-
-
-# ---------------------------------------------------------------- record builders
-
-
-def cluster_record(
-    name: str = "analysis", *, start: float = T0, **changes: object
-) -> ClusterRecord:
-    values = dict(
-        id=stable_id("cluster", "tcp://10.0.0.5:8786", start),
-        name=name,
-        account="atlas",
-        user="alice",
-        scheduler_address="tcp://10.0.0.5:8786",
-        dask_version="2026.8.0",
-        distributed_version="2026.8.0",
-        python_version="3.11.9",
-        started_at=start,
-        stopped_at=start + 3600.5,
-        last_seen_at=start + 3600.5,
-        workers_peak=4,
-        threads_peak=16,
-        memory_limit_peak=4 * 16 * GIB,
-        core_seconds=16 * 3600.5,
-        memory_limit_byte_seconds=4 * 16 * GIB * 3600.5,
-        tasks_executed=123_456,
-        tasks_erred=2,
-        compute_seconds=40_000.25,
-        bytes_processed=5 * 2**40,  # 5 TiB: far beyond 32-bit integers
-    )
-    values.update(changes)
-    return ClusterRecord(**values)
-
-
-def cluster_records(cluster: ClusterRecord) -> list[model.Record]:
-    """One record of every kind (several of some) belonging to ``cluster``."""
-    cid, t = cluster.id, cluster.started_at
-    comp = ComputationRecord(
-        id=stable_id(cid, "computation", 0),
-        cluster_id=cid,
-        started_at=t + 1.5,
-        stopped_at=t + 61.25,
-        code=["import dask.array as da\nx = da.random.random((10_000, 10_000))\nx.sum().compute()"],
-        annotations={"retries": 2, "span": {"name": [["load"], ["reduce"]]}},
-        tasks_executed=1_100,
-        tasks_erred=2,
-        group_count=2,
-    )
-    span_id = "b6c9e2f0-0c4a-4cf5-9f7e-7f0e2c1d9a11"
-    groups = [
-        TaskGroupRecord(
-            id=stable_id(cid, "group", name),
-            cluster_id=cid,
-            name=name,
-            prefix=prefix,
-            computation_id=comp.id,
-            span_id=span_id,
-            dependencies=deps,
-            states={"memory": n, "erred": erred, "released": 0},
-            tasks_total=n,
-            tasks_executed=n - erred,
-            tasks_erred=erred,
-            nbytes_total=n * 80 * 2**20,
-            duration_s=n * 0.05,
-            durations={"compute": n * 0.045, "transfer": n * 0.005, "deserialize": 0.0},
-            types=["numpy.ndarray"],
-            started_at=t + 2.0 + i,
-            stopped_at=t + 60.0,
-        )
-        for i, (name, prefix, deps, n, erred) in enumerate(
-            [
-                ("random_sample-5d7e", "random_sample", [], 1_000, 0),
-                ("sum-aggregate-9f1a", "sum-aggregate", ["random_sample-5d7e"], 100, 2),
-            ]
-        )
-    ]
-    prefixes = [
-        TaskPrefixRecord(
-            id=stable_id(cid, "prefix", g.prefix),
-            cluster_id=cid,
-            name=g.prefix,
-            group_count=1,
-            tasks_executed=g.tasks_executed,
-            tasks_erred=g.tasks_erred,
-            nbytes_total=g.nbytes_total,
-            duration_s=g.duration_s,
-            durations=dict(g.durations),
-        )
-        for g in groups
-    ]
-    span = SpanRecord(
-        id=stable_id(cid, "span", span_id),
-        cluster_id=cid,
-        span_id=span_id,
-        parent_span_id=None,
-        name=["default"],
-        enqueued_at=t + 1.0,
-        started_at=t + 2.0,
-        stopped_at=t + 60.0,
-        done=True,
-        states={"memory": 1_098, "erred": 2},
-        nbytes_total=sum(g.nbytes_total for g in groups),
-        duration_s=55.0,
-        durations={"compute": 49.5, "transfer": 5.5},
-        active_cpu_seconds=49.75,
-        code=["x.sum().compute()"],
-        group_count=2,
-    )
-    metrics = [
-        SpanMetricRecord(
-            id=stable_id(cid, "metric", span_id, "execute", prefix, activity, unit),
-            cluster_id=cid,
-            span_id=span_id,
-            context="execute",
-            prefix=prefix,
-            activity=activity,
-            unit=unit,
-            value=value,
-        )
-        for prefix, activity, unit, value in [
-            ("random_sample", "thread-cpu", "seconds", 44.125),
-            ("random_sample", "thread-noncpu", "seconds", 0.875),
-            ("random_sample", "memory-read", "bytes", 3.0 * 2**33),
-            ("N/A", "idle or other spans", "seconds", 12.5),
-        ]
-    ]
-    samples = [
-        WorkerSampleRecord(
-            id=stable_id(cid, "sample", worker, t + k * 5.0),
-            cluster_id=cid,
-            worker=worker,
-            sampled_at=t + k * 5.0,
-            nthreads=4,
-            memory_limit=16 * GIB,
-            memory=(k + w) * GIB + 12_345,
-            managed_bytes=k * GIB,
-            spilled_bytes=None if k == 0 else 0,
-            cpu_percent=[0.0, 395.5, 12.25][k],
-            executing=[0, 4, 1][k],
-            processing=[0, 12, 3][k],
-            transfer_incoming_bytes=0,
-            transfer_outgoing_bytes=k * 2**20,
-            net_read_bps=1.5e6 * k,
-            net_write_bps=None,
-            disk_read_bps=0.0,
-            disk_write_bps=2.5e7,
-        )
-        for w, worker in enumerate(["tcp://10.0.0.6:40001", "tcp://10.0.0.7:40001"])
-        for k in range(3)
-    ]
-    events = [
-        EventRecord(
-            id=stable_id(cid, "event", kind, worker, at),
-            cluster_id=cid,
-            at=at,
-            kind=kind,
-            worker=worker,
-            detail=detail,
-        )
-        for at, kind, worker, detail in [
-            (t, "cluster-started", None, {"address": "tcp://10.0.0.5:8786"}),
-            (t + 0.5, "worker-added", "tcp://10.0.0.6:40001", {"nthreads": 4, "limit": 16 * GIB}),
-            (t + 3600.5, "cluster-closed", None, {}),
-        ]
-    ]  # fmt: skip
-    errors = [
-        ErrorRecord(
-            id=stable_id(cid, "error", key),
-            cluster_id=cid,
-            key=key,
-            at=t + 30.0 + i,
-            group="sum-aggregate-9f1a",
-            group_id=groups[1].id,
-            prefix="sum-aggregate",
-            worker="tcp://10.0.0.7:40001",
-            exception="ZeroDivisionError('division by zero')",
-            traceback='  File "analysis.py", line 12, in kernel\n    return a / b\n' * 20,
-        )
-        for i, key in enumerate(["('sum-aggregate-9f1a', 3)", "('sum-aggregate-9f1a', 7)"])
-    ]
-    tree = {
-        "identifier": "root",
-        "count": 500,
-        "description": {"filename": "", "name": "", "line_number": 0, "line": ""},
-        "children": {
-            "kernel;analysis.py;12": {
-                "identifier": "kernel;analysis.py;12",
-                "count": 480,
-                "description": {
-                    "filename": "analysis.py",
-                    "name": "kernel",
-                    "line_number": 12,
-                    "line": "return a / b",
-                },
-                "children": {},
-            }
-        },
-    }
-    profiles = [
-        ProfileRecord(
-            id=stable_id(cid, "profile", t + start),
-            cluster_id=cid,
-            started_at=t + start,
-            stopped_at=t + start + 60.0,
-            samples=500 + start,
-            tree=tree,
-        )
-        for start in (0, 60, 120)
-    ]
-    return [
-        cluster, comp, *groups, *prefixes, span, *metrics, *samples, *events, *errors, *profiles,
-    ]  # fmt: skip
+from factories import (
+    GIB,
+    T0,
+    make_cluster,
+    make_span_metric,
+    make_worker_sample,
+    recorded_cluster,
+)
 
 
 def stored_rows(store: store_api.Store) -> dict[str, dict[str, dict]]:
@@ -297,6 +81,32 @@ def test_tables_have_one_column_per_record_field() -> None:
         assert list(table.primary_key.columns.keys()) == ["id"]
 
 
+def test_the_identity_tables_are_in_the_schema_without_importing_identity() -> None:
+    # no import side effect: the schema module alone has every table the migrations make
+    script = (
+        "import sys; from daskscope.store.schema import metadata; "
+        "print(sorted(metadata.tables)); print('daskscope.store.identity' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    assert {"accounts", "users", "tokens", "sessions"} <= set(ast.literal_eval(out[0]))
+    assert out[1] == "False"
+
+
+def test_columns_follow_the_declared_shapes() -> None:
+    for cls, table in TABLE_FOR.items():
+        for f in model.record_fields(cls):
+            column = table.c[f.name]
+            assert column.nullable == (f.optional or f.shape.nullable), f.name
+            assert column.primary_key == f.shape.primary_key, f.name
+        indexed = {c.name for index in table.indexes for c in index.columns}
+        for f in model.record_fields(cls):
+            # text the store indexes must be short on the wire, or PostgreSQL refuses it
+            if f.name in indexed and f.shape.column is model.Column.STRING:
+                assert f.shape.short, f"{cls.__name__}.{f.name}"
+
+
 def test_public_api() -> None:
     for name in store_api.__all__:
         assert hasattr(store_api, name), name
@@ -306,14 +116,14 @@ def test_public_api() -> None:
 
 
 def test_every_kind_round_trips(store: store_api.Store) -> None:
-    records = cluster_records(cluster_record())
+    records = recorded_cluster(make_cluster())
     assert write_records(store, records) == len(records)
     assert stored_rows(store) == expected_rows(records)
 
 
 def test_same_batch_twice_is_stored_once_and_new_values_win(store: store_api.Store) -> None:
-    cluster = cluster_record()
-    records = cluster_records(cluster)
+    cluster = make_cluster()
+    records = recorded_cluster(cluster)
     write_records(store, records)
     counts = table_counts(store)
     updated = dataclasses.replace(
@@ -330,16 +140,16 @@ def test_same_batch_twice_is_stored_once_and_new_values_win(store: store_api.Sto
 
 
 def test_duplicates_within_one_batch_keep_the_last(store: store_api.Store) -> None:
-    first = cluster_record(name="first")
+    first = make_cluster(name="first")
     last = dataclasses.replace(first, name="last")
     assert write_records(store, [first, last]) == 1
     assert [c["name"] for c in list_clusters(store)] == ["last"]
 
 
 def test_a_refused_record_leaves_the_rest_of_its_batch(store: store_api.Store) -> None:
-    good = cluster_records(cluster_record())
+    good = recorded_cluster(make_cluster())
     write_records(store, good)
-    other = cluster_records(cluster_record("other", start=T0 + 86_400))
+    other = recorded_cluster(make_cluster("other", start=T0 + 86_400))
     changed = dataclasses.replace(good[0], name="renamed")
     # started_at is NOT NULL: both databases refuse this one record, and only it
     broken = dataclasses.replace(other[1], id="broken", started_at=None)
@@ -353,10 +163,10 @@ def test_a_refused_record_leaves_the_rest_of_its_batch(store: store_api.Store) -
 def test_a_record_moving_to_another_cluster_fails_the_whole_batch(
     store: store_api.Store,
 ) -> None:
-    good = cluster_records(cluster_record())
+    good = recorded_cluster(make_cluster())
     write_records(store, good)
     before = stored_rows(store)
-    other = cluster_records(cluster_record("other", start=T0 + 86_400))
+    other = recorded_cluster(make_cluster("other", start=T0 + 86_400))
     moved = dataclasses.replace(good[1], cluster_id=other[0].id)  # an id of another cluster
     with pytest.raises(RecordConflict, match="nothing of this batch was stored") as info:
         write_records(store, [*other, moved])
@@ -368,19 +178,18 @@ def test_a_record_moving_to_another_cluster_fails_the_whole_batch(
 def test_large_batch_is_chunked_in_one_transaction(store: store_api.Store) -> None:
     cid = stable_id("big")
     samples = [
-        WorkerSampleRecord(
-            id=stable_id(cid, i), cluster_id=cid, worker=f"tcp://w{i % 50}:1", sampled_at=T0 + i,
-            nthreads=2, memory=i * 1024,
+        make_worker_sample(
+            cid, f"tcp://w{i % 50}:1", T0 + i, id=stable_id(cid, i), nthreads=2, memory=i * 1024
         )
         for i in range(12_000)
-    ]  # fmt: skip
+    ]
     assert write_records(store, samples) == 12_000
     assert table_counts(store, cid)["worker_samples"] == 12_000
     assert write_records(store, []) == 0
 
 
 def test_write_accepts_an_engine(store: store_api.Store) -> None:
-    assert write_records(store.engine, [cluster_record()]) == 1
+    assert write_records(store.engine, [make_cluster()]) == 1
 
 
 # ---------------------------------------------------------------- queries
@@ -389,11 +198,11 @@ def test_write_accepts_an_engine(store: store_api.Store) -> None:
 @pytest.fixture
 def three_clusters(store: store_api.Store) -> list[ClusterRecord]:
     clusters = [
-        cluster_record("a", start=T0),
-        cluster_record("b", start=T0 + 100, user="bob", stopped_at=None, last_seen_at=T0 + 160),
-        cluster_record("c", start=T0 + 200, account="cms"),
+        make_cluster("a", start=T0),
+        make_cluster("b", start=T0 + 100, user="bob", stopped_at=None, last_seen_at=T0 + 160),
+        make_cluster("c", start=T0 + 200, account="cms"),
     ]
-    write_records(store, [r for c in clusters for r in cluster_records(c)])
+    write_records(store, [r for c in clusters for r in recorded_cluster(c)])
     return clusters
 
 
@@ -418,7 +227,7 @@ def test_resolve_cluster_id(store: store_api.Store, three_clusters: list[Cluster
         resolve_cluster_id(store, "ffff-no-such-cluster")
     with pytest.raises(UnknownCluster, match="at least 4"):
         resolve_cluster_id(store, full[:3])
-    twins = [cluster_record(f"twin{i}", id=f"abcd{i}000-twin", start=T0 + 500 + i) for i in (1, 2)]
+    twins = [make_cluster(f"twin{i}", id=f"abcd{i}000-twin", start=T0 + 500 + i) for i in (1, 2)]
     write_records(store, twins)
     with pytest.raises(AmbiguousCluster, match="abcd1000-twin, abcd2000-twin") as info:
         resolve_cluster_id(store, "abcd")
@@ -431,7 +240,7 @@ def test_resolve_cluster_id(store: store_api.Store, three_clusters: list[Cluster
 
 def test_cluster_detail(store: store_api.Store, three_clusters: list[ClusterRecord]) -> None:
     cluster = three_clusters[0]
-    records = cluster_records(cluster)
+    records = recorded_cluster(cluster)
     detail = cluster_detail(store, cluster.id)
     json.dumps(detail)
     assert detail["cluster"]["name"] == "a"
@@ -479,10 +288,9 @@ def test_compact_cluster_detail_is_the_full_one_summed(
     store: store_api.Store, three_clusters: list[ClusterRecord]
 ) -> None:
     cluster = three_clusters[0]
-    extra = SpanMetricRecord(
-        id="extra-metric", cluster_id=cluster.id, span_id="another-span", context="execute",
-        prefix="random_sample", activity="thread-cpu", unit="seconds", value=0.125,
-    )  # fmt: skip
+    extra = make_span_metric(
+        cluster, "another-span", "random_sample", "thread-cpu", "seconds", 0.125, id="extra-metric"
+    )
     write_records(store, [extra])  # the same key in a second span: summed with the first
     full = cluster_detail(store, cluster.id)
     compact = cluster_detail(store, cluster.id, compact=True)
@@ -524,7 +332,7 @@ def test_table_counts(store: store_api.Store, three_clusters: list[ClusterRecord
 
 
 def test_reopening_keeps_the_data(database_url: str) -> None:
-    records = cluster_records(cluster_record())
+    records = recorded_cluster(make_cluster())
     with open_store(database_url) as first:
         write_records(first, records)
     for _ in range(2):
@@ -600,7 +408,7 @@ def test_database_of_another_application_is_refused(database_url: str) -> None:
 
 def test_newer_schema_asks_to_upgrade_daskscope(database_url: str) -> None:
     with open_store(database_url) as opened:
-        write_records(opened, [cluster_record()])
+        write_records(opened, [make_cluster()])
         with opened.engine.begin() as conn:
             conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999'"))
     with pytest.raises(SchemaTooNew, match="upgrade daskscope"):

@@ -3,58 +3,48 @@ batches: real files, real JSON, every kind of record."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from daskscope.collector.spool import Spool
-from daskscope.model import (
-    ClusterRecord,
-    EventRecord,
-    SpanMetricRecord,
-    TaskGroupRecord,
-    WorkerSampleRecord,
-    stable_id,
+from daskscope.model import RECORD_TYPES, Column, FieldShape, Record, col, record_fields
+from daskscope.wire import (
+    WireError,
+    decode_batch,
+    decode_rows_json,
+    encode_batch,
+    encode_batches,
+    wire_struct,
 )
-from daskscope.wire import WireError, decode_batch, encode_batch, encode_batches
+from factories import (
+    make_cluster,
+    make_event,
+    make_group,
+    make_span_metric,
+    make_worker_sample,
+    one_of_each_kind,
+)
 
 
 def sample_records() -> list:
     c = "cluster-1"
     return [
-        TaskGroupRecord(
-            id=stable_id(c, "tg", "inc"),
-            cluster_id=c,
-            name="inc-abc",
-            prefix="inc",
-            dependencies=["ones-def"],
-            states={"memory": 3},
-            tasks_executed=3,
-            nbytes_total=2**40,
-            durations={"compute": 0.5},
-            started_at=1.8e9,
+        make_group(
+            c, "inc-abc", dependencies=["ones-def"], states={"memory": 3}, tasks_executed=3,
+            nbytes_total=2**40, durations={"compute": 0.5}, started_at=1.8e9,
         ),
-        SpanMetricRecord(
-            id=stable_id(c, "m"),
-            cluster_id=c,
-            span_id="s",
-            context="execute",
-            prefix="inc",
-            activity="thread-cpu",
-            unit="seconds",
-            value=0.25,
-        ),
-        WorkerSampleRecord(
-            id=stable_id(c, "w"), cluster_id=c, worker="tcp://a:1", sampled_at=1.8e9, nthreads=2
-        ),
-        EventRecord(
-            id=stable_id(c, "e"), cluster_id=c, at=1.8e9, kind="worker-added", detail={"n": 1}
-        ),
-    ]
+        make_span_metric(c, "s"),
+        make_worker_sample(c, "tcp://a:1", 1.8e9, nthreads=2),
+        make_event(c, "worker-added", 1.8e9, detail={"n": 1}),
+    ]  # fmt: skip
 
 
 def test_round_trip_is_lossless() -> None:
@@ -64,11 +54,7 @@ def test_round_trip_is_lossless() -> None:
 
 def test_batches_keep_within_the_limits_in_order_clusters_first() -> None:
     records = sample_records() * 7
-    cluster = ClusterRecord(
-        id="c", name="n", account="a", user="u", scheduler_address="tcp://s:1",
-        dask_version="1", distributed_version="1", python_version="3", started_at=1.8e9,
-        last_seen_at=1.8e9,
-    )  # fmt: skip
+    cluster = make_cluster("n", id="c")
     batches = list(encode_batches([*records, cluster], max_records=10, max_bytes=1 << 20))
     assert len(records) == 28
     assert [len(decode_batch(b)) for b in batches] == [10, 10, 9]
@@ -85,10 +71,7 @@ def test_batches_keep_within_the_limits_in_order_clusters_first() -> None:
 
 def test_non_finite_numbers_travel_as_not_measured() -> None:
     # JSON has no NaN: a sender's NaN is sent as null, which optional fields take
-    sample = WorkerSampleRecord(
-        id="w", cluster_id="c", worker="tcp://a:1", sampled_at=1.8e9, nthreads=2,
-        cpu_percent=float("nan"), memory=None,
-    )  # fmt: skip
+    sample = make_worker_sample("c", "tcp://a:1", 1.8e9, cpu_percent=float("nan"), memory=None)
     (decoded,) = decode_batch(encode_batch([sample]))
     assert decoded.cpu_percent is None
 
@@ -124,6 +107,73 @@ def test_bad_batches_name_the_field(mutate, field: str) -> None:
     with pytest.raises(WireError) as caught:
         decode_batch(json.dumps(document).encode())
     assert caught.value.field == field
+
+
+# ---------------------------------------------------------------- rules as declared
+
+
+def test_every_field_of_every_record_declares_its_shape_and_the_wire_bounds_it() -> None:
+    assert {type(r) for r in one_of_each_kind()} == set(RECORD_TYPES.values())
+    for cls in RECORD_TYPES.values():
+        wire_types = typing.get_type_hints(wire_struct(cls), include_extras=True)
+        for f in record_fields(cls):  # raises for a field declared without col()
+            assert isinstance(f.shape, FieldShape), f"{cls.__name__}.{f.name}"
+            scalars = (int, float, str, int | None, float | None, str | None)
+            if f.hint in (*scalars, dict[str, int], dict[str, float]):
+                assert "msgspec.Meta(" in repr(wire_types[f.name]), f"{cls.__name__}.{f.name}"
+
+
+def test_a_field_declared_without_its_shape_is_an_error() -> None:
+    @dataclasses.dataclass(kw_only=True)
+    class Careless:
+        id: str = col(Column.STRING, primary_key=True)
+        count: int = 0
+
+    with pytest.raises(TypeError, match=r"Careless\.count declares no shape"):
+        record_fields(Careless)
+
+
+@pytest.mark.parametrize("record", one_of_each_kind(), ids=lambda r: r.KIND)
+def test_numbers_refuse_negatives_exactly_where_declared(record: Record) -> None:
+    refused = []
+    for f in record_fields(type(record)):
+        if f.hint not in (int, float, int | None, float | None):
+            continue
+        document = json.loads(encode_batch([record]))
+        document["records"][0]["data"][f.name] = -1
+        try:
+            ((_, row),) = decode_rows_json(json.dumps(document).encode())
+        except WireError as exc:
+            assert exc.field == f"records[0].data.{f.name}"
+            refused.append(f.name)
+        else:
+            assert row[f.name] == -1
+    declared = [
+        f.name
+        for f in record_fields(type(record))
+        if f.shape.nonnegative or f.shape.column is Column.TIME
+    ]
+    assert refused == declared
+
+
+def test_a_rule_follows_the_declaration_not_the_name() -> None:
+    @dataclasses.dataclass(kw_only=True)
+    class Probe:
+        tally: int = col(Column.BIGINT, nonnegative=True)  # a name no rule ever matched
+        tasks_done: int = col(Column.BIGINT)  # "tasks_..." once meant non-negative
+        ended_at: float = col(Column.DOUBLE)  # "..._at" once meant an epoch time
+        owner_id: str = col(Column.STRING)  # "..._id" once meant short
+        label: str = col(Column.STRING, short=True)
+
+    def decode(**changes: object) -> object:
+        fields = {"tally": 0, "tasks_done": -1, "ended_at": -1e20, "owner_id": "x" * 600}
+        document = {**fields, "label": "x", **changes}
+        return msgspec.json.decode(json.dumps(document), type=wire_struct(Probe))
+
+    decode()
+    for bad in ({"tally": -1}, {"label": "x" * 600}):
+        with pytest.raises(msgspec.ValidationError):
+            decode(**bad)
 
 
 _FIRST_DECODES_AT_ONCE = """
