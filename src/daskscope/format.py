@@ -50,6 +50,8 @@ SPEC: Final[dict[str, Any]] = {
     # money: cents, and four decimals below one unit so small clusters do not read 0.00
     "money": {"decimals": 2, "small_decimals": 4, "currency": "USD"},
     "percent": {"decimals": 1},
+    # epoch seconds of years 1 to 9999; others read as a plain number
+    "timestamp": {"range": [-62135596800, 253402300800]},
     # significant digits of a rate or a non-integral number; outside 10^[low, high)
     # a mantissa and a power of ten
     "significant": 3,
@@ -95,18 +97,20 @@ def _missing(value: Any) -> bool:
 def _fixed(v: float, decimals: int, grouping: bool = False) -> str:
     """``v`` with ``decimals`` decimals as JavaScript's ``toFixed`` rounds (half away from
     zero, on the exact value); no sign on a zero."""
+    if abs(v) >= 1e21:  # where toFixed gives up too
+        return _scientific(v)
     exact = _EXACT.create_decimal_from_float(v + 0.0)
     q = exact.quantize(decimal.Decimal(1).scaleb(-decimals), context=_EXACT)
     text = f"{q:,.{decimals}f}" if grouping else f"{q:.{decimals}f}"
     return text[1:] if text.startswith("-") and not any(c in text for c in "123456789") else text
 
 
-def _floordiv(a: float, b: float) -> int:
+def _floordiv(a: float, b: float) -> str:
     # Python's float floor division, spelled as common.js spells it (a, b > 0)
     mod = math.fmod(a, b)
     div = (a - mod) / b
     floor = math.floor(div)
-    return int(floor + 1 if div - floor > 0.5 else floor)
+    return _fixed(floor + 1 if div - floor > 0.5 else floor, 0)
 
 
 def bytes_text(value: float | None) -> str:
@@ -154,6 +158,9 @@ def timestamp_text(epoch: float | None, *, millis: bool = False) -> str:
     """UTC epoch seconds as ``"2026-11-23 13:45:01"`` (UTC), ``.123`` more with ``millis``."""
     if _missing(epoch):
         return MISSING
+    low, high = SPEC["timestamp"]["range"]
+    if not low <= float(epoch) < high:  # type: ignore[arg-type]
+        return number_text(epoch)
     moment = dt.datetime.fromtimestamp(float(epoch), dt.UTC)  # type: ignore[arg-type]
     text = moment.strftime("%Y-%m-%d %H:%M:%S")
     return f"{text}.{moment.microsecond // 1000:03d}" if millis else text
@@ -240,5 +247,11 @@ def _significant(v: float) -> str:
     magnitude = math.floor(math.log10(abs(v)))
     low, high = SPEC["scientific"]
     if not low <= magnitude < high:
-        return f"{_fixed(v / 10.0**magnitude, digits - 1)}e{magnitude}"
+        return _scientific(v)
     return _fixed(v, max(0, digits - 1 - magnitude), grouping=True)
+
+
+def _scientific(v: float) -> str:
+    # the power of ten parsed, not computed: both languages get the nearest double
+    magnitude = math.floor(math.log10(abs(v)))
+    return f"{_fixed(v / float(f'1e{magnitude}'), SPEC['significant'] - 1)}e{magnitude}"

@@ -46,12 +46,13 @@ def create_app(
     app.state.bound_hosts = tuple(hosts)
     app.state.ingest_slots = asyncio.Semaphore(max(1, int(config.get("ingest.concurrency"))))
     errors.install(app)
-    static = Path(__file__).with_name("static")
-    app.mount("/static", StaticFiles(directory=static), name="static")
     app.include_router(login_pages)
     for module in (assets, account, clusters, runs, reports, ingest):
         app.include_router(module.pages)
         app.include_router(module.api, prefix=API_PREFIX)
+    # After the routes: /static/common.js is a route (assets), the rest plain files
+    static = Path(__file__).with_name("static")
+    app.mount("/static", StaticFiles(directory=static), name="static")
     # Outermost: Host, Origin, content type and CSRF checks before anything else runs
     app.add_middleware(SecurityMiddleware, hosts=allowed_hosts(hosts))
     # Outermost of all: bodies bounded before anything reads them (web/limits.py); the

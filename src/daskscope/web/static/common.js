@@ -1,10 +1,126 @@
 // Helpers shared by the dashboard's pages (no dependencies but plotly.js).
+// Numbers read as daskscope.format writes them: DS_FORMAT is format.SPEC, which the
+// server puts before this file (web/routes/assets.py), so these functions apply the
+// same definitions as the terminal and the templates. Rounding is toFixed's (half away
+// from zero on the exact value), which format.py follows.
 "use strict";
 const ds = (() => {
+  const F = DS_FORMAT;
+  const MISSING = F.missing;
   const animate = () =>
     !(window.daskscopeAnimations === false || window.matchMedia("(prefers-reduced-motion: reduce)").matches);
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  const missing = (v) => v === null || v === undefined || !Number.isFinite(Number(v));
+  // v with d decimals; thousands separated when grouping; no sign on a zero
+  const fixed = (v, d, grouping) => {
+    if (Math.abs(v) >= 1e21) return scientific(v); // where toFixed gives up
+    let t = (v + 0).toFixed(d);
+    if (t.startsWith("-") && !/[1-9]/.test(t)) t = t.slice(1);
+    if (!grouping) return t;
+    const [whole, frac] = t.split(".");
+    return whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",") + (frac === undefined ? "" : `.${frac}`);
+  };
+  // Python's float floor division (a, b > 0)
+  const floordiv = (a, b) => {
+    const div = (a - (a % b)) / b;
+    const floor = Math.floor(div);
+    return fixed(div - floor > 0.5 ? floor + 1 : floor, 0);
+  };
+  const roundHalfEven = (x) => {
+    const r = Math.round(x);
+    return Math.abs(x % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
+  };
+  // the power of ten parsed, not computed: both languages get the nearest double
+  const scientific = (v) => {
+    const magnitude = Math.floor(Math.log10(Math.abs(v)));
+    return `${fixed(v / parseFloat(`1e${magnitude}`), F.significant - 1)}e${magnitude}`;
+  };
+  const significant = (v) => {
+    if (v === 0) return "0";
+    const magnitude = Math.floor(Math.log10(Math.abs(v)));
+    const [low, high] = F.scientific;
+    if (!(low <= magnitude && magnitude < high)) return scientific(v);
+    return fixed(v, Math.max(0, F.significant - 1 - magnitude), true);
+  };
+  const twoUnits = (sign, s, big, bigScale, small, smallScale) =>
+    `${sign}${floordiv(s, bigScale)} ${big} ${floordiv(s % bigScale, smallScale)} ${small}`;
+  const percent = (v, scale) => (missing(v) ? MISSING : `${fixed(Number(v) * scale, F.percent.decimals)} %`);
+
+  const fmt = {
+    MISSING,
+    bytes(n) {
+      if (missing(n)) return MISSING;
+      const { base, units, decimals } = F.bytes;
+      let size = Number(n);
+      for (let i = 0; i < units.length; i += 1) {
+        if (Math.abs(size) < base || i === units.length - 1) return `${fixed(size, i === 0 ? 0 : decimals)} ${units[i]}`;
+        size /= base;
+      }
+      return MISSING;
+    },
+    duration(seconds) {
+      if (missing(seconds)) return MISSING;
+      let s = Number(seconds);
+      const sign = s < 0 ? "-" : "";
+      s = Math.abs(s);
+      if (s === 0) return "0 s";
+      const D = F.duration;
+      for (const [below, unit, scale, decimals] of D.small) {
+        if (s < below) return `${sign}${fixed(s * scale, decimals)} ${unit}`;
+      }
+      for (const [below, ...parts] of D.large) if (s < below) return twoUnits(sign, s, ...parts);
+      return twoUnits(sign, s, ...D.largest);
+    },
+    // UTC epoch seconds as "2026-11-23 13:45:01", ".123" more with millis (microseconds
+    // rounded half to even first, as Python's datetime does)
+    utc(t, millis) {
+      if (missing(t)) return MISSING;
+      const x = Number(t);
+      const [low, high] = F.timestamp.range;
+      if (!(low <= x && x < high)) return fmt.num(x);
+      let whole = Math.trunc(x);
+      let micros = roundHalfEven((x - whole) * 1e6);
+      if (micros >= 1e6) { whole += 1; micros -= 1e6; } else if (micros < 0) { whole -= 1; micros += 1e6; }
+      const text = new Date(whole * 1000).toISOString().slice(0, 19).replace("T", " ");
+      return millis ? `${text}.${String(Math.floor(micros / 1000)).padStart(3, "0")}` : text;
+    },
+    num(n) {
+      if (missing(n)) return MISSING;
+      const x = Number(n);
+      return Number.isInteger(x) && Math.abs(x) < 1e15 ? fixed(x, 0, true) : significant(x);
+    },
+    count(n) {
+      if (missing(n)) return MISSING;
+      const x = Number(n);
+      return Math.abs(x) < 1e21 ? fixed(x, 0, true) : significant(x);
+    },
+    rate: (v, unit) => (missing(v) ? MISSING : `${significant(Number(v))} ${unit}`),
+    percent: (fraction) => percent(fraction, 100),
+    money(v, currency) {
+      if (missing(v)) return MISSING;
+      const x = Number(v);
+      const decimals = x !== 0 && Math.abs(x) < 1 ? F.money.small_decimals : F.money.decimals;
+      return `${fixed(x, decimals, true)} ${currency || "USD"}`;
+    },
+    // A value in its unit's form (format.value_text): the units of the metric catalogue
+    value(v, unit, currency) {
+      if (missing(v)) return MISSING;
+      const spec = Object.prototype.hasOwnProperty.call(F.units, unit) ? F.units[unit] : null;
+      if (spec === null) return `${fmt.num(v)} ${unit}`;
+      const kinds = {
+        duration: () => fmt.duration(v),
+        bytes: () => fmt.bytes(v),
+        timestamp: () => fmt.utc(v),
+        percent: () => percent(v, spec.scale),
+        money: () => fmt.money(v, currency || F.money.currency),
+        significant: () => significant(Number(v)),
+        count: () => fmt.count(v),
+      };
+      return (kinds[spec.kind] || (() => fmt.num(v)))() + (spec.suffix || "");
+    },
+  };
+
   return {
+    ...fmt,
     data: () => JSON.parse(document.getElementById("page-data").textContent),
     animate,
     layout: (extra) => Object.assign(
@@ -16,24 +132,6 @@ const ds = (() => {
     // <span style>...) in names, labels, axes and hover: what a cluster sends must
     // show as typed, so every such string goes through here first.
     text: (value) => String(value ?? "").replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;"),
-    bytes(n) {
-      if (n === null || n === undefined) return "–";
-      let i = 0; let v = Number(n);
-      while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i += 1; }
-      return i === 0 ? `${v.toFixed(0)} B` : `${v.toFixed(1)} ${units[i]}`;
-    },
-    duration(s) {
-      if (s === null || s === undefined) return "–";
-      if (s < 60) return `${s.toFixed(1)} s`;
-      if (s < 3600) return `${Math.floor(s / 60)} min ${Math.floor(s % 60)} s`;
-      if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
-      return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
-    },
-    utc(t) {
-      return t === null || t === undefined ? "–" : new Date(t * 1000).toISOString().slice(0, 19).replace("T", " ");
-    },
-    num: (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US")),
-    money: (v, cur) => (v === null || v === undefined ? "–" : `${Number(v).toFixed(2)} ${cur || "USD"}`),
     async json(url) {
       const response = await fetch(url, { headers: { Accept: "application/json" } });
       const body = await response.json();
