@@ -306,7 +306,7 @@ def test_a_failed_run_then_a_new_run_as_in_a_notebook(
     # the failed run is in the store and says so on its page and in the CLI
     first.wait_stored()
     shown = CliRunner().invoke(cli, ["--database", url, "run", first.run.run_id, "--json"])
-    stored = json.loads(shown.output)["run"]["metrics"]
+    stored = json.loads(shown.output)["run"]
     assert stored["status"] == "failed" and "bad chunk of b.root" in stored["error"]
     text = CliRunner().invoke(cli, ["--database", url, "run", first.run.run_id]).output
     assert "failed" in text

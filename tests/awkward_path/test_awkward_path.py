@@ -177,11 +177,12 @@ def test_plain_dask_compute_report_after_the_block_reaches_the_store(
     run_id = collector.wait_stored()
     shown = CliRunner().invoke(cli, ["--database", url, "run", run_id, "--json"])
     assert shown.exit_code == 0, shown.output
-    stored = json.loads(shown.output)["run"]
-    assert stored["metrics"]["total_events"] == 2000
-    assert stored["metrics"]["partitions"] == 5
-    assert stored["metrics"]["bytes_read"] == collector.metrics["bytes_read"]
-    assert stored["info"]["not_measured"]["processing_time_s"] == NO_CHUNKS
+    stored = {f["key"]: f for g in json.loads(shown.output)["figures"] for f in g["figures"]}
+    assert stored["total_events"]["value"] == 2000
+    assert stored["partitions"]["value"] == 5
+    assert stored["bytes_read"]["value"] == collector.metrics["bytes_read"]
+    assert stored["processing_time_s"]["value"] is None
+    assert stored["processing_time_s"]["why"] == NO_CHUNKS
 
 
 def test_a_failed_read_is_counted_not_its_events(

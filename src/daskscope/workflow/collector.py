@@ -1,5 +1,8 @@
 """``MetricsCollector``: measure one workflow run, end to end.
 
+(Over 400 lines: one class whose lifecycle — enter, exit, chunks, results, the store
+write — reads best whole; its parts live in ``setup``, ``route``, ``delivery``.)
+
 Thin on purpose: a backend does the measuring (Dask: a span, a scheduler-side sampler
 and chunk router; local: psutil), ``metrics`` derives the numbers, ``persist`` saves,
 ``summary``/``plots`` show, ``storage`` writes the run into the daskscope store.
@@ -7,7 +10,6 @@ and chunk router; local: psutil), ``metrics`` derives the numbers, ``persist`` s
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import logging
 import os
@@ -16,8 +18,8 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from daskscope.workflow import tracking
-from daskscope.workflow.backends.base import Backend, get_backend
+from daskscope.workflow import delivery, route, tracking
+from daskscope.workflow.backends.base import Backend
 from daskscope.workflow.chunk import Chunk
 from daskscope.workflow.metrics import (
     DerivedMetric,
@@ -26,6 +28,7 @@ from daskscope.workflow.metrics import (
     workflow_metrics,
 )
 from daskscope.workflow.run import WorkflowRun
+from daskscope.workflow.setup import executor_facts, make_backend
 
 __all__ = ["MetricsCollector"]
 
@@ -42,45 +45,6 @@ _active: contextvars.ContextVar[MetricsCollector | None] = contextvars.ContextVa
     "daskscope_collector", default=None
 )
 _ERROR_CHARS = 2000
-
-
-def _executor_facts(executor: Any) -> tuple[Any, int | None]:
-    """(Dask client, cores) of a coffea executor, by duck typing (coffea not imported)."""
-    kind = type(executor).__name__
-    if kind == "DaskExecutor" or hasattr(executor, "treereduction"):
-        client = getattr(executor, "client", None)
-        if client is None:
-            raise ValueError(
-                "daskscope: this DaskExecutor has no client, so its chunks cannot be "
-                "measured; create it with DaskExecutor(client=client) and pass the same "
-                "client to MetricsCollector(client, ...)"
-            )
-        return client, None
-    if kind == "IterativeExecutor":
-        return None, 1
-    workers = getattr(executor, "workers", None)
-    return None, int(workers) if isinstance(workers, int) and workers > 0 else None
-
-
-def _make_backend(
-    kind: str, client: Any, cores: int | None, options: Mapping[str, Any] | None
-) -> Backend:
-    cls = get_backend(kind)
-    if kind == "dask":
-        return cls(client)  # type: ignore[call-arg]
-    if kind == "local":
-        return cls(client, cores=cores)  # type: ignore[call-arg]
-    # A third-party backend takes its own constructor arguments
-    try:
-        if options is not None:
-            return cls(**options)
-        return cls(client) if client is not None else cls()  # type: ignore[call-arg]
-    except TypeError as exc:
-        raise TypeError(
-            f"daskscope: cannot build the {kind!r} backend ({exc}); pass its constructor "
-            f"arguments as MetricsCollector(backend={kind!r}, backend_options={{...}}) or "
-            "pass a built instance as backend=..."
-        ) from exc
 
 
 class MetricsCollector:
@@ -116,7 +80,7 @@ class MetricsCollector:
         backend_options: Mapping[str, Any] | None = None,
     ) -> None:
         if executor is not None:
-            executor_client, executor_cores = _executor_facts(executor)
+            executor_client, executor_cores = executor_facts(executor)
             client = client if client is not None else executor_client
             cores = cores if cores is not None else executor_cores
         self.client = client
@@ -137,7 +101,7 @@ class MetricsCollector:
             self.backend: Backend | None = backend
         elif enabled:
             kind = backend or ("dask" if client is not None else "local")
-            self.backend = _make_backend(kind, client, cores, backend_options)
+            self.backend = make_backend(kind, client, cores, backend_options)
             self._backend_name = kind
         else:
             self.backend = None
@@ -190,7 +154,7 @@ class MetricsCollector:
             raise
         self._attach_processor()
         # In-process chunks (IterativeExecutor) come straight to us
-        self._receiver_token = tracking.local_receiver.set(self._receive)
+        self._receiver_token = delivery.local_receiver.set(self._receive)
         self._open = True
         # The clock starts after our own setup and stops before our exit work
         self._started_at = time.time()
@@ -206,51 +170,15 @@ class MetricsCollector:
         return ids
 
     def _set_processor_flag(self, flag: bool) -> None:
-        proc = self.processor_instance
-        if proc is None or isinstance(proc, type):
-            return
-        for name in tracking.FLAG_ATTRS:
-            try:
-                setattr(proc, name, flag)
-            except Exception:  # a processor with __slots__: the switch stays global
-                return
+        route.set_flag(self.processor_instance, flag)
 
     def _attach_processor(self) -> None:
-        """Stamp the processor with this run's route: every chunk names its run, also
-        from a pool or a Dask worker, and two runs of one class never mix."""
-        proc = self.processor_instance
         dask = bool(getattr(self.backend, "receives_dask_chunks", False))
-        if not dask:
-            tracking.local_collectors[self.id] = self._receive
-        if proc is None or isinstance(proc, type):
-            return
-        channel = None
-        if not dask:
-            from daskscope.workflow.channel import ChunkListener
-
-            self._listener = ChunkListener(self._receive)
-            channel = self._listener.route
-        try:
-            setattr(proc, tracking.ROUTE_ATTR, {
-                "collector_id": self.id, "dask": dask, "channel": channel,
-            })  # fmt: skip
-        except Exception:
-            logger.warning("daskscope: cannot mark the processor; chunks go by span only")
-        self._set_processor_flag(True)
-        tracking.attach_fields(proc)
+        self._listener = route.attach(self.processor_instance, self.id, self._receive, dask=dask)
 
     def _detach_processor(self) -> None:
-        tracking.local_collectors.pop(self.id, None)
-        proc = self.processor_instance
-        if proc is not None and not isinstance(proc, type):
-            self._set_processor_flag(False)
-            route = getattr(proc, tracking.ROUTE_ATTR, None)
-            if isinstance(route, dict) and route.get("collector_id") == self.id:
-                with contextlib.suppress(Exception):
-                    delattr(proc, tracking.ROUTE_ATTR)
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
+        route.detach(self.processor_instance, self.id, self._listener)
+        self._listener = None
 
     def __exit__(self, exc_type: Any = None, exc: Any = None, tb: Any = None) -> None:
         wall = time.perf_counter() - self._t0
@@ -267,7 +195,7 @@ class MetricsCollector:
             return
         assert self.backend is not None
         self._open = False
-        tracking.local_receiver.reset(self._receiver_token)
+        delivery.local_receiver.reset(self._receiver_token)
         self._detach_processor()
         if self._span_cm is not None:
             self._span_cm.__exit__(None, None, None)
@@ -333,8 +261,8 @@ class MetricsCollector:
         if isinstance(output, tuple) and output and isinstance(output[0], dict):
             self.extract_metrics_from_output(output[0])
             return output
-        if isinstance(output, dict) and tracking.INJECT_KEY in output:
-            for record in output.pop(tracking.INJECT_KEY) or []:
+        if isinstance(output, dict) and delivery.INJECT_KEY in output:
+            for record in output.pop(delivery.INJECT_KEY) or []:
                 if record.get("collector_id") in (None, self.id):
                     self._add_chunk(record)
             self._changed_after_exit()

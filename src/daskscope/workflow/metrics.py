@@ -16,6 +16,7 @@ from daskscope.workflow.chunk import Chunk
 
 __all__ = [
     "aggregate_sections",
+    "apply_derived",
     "chunk_attempts",
     "derived_metrics",
     "parse_fine_metrics",
@@ -261,15 +262,22 @@ def workflow_metrics(
         if info.get("error"):
             out["error"] = info["error"]
 
-    workers_view = worker_metrics(out, tracking)
+    apply_derived(out, tracking, derived)
+    return out
+
+
+def apply_derived(
+    metrics: dict[str, Any], tracking: Mapping[str, Any], derived: Iterable[DerivedMetric]
+) -> None:
+    """Add each derived metric's keys to ``metrics``; one that raises is skipped."""
+    workers_view = worker_metrics(metrics, tracking)
     for fn in derived:
         try:
-            extra = fn(dict(out), workers_view)
+            extra = fn(dict(metrics), workers_view)
         except Exception:
             logger.warning("daskscope: derived metric %r failed; skipped", fn, exc_info=True)
             continue
-        out.update({k: v for k, v in (extra or {}).items() if v is not None})
-    return out
+        metrics.update({k: v for k, v in (extra or {}).items() if v is not None})
 
 
 def worker_metrics(metrics: Mapping[str, Any], tracking: Mapping[str, Any]) -> dict[str, Any]:

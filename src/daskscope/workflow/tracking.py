@@ -1,21 +1,11 @@
-"""Per-chunk and per-section measurements, taken where the user's code runs.
+"""Per-chunk and per-section measurements, taken where the user's code runs:
+``@track_metrics``, ``track_time``, ``track_memory``, ``current_chunk`` and the switch.
 
 This module runs inside Dask workers and process-pool children: it imports nothing
 heavy (no store, no web, no coffea) and costs next to nothing when collection is off.
-
-A collector given the processor instance stamps it with a *route*
-(:data:`ROUTE_ATTR`: the collector's id, whether it follows Dask, and the address of its
-side channel). The route travels with the pickled processor, so every chunk names the
-run it belongs to. A chunk record then travels by the first channel that applies:
-
-1. inside a Dask task: the worker's event log (topic :data:`CHUNK_TOPIC`), tagged with
-   the route's collector id (else the task's span) for the scheduler plugin to route;
-2. in the process of the collector (coffea's ``IterativeExecutor``): handed over
-   directly;
-3. in a process-pool child (``FuturesExecutor``): the collector's side channel
-   (:mod:`daskscope.workflow.channel`);
-4. without a route, in a child process started under a local collector: injected into
-   the output under :data:`INJECT_KEY`, which ``extract_metrics_from_output`` removes.
+A measured chunk becomes a :class:`~daskscope.workflow.chunk.Chunk`;
+:mod:`daskscope.workflow.delivery` takes it to its collector (the processor's route,
+:data:`ROUTE_ATTR`, names the run).
 """
 
 from __future__ import annotations
@@ -31,6 +21,8 @@ from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any, TypeVar
 
 from daskscope.workflow.chunk import Chunk, plain
+from daskscope.workflow.delivery import CHUNK_TOPIC, COLLECTOR_ENV, INJECT_KEY, deliver
+from daskscope.workflow.probes import describe_events, maxrss, peak, rss
 
 __all__ = [
     "CHUNK_TOPIC",
@@ -45,12 +37,6 @@ __all__ = [
     "track_time",
 ]
 
-#: Dask event-log topic of chunk records
-CHUNK_TOPIC = "daskscope-chunk"
-#: Output key under which chunk records ride along where no other channel exists
-INJECT_KEY = "__daskscope_chunks__"
-#: Set by a local collector for the processes it starts: they inject their records
-COLLECTOR_ENV = "DASKSCOPE_WORKFLOW_COLLECTOR"
 #: dask config key of the switch (``DASK_DASKSCOPE__WORKFLOW__ENABLED=false``)
 ENABLED_KEY = "daskscope.workflow.enabled"
 #: Processor attribute: where this processor's chunks go (set by the collector)
@@ -68,10 +54,6 @@ _enabled: bool | None = None  # None: not resolved from dask's config yet
 _current: contextvars.ContextVar[ChunkContext | None] = contextvars.ContextVar(
     "daskscope_chunk", default=None
 )
-#: The in-process receiver of chunk records (set by a local collector)
-local_receiver: contextvars.ContextVar[Callable[[dict[str, Any]], None] | None] = (
-    contextvars.ContextVar("daskscope_receiver", default=None)
-)
 
 
 def set_enabled(flag: bool) -> None:
@@ -88,32 +70,6 @@ def is_enabled() -> bool:
         value = dask.config.get(ENABLED_KEY, True)
         _enabled = str(value).lower() not in ("false", "0", "no", "off")
     return _enabled
-
-
-_process: Any = None
-
-
-def _rss() -> int | None:
-    global _process
-    try:
-        # One psutil.Process per pid: building it costs more than the reading itself
-        if _process is None or _process.pid != os.getpid():
-            import psutil
-
-            _process = psutil.Process()
-        return int(_process.memory_info().rss)
-    except Exception:
-        return None
-
-
-def _maxrss() -> int | None:
-    # The process's high-water mark; kibibytes on Linux.
-    try:
-        import resource
-
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-    except Exception:
-        return None
 
 
 class ChunkContext:
@@ -204,10 +160,6 @@ def attach_fields(owner: Any) -> None:
         pass
 
 
-#: In-process collectors by id: records whose route names one go straight to it
-local_collectors: dict[str, Callable[[dict[str, Any]], None]] = {}
-
-
 @contextlib.contextmanager
 def track_time(owner: Any, name: str) -> Iterator[None]:
     """Time a section of the current chunk: wall and thread-CPU seconds.
@@ -238,12 +190,12 @@ def track_memory(owner: Any, name: str) -> Iterator[None]:
     if chunk is None:
         yield
         return
-    before = _rss() or 0
+    before = rss() or 0
     wall0 = time.perf_counter()
     try:
         yield
     finally:
-        after = _rss() or 0
+        after = rss() or 0
         chunk.rss_seen = max(chunk.rss_seen, before, after)
         chunk._section(
             name,
@@ -324,7 +276,7 @@ def _run_chunk(
     context = ChunkContext()
     token = _current.set(context)
     info = describe_events(events)
-    rss0, maxrss0 = _rss(), _maxrss()
+    rss0, maxrss0 = rss(), maxrss()
     started_at = time.time()
     wall0, cpu0 = time.perf_counter(), time.thread_time()
     error: BaseException | None = None
@@ -335,7 +287,7 @@ def _run_chunk(
     finally:
         wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
         _current.reset(token)
-    rss1, maxrss1 = _rss(), _maxrss()
+    rss1, maxrss1 = rss(), maxrss()
     chunk = Chunk(
         chunk_id=uuid.uuid4().hex,
         started_at=started_at,
@@ -344,7 +296,7 @@ def _run_chunk(
         cpu_s=cpu,
         memory_before_bytes=rss0,
         memory_after_bytes=rss1,
-        memory_peak_bytes=_peak(rss0, rss1, maxrss0, maxrss1, context.rss_seen),
+        memory_peak_bytes=peak(rss0, rss1, maxrss0, maxrss1, context.rss_seen),
         pid=os.getpid(),
         bytes_read=info["bytes_read"]() if info["bytes_read"] else None,
         sections=context.sections,
@@ -363,96 +315,3 @@ def _run_chunk(
             deliver(chunk, None, route)
         raise error
     return deliver(chunk, out, route)
-
-
-def _peak(
-    rss0: int | None, rss1: int | None, max0: int | None, max1: int | None, seen: int
-) -> int | None:
-    # A rise of the process's high-water mark happened during this chunk: it is the
-    # chunk's peak. Otherwise the highest value we saw ourselves is the best we know.
-    if max0 is not None and max1 is not None and max1 > max0:
-        return max1
-    values = [v for v in (rss0, rss1, seen or None) if v is not None]
-    return max(values) if values else None
-
-
-def describe_events(events: Any) -> dict[str, Any]:
-    """What the input says about the chunk, by duck typing (coffea is never imported).
-
-    ``static`` holds events, dataset, file and entry range; ``bytes_read`` is a callable
-    reading uproot's count of bytes requested through the chunk's file handle (coffea
-    opens one handle per chunk), or None.
-    """
-    static: dict[str, Any] = {}
-    out: dict[str, Any] = {"static": static, "bytes_read": None}
-    if events is None:
-        return out
-    metadata = getattr(events, "metadata", None)
-    if isinstance(metadata, dict):
-        static["events"] = _length(events)
-        static["dataset"] = metadata.get("dataset")
-        static["filename"] = metadata.get("filename")
-        static["treename"] = metadata.get("treename")
-        static["entry_start"] = metadata.get("entrystart")
-        static["entry_stop"] = metadata.get("entrystop")
-        static["fileuuid"] = metadata.get("fileuuid")
-    try:
-        factory = events.attrs.get("@events_factory")
-        source = factory.file_handle.file.source
-        if hasattr(source, "num_requested_bytes"):
-            out["bytes_read"] = lambda: int(source.num_requested_bytes)
-    except Exception:
-        pass
-    return out
-
-
-def _length(events: Any) -> int | None:
-    try:
-        return len(events)
-    except Exception:
-        return None
-
-
-def deliver(chunk: Chunk, out: Any, route: Any = None) -> Any:
-    """Send one chunk to its collector; returns the (maybe annotated) output."""
-    if chunk.collector_id is not None:
-        receive = local_collectors.get(chunk.collector_id)
-        if receive is not None:  # the collector lives in this process
-            receive(chunk.to_wire())
-            return out
-    try:
-        import sys
-
-        if "distributed" not in sys.modules:
-            raise ImportError
-        from distributed import get_worker
-
-        worker = get_worker()
-    except (ImportError, ValueError):
-        worker = None
-    if worker is not None:
-        key = worker.get_current_task()
-        ts = worker.state.tasks.get(key) if key is not None else None
-        chunk.task_key = str(key)
-        chunk.task_prefix = ts.prefix if ts is not None else None
-        chunk.span_id = getattr(ts, "span_id", None)
-        chunk.worker = worker.address
-        worker.log_event(CHUNK_TOPIC, chunk.to_wire())
-        return out
-    channel = route.get("channel") if route is not None else None
-    if channel is not None:
-        from daskscope.workflow.channel import send
-
-        if send(tuple(channel), chunk.to_wire()):
-            return out
-    receiver = local_receiver.get()
-    if receiver is not None:
-        receiver(chunk.to_wire())
-        return out
-    collector_id = os.environ.get(COLLECTOR_ENV)
-    if collector_id and isinstance(out, MutableMapping):
-        chunk.collector_id = collector_id
-        existing = out.get(INJECT_KEY)
-        record = chunk.to_wire()
-        out[INJECT_KEY] = [*existing, record] if isinstance(existing, list) else [record]
-    return out

@@ -1,0 +1,83 @@
+"""What the process and the input tell about a chunk: resident memory, its high-water
+mark, and (by duck typing, coffea never imported) events, file, entry range and the
+bytes uproot requested. Runs inside workers: imports nothing heavy."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ["describe_events", "maxrss", "peak", "rss"]
+
+_process: Any = None
+
+
+def rss() -> int | None:
+    global _process
+    try:
+        # One psutil.Process per pid: building it costs more than the reading itself
+        if _process is None or _process.pid != os.getpid():
+            import psutil
+
+            _process = psutil.Process()
+        return int(_process.memory_info().rss)
+    except Exception:
+        return None
+
+
+def maxrss() -> int | None:
+    # The process's high-water mark; kibibytes on Linux.
+    try:
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    except Exception:
+        return None
+
+
+def peak(
+    rss0: int | None, rss1: int | None, max0: int | None, max1: int | None, seen: int
+) -> int | None:
+    # A rise of the process's high-water mark happened during this chunk: it is the
+    # chunk's peak. Otherwise the highest value we saw ourselves is the best we know.
+    if max0 is not None and max1 is not None and max1 > max0:
+        return max1
+    values = [v for v in (rss0, rss1, seen or None) if v is not None]
+    return max(values) if values else None
+
+
+def describe_events(events: Any) -> dict[str, Any]:
+    """What the input says about the chunk, by duck typing (coffea is never imported).
+
+    ``static`` holds events, dataset, file and entry range; ``bytes_read`` is a callable
+    reading uproot's count of bytes requested through the chunk's file handle (coffea
+    opens one handle per chunk), or None.
+    """
+    static: dict[str, Any] = {}
+    out: dict[str, Any] = {"static": static, "bytes_read": None}
+    if events is None:
+        return out
+    metadata = getattr(events, "metadata", None)
+    if isinstance(metadata, dict):
+        static["events"] = _length(events)
+        static["dataset"] = metadata.get("dataset")
+        static["filename"] = metadata.get("filename")
+        static["treename"] = metadata.get("treename")
+        static["entry_start"] = metadata.get("entrystart")
+        static["entry_stop"] = metadata.get("entrystop")
+        static["fileuuid"] = metadata.get("fileuuid")
+    try:
+        factory = events.attrs.get("@events_factory")
+        source = factory.file_handle.file.source
+        if hasattr(source, "num_requested_bytes"):
+            out["bytes_read"] = lambda: int(source.num_requested_bytes)
+    except Exception:
+        pass
+    return out
+
+
+def _length(events: Any) -> int | None:
+    try:
+        return len(events)
+    except Exception:
+        return None
