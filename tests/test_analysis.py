@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import dask
 import pytest
 
 from daskscope import analysis
@@ -20,7 +19,6 @@ from daskscope.analysis import (
     span_tree,
 )
 from daskscope.analysis.usage import account_statistics, member_usage
-from daskscope.pricing import cost_rates
 
 GIB = 2**30
 
@@ -74,35 +72,6 @@ def test_unmeasurable_numbers_are_absent() -> None:
 
 def test_store_duration_wins() -> None:
     assert cluster_statistics({**CLUSTER, "duration_s": 12.5})["duration_s"] == 12.5
-
-
-def test_cost_rates_per_account_with_default_fallback() -> None:
-    table = {
-        "default": {"currency": "USD", "per-core-hour": 0.04, "per-gib-hour": 0.005},
-        "team.a": {"currency": "CHF", "per-core-hour": 0.1},
-    }
-    with dask.config.set({"daskscope.cost": table}):
-        assert cost_rates("team.a") == {
-            "account": "team.a",
-            "currency": "CHF",
-            "per_core_hour": 0.1,
-        }
-        assert cost_rates("nobody") == {
-            "account": "default",
-            "currency": "USD",
-            "per_core_hour": 0.04,
-            "per_gib_hour": 0.005,
-        }
-        # memory is not priced for team.a: only the core part counts
-        stats = cluster_statistics(CLUSTER, cost_rates("team.a"))
-        assert stats["cost"]["total"] == pytest.approx(0.2)
-        assert stats["cost"]["per_gib_hour"] is None
-
-
-def test_cost_rates_shipped_default() -> None:
-    rates = cost_rates(None)
-    assert rates["account"] == "default"
-    assert rates["per_core_hour"] == 0.04
 
 
 def test_cost_is_computed_once_for_clusters_and_accounts() -> None:

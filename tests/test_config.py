@@ -12,8 +12,10 @@ import pytest
 import yaml
 
 from daskscope import config
+from daskscope.analysis import cluster_statistics
 from daskscope.collector.plugin import DaskscopePlugin
 from daskscope.config import CollectorSettings
+from daskscope.pricing import cost_rates
 
 
 def test_defaults_come_from_the_packaged_yaml() -> None:
@@ -112,3 +114,38 @@ def test_live_values_win_and_sections_merge_over_the_shipped_ones(
     assert settings.worker_sampling_interval == 2
     cost = config.get("cost")
     assert cost["physics"] == {"per-core-hour": 0.1} and cost["default"]["per-core-hour"] == 0.04
+
+
+# -- prices (daskscope.pricing reads them; the analyses get them as data)
+
+
+def test_cost_rates_per_account_with_default_fallback() -> None:
+    table = {
+        "default": {"currency": "USD", "per-core-hour": 0.04, "per-gib-hour": 0.005},
+        "team.a": {"currency": "CHF", "per-core-hour": 0.1},
+    }
+    with dask.config.set({"daskscope.cost": table}):
+        assert cost_rates("team.a") == {
+            "account": "team.a",
+            "currency": "CHF",
+            "per_core_hour": 0.1,
+        }
+        assert cost_rates("nobody") == {
+            "account": "default",
+            "currency": "USD",
+            "per_core_hour": 0.04,
+            "per_gib_hour": 0.005,
+        }
+        # memory is not priced for team.a: only the core part counts
+        stats = cluster_statistics(
+            {"core_seconds": 7200.0, "memory_limit_byte_seconds": 4 * 2**30 * 3600.0},
+            cost_rates("team.a"),
+        )
+        assert stats["cost"]["total"] == pytest.approx(0.2)
+        assert stats["cost"]["per_gib_hour"] is None
+
+
+def test_cost_rates_shipped_default() -> None:
+    rates = cost_rates(None)
+    assert rates["account"] == "default"
+    assert rates["per_core_hour"] == 0.04
