@@ -8,6 +8,7 @@ activities; the text around them is written by hand and left as it is.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from daskscope.catalogue import ACTIVITIES, SCOPES, figures
@@ -42,6 +43,10 @@ def _pattern(name: str) -> re.Pattern[str]:
     return re.compile(f"({begin}).*?({end})", re.DOTALL)
 
 
+def _filled_with(body: str) -> Callable[[re.Match[str]], str]:
+    return lambda m: f"{m.group(1)}\n{body}\n{m.group(2)}"
+
+
 def render_docs(text: str) -> str:
     """``text`` with every marked table written anew; ValueError naming a table whose
     markers are missing or doubled (each must appear once so no figure goes unlisted)."""
@@ -53,8 +58,7 @@ def render_docs(text: str) -> str:
                 f"docs need one <!-- catalogue:{name}:begin --> ... "
                 f"<!-- catalogue:{name}:end --> pair, found {found}"
             )
-        body = table(name)
-        text = pattern.sub(lambda m: f"{m.group(1)}\n{body}\n{m.group(2)}", text)
+        text = pattern.sub(_filled_with(table(name)), text)
     return text
 
 

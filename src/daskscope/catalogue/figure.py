@@ -22,6 +22,7 @@ Scope = Literal[
     "member",
     "workflow",
     "chunk",
+    "section",
 ]
 
 

@@ -84,6 +84,8 @@ FIGURES: tuple[Figure, ...] = (
            "the latest stop of its group records once it is done (a newer computation "
            "began, or every group it touched is done); a computation that ran nothing "
            "stops when it started", "its group records"),
+    Figure("computation", "duration_s", "duration", "seconds",
+           "`stopped_at − started_at`; absent until it stops", "the two above"),
     Figure("computation", "tasks_executed", "tasks executed", "count",
            "Σ over its group records", "its group records"),
     Figure("computation", "tasks_erred", "tasks errored", "count",
