@@ -70,6 +70,9 @@ def test_activities_are_described() -> None:
     assert {"thread-cpu", "thread-noncpu", "executor", "disk-read", "compress"} <= set(names)
     assert all(a.meaning and a.units for a in catalogue.ACTIVITIES)
     assert "made available" in catalogue.SPAN_FIGURES_NOTE
+    described = catalogue.activity("thread-noncpu")
+    assert described is not None and "GIL" in described.meaning
+    assert catalogue.activity("my-custom-label") is None  # the set is open
 
 
 def test_committed_docs_equal_the_generated_tables() -> None:

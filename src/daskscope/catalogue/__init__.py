@@ -32,6 +32,7 @@ __all__ = [
     "Better",
     "Figure",
     "Scope",
+    "activity",
     "figure",
     "figures",
 ]
@@ -71,3 +72,9 @@ def figures(scope: str) -> list[Figure]:
     if scope not in SCOPES:
         raise ValueError(f"unknown scope {scope!r}; scopes: {', '.join(SCOPES)}")
     return [f for f in FIGURES.values() if f.scope == scope]
+
+
+def activity(name: str) -> Activity | None:
+    """What Dask documents of a fine-metric activity; None for one it does not (a custom
+    ``context_meter`` label: the set is open)."""
+    return next((a for a in ACTIVITIES if a.name == name), None)
