@@ -45,7 +45,7 @@ def threads_integral(history: Iterable[tuple[float, int]], until: float) -> floa
     """∫ threads dt from Dask's ``total_nthreads_history`` up to ``until``."""
     history = list(history)
     total = 0.0
-    for (t0, n), (t1, _) in zip(history, [*history[1:], (until, 0)], strict=True):
+    for (t0, n), (t1, _) in zip(history, [*history[1:], (until, 0)][: len(history)], strict=True):
         total += n * max(0.0, min(t1, until) - t0)
     return total
 

@@ -1,0 +1,552 @@
+"""The recorder's parts that need no cluster, on stand-ins for Dask's objects built here
+(task groups, tasks, computations, spans, workers) and real SQLite stores: accounting,
+group and span tracking, event records, flushing with its retries and a lost store, the
+sink factory and its statistics, and the Dask adapter."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from daskscope.collector import dask_adapter
+from daskscope.collector.accounting import Accounting, cluster_record, threads_integral
+from daskscope.collector.events import EventLog
+from daskscope.collector.flushing import Flusher
+from daskscope.collector.http_sink import HttpSink
+from daskscope.collector.sink import StoreSink, sink_for
+from daskscope.collector.spans import SpanTracker
+from daskscope.collector.tracking import Totals, WorkTracker
+from daskscope.config import CollectorSettings
+from daskscope.model import (
+    ClusterRecord,
+    ComputationRecord,
+    EventRecord,
+    Record,
+    SpanMetricRecord,
+    SpanRecord,
+    TaskGroupRecord,
+)
+from daskscope.store import open_store, table_counts
+from daskscope.store import schema as store_schema
+from daskscope.store.engine import as_engine
+
+# -- stand-ins for Dask's objects ---------------------------------------------------------
+
+
+class Group:
+    """Dask's TaskGroup, as much as the tracker reads of it."""
+
+    def __init__(self, name: str, size: int, span_id: str | None = None) -> None:
+        self.name = name
+        self.prefix = SimpleNamespace(name=name.rsplit("-", 1)[0])
+        self.size = size
+        self.span_id = span_id
+        self.nbytes_total = 0
+        self.all_durations: dict[str, float] = {}
+        self.start = 0.0
+        self.stop = 0.0
+        self.states = {"waiting": size, "memory": 0}
+        self.dependencies: set[Group] = set()
+        self.types: set[str] = {"int"}
+        self.done = False
+
+    def __len__(self) -> int:
+        return self.size
+
+    def run(self, task: Task, *, at: float, nbytes: int = 8, seconds: float = 0.5) -> None:
+        """One of its tasks ran: Dask's own figures grow."""
+        self.start = self.start or at
+        self.stop = at + seconds
+        self.nbytes_total += nbytes
+        self.all_durations["compute"] = self.all_durations.get("compute", 0.0) + seconds
+        self.states["waiting"] -= 1
+        self.states["memory"] += 1
+        self.done = self.states["waiting"] == 0
+
+
+class Task:
+    def __init__(self, key: str, group: Group) -> None:
+        self.key = key
+        self.group = group
+        self.prefix = group.prefix
+
+
+class Computation:
+    def __init__(self, number: int, start: float) -> None:
+        self.id = f"computation-{number}"
+        self.start = start
+        self.code: list[Any] = []
+        self.annotations: dict[str, Any] = {}
+        self.groups: set[Group] = set()
+
+
+class Scheduler:
+    """Dask's scheduler, as much as the tracking parts read of it."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, Task] = {}
+        self.task_groups: dict[str, Group] = {}
+        self.computations: list[Computation] = []
+        self.extensions: dict[str, Any] = {}
+        self.workers: dict[str, Any] = {}
+        self.id = "Scheduler-stand-in"
+        self.address = "tcp://127.0.0.1:8786"
+        self.time_started = 1000.0
+
+    def graph(self, group: Group, start: float) -> list[str]:
+        """A graph of one group's tasks, added to a new computation."""
+        self.computations.append(Computation(len(self.computations), start))
+        self.task_groups[group.name] = group
+        keys = [f"{group.name}-{i}" for i in range(len(group))]
+        for key in keys:
+            self.tasks[key] = Task(key, group)
+        return keys
+
+
+def worker(nthreads: int, memory_limit: int) -> Any:
+    return SimpleNamespace(nthreads=nthreads, memory_limit=memory_limit)
+
+
+def startstops(at: float) -> dict[str, Any]:
+    return {"startstops": [{"action": "compute", "start": at, "stop": at + 0.5}]}
+
+
+class Span:
+    """Dask's Span, as much as the span records read of it."""
+
+    def __init__(self, span_id: str, name: tuple[str, ...], parent: Span | None = None) -> None:
+        self.id = span_id
+        self.name = name
+        self.parent = parent
+        self.children: list[Span] = []
+        if parent is not None:
+            parent.children.append(self)
+        self.enqueued = 1000.0
+        self.start = 1001.0
+        self.stop = 1002.0
+        self.done = False
+        self.states = {"memory": 2}
+        self.nbytes_total = 16
+        self.duration = 1.0
+        self.all_durations = {"compute": 1.0}
+        self.active_cpu_seconds = 1.0
+        self.code: list[Any] = []
+        self.groups: set[Any] = set()
+        self._cumulative_worker_metrics: dict[tuple[str, ...], float] = {}
+
+    @property
+    def cumulative_worker_metrics(self) -> dict[tuple[str, ...], float]:
+        out = dict(self._cumulative_worker_metrics)
+        for child in self.children:
+            for key, value in child.cumulative_worker_metrics.items():
+                out[key] = out.get(key, 0.0) + value
+        return out
+
+
+def with_spans(scheduler: Scheduler, *spans: Span) -> None:
+    scheduler.extensions["spans"] = SimpleNamespace(spans={s.id: s for s in spans})
+
+
+# -- accounting ---------------------------------------------------------------------------
+
+
+def test_accounting_integrates_capacity_between_changes_and_keeps_peaks() -> None:
+    assert threads_integral([(0.0, 2), (10.0, 4)], until=15.0) == 2 * 10 + 4 * 5
+    cluster = ClusterRecord(
+        id="c", name="n", account="a", user="u", scheduler_address="", dask_version="",
+        distributed_version="", python_version="", started_at=0.0, last_seen_at=15.0,
+    )  # fmt: skip
+    accounts = Accounting(cluster, since=15.0, threads_before=[(0.0, 2), (10.0, 4)])
+    assert cluster.core_seconds == 40.0  # Dask's history up to the attachment
+    accounts.refresh([worker(2, 100), worker(2, 100)])
+    accounts.workers_changed([worker(2, 100)], at=25.0)  # one left after 10 s
+    accounts.advance(30.0)
+    assert cluster.core_seconds == 40.0 + 4 * 10 + 2 * 5
+    assert cluster.memory_limit_byte_seconds == 200 * 10 + 100 * 5
+    assert (cluster.workers_peak, cluster.threads_peak, cluster.memory_limit_peak) == (2, 4, 200)
+    assert cluster.last_seen_at == 30.0
+    accounts.advance(20.0)  # a late clock reading never integrates backwards
+    assert cluster.core_seconds == 40.0 + 4 * 10 + 2 * 5
+
+    totals = Totals(executed=7, erred=1, nbytes=64, durations={"compute": 3.5, "transfer": 1.0})
+    record = accounts.record(totals)
+    assert (record.tasks_executed, record.tasks_erred) == (7, 1)
+    assert (record.bytes_processed, record.compute_seconds) == (64, 3.5)
+    accounts.advance(40.0)
+    assert record.core_seconds < cluster.core_seconds  # a copy: the accounts go on
+
+
+def test_cluster_record_names_the_cluster_from_settings_or_the_scheduler() -> None:
+    scheduler = Scheduler()
+    unnamed = CollectorSettings.from_config(database="sqlite://")
+    record = cluster_record(scheduler, unnamed, "c1", now=2000.0)  # type: ignore[arg-type]
+    assert (record.name, record.started_at, record.last_seen_at) == (
+        "Scheduler-stand-in",
+        1000.0,
+        2000.0,
+    )
+    named = CollectorSettings.from_config(database="sqlite://", cluster_name="nightly")
+    assert cluster_record(scheduler, named, "c1", now=2000.0).name == "nightly"  # type: ignore[arg-type]
+
+
+# -- tracking -----------------------------------------------------------------------------
+
+
+def snapshot(tracker: WorkTracker, scheduler: Scheduler) -> tuple[list[Record], list[Any]]:
+    records: list[Record] = []
+    dirty, tracker.dirty = list(tracker.dirty), set()
+    _, finished = tracker.snapshot_groups(dirty, scheduler, records)  # type: ignore[arg-type]
+    return records, finished
+
+
+def test_tracker_counts_each_computations_tasks_and_hands_a_group_over() -> None:
+    scheduler = Scheduler()
+    tracker = WorkTracker("c", max_code_chars=1000)
+    group = Group("inc-abc", 4)
+    keys = scheduler.graph(group, start=1000.0)
+    tracker.graph_updated(scheduler, keys)  # type: ignore[arg-type]
+    first = tracker.newest
+    assert first is not None
+    for key in keys[:2]:
+        group.run(scheduler.tasks[key], at=1001.0)
+        tracker.task_finished(scheduler.tasks[key], startstops(1001.0))  # type: ignore[arg-type]
+    records, finished = snapshot(tracker, scheduler)
+    (record,) = records
+    assert isinstance(record, TaskGroupRecord)
+    assert (record.tasks_executed, record.nbytes_total, record.durations) == (
+        2,
+        16,
+        {"compute": 1.0},
+    )
+    assert record.computation_id == first.record_id and finished == []
+    assert tracker.totals.executed == 2 and tracker.prefix_totals["inc"].executed == 2
+
+    # The same group asked for again: its next tasks count for the newer computation
+    scheduler.computations.append(Computation(1, start=1005.0))
+    tracker.graph_updated(scheduler, keys)  # type: ignore[arg-type]
+    second = tracker.newest
+    assert second is not None and second is not first
+    for key in keys[2:]:
+        group.run(scheduler.tasks[key], at=1006.0)
+        tracker.task_finished(scheduler.tasks[key], startstops(1006.0))  # type: ignore[arg-type]
+    records, finished = snapshot(tracker, scheduler)
+    by_computation = {r.computation_id: r for r in records if isinstance(r, TaskGroupRecord)}
+    assert by_computation[first.record_id].tasks_executed == 2
+    assert by_computation[second.record_id].tasks_executed == 2
+    assert by_computation[second.record_id].nbytes_total == 16  # its growth only
+    assert len(finished) == 1 and finished[0].computation is first  # frozen: goes once written
+    assert tracker.totals.executed == 4
+
+    done_first, done = tracker.computation_record(first)
+    assert isinstance(done_first, ComputationRecord) and done
+    assert done_first.tasks_executed == 2 and done_first.stopped_at is not None
+
+    # written: the frozen use goes; the group, forgotten by Dask, goes at the next snapshot
+    tracker.drop(finished)
+    tracker.computations_written([first])
+    assert first.computation not in tracker.computations
+    del scheduler.task_groups[group.name]
+    tracker.task_forgotten(scheduler.tasks[keys[0]])  # type: ignore[arg-type]
+    _, finished = snapshot(tracker, scheduler)
+    tracker.drop(finished)
+    assert tracker.current == {}
+
+
+def test_a_group_outside_any_graph_is_adopted_and_errors_counted() -> None:
+    scheduler = Scheduler()
+    tracker = WorkTracker("c", max_code_chars=1000)
+    group = Group("fail-1", 2)
+    scheduler.task_groups[group.name] = group
+    task = Task("fail-1-0", group)
+    use = tracker.task_erred(
+        task, {"startstops": [{"action": "compute", "start": 5.0, "stop": 6.0}]}
+    )  # type: ignore[arg-type]
+    assert use.computation is None and use.erred == 1 and use.error_stop == 6.0
+    records, _ = snapshot(tracker, scheduler)
+    (record,) = records
+    assert isinstance(record, TaskGroupRecord) and record.tasks_erred == 1
+    assert tracker.totals.erred == 1
+
+
+# -- spans --------------------------------------------------------------------------------
+
+
+def test_span_tracker_writes_what_changed_and_lets_settled_spans_go() -> None:
+    scheduler = Scheduler()
+    root = Span("root", ("default",))
+    child = Span("child", ("default", "load"), parent=root)
+    child._cumulative_worker_metrics = {("execute", "inc", "thread-cpu", "seconds"): 2.0}
+    root.done = child.done = True
+    with_spans(scheduler, root, child)
+    spans = SpanTracker("c", max_code_chars=1000)
+
+    records: list[Record] = []
+    tracks = spans.snapshot(scheduler, {"child"}, records, paced=False)  # type: ignore[arg-type]
+    assert {r.span_id for r in records if isinstance(r, SpanRecord)} == {"root", "child"}
+    (metric,) = [r for r in records if isinstance(r, SpanMetricRecord)]
+    assert (metric.span_id, metric.activity, metric.value) == ("child", "thread-cpu", 2.0)
+    spans.remember(tracks)
+
+    # done, nothing changed: nothing to write
+    records = []
+    spans.remember(spans.snapshot(scheduler, set(), records, paced=False))  # type: ignore[arg-type]
+    assert records == []
+
+    # a heartbeat brings more of the child's metrics: the child again, with its metrics
+    child._cumulative_worker_metrics[("execute", "inc", "thread-cpu", "seconds")] = 3.0
+    records = []
+    spans.remember(spans.snapshot(scheduler, set(), records, paced=False))  # type: ignore[arg-type]
+    assert [r.span_id for r in records if isinstance(r, SpanRecord)] == ["child"]
+    assert [r.value for r in records if isinstance(r, SpanMetricRecord)] == [3.0]
+
+    # a lost store: everything again
+    spans.forget()
+    records = []
+    spans.snapshot(scheduler, set(), records, paced=False)  # type: ignore[arg-type]
+    assert {r.span_id for r in records if isinstance(r, SpanRecord)} == {"root", "child"}
+
+
+def test_span_tracker_without_the_spans_extension_writes_nothing() -> None:
+    records: list[Record] = []
+    tracks = SpanTracker("c", max_code_chars=10).snapshot(
+        Scheduler(),  # type: ignore[arg-type]
+        {"x"},
+        records,
+        paced=True,
+    )
+    assert tracks == {} and records == []
+
+
+# -- events -------------------------------------------------------------------------------
+
+
+def test_event_log_bounds_errors_and_keeps_the_innermost_frames() -> None:
+    events = EventLog("c", max_errors=2, max_traceback_chars=10, max_code_chars=5)
+    task = Task("fail-1-0", Group("fail-1", 1))
+    failure = {"traceback_text": "outer frames ... inner", "exception_text": "ValueError: x"}
+    first = events.error("fail-1-0", task, "g1", failure, at=1.0)  # type: ignore[arg-type]
+    assert first is not None
+    assert first.traceback == "…" + failure["traceback_text"][-10:]
+    assert first.exception == "Value"
+    assert events.error("k2", task, "g1", failure, at=2.0) is not None  # type: ignore[arg-type]
+    assert events.error("k3", task, "g1", failure, at=3.0) is None  # type: ignore[arg-type]
+    removed = events.worker_removed(
+        "tcp://w", at=4.0, reason="lost", msg={"processing-tasks": ["a", "b"]},
+        stimulus_id="s", with_cluster=False,
+    )  # fmt: skip
+    assert removed.detail["processing_tasks"] == 2 and removed.detail["reason"] == "lost"
+
+
+# -- flushing, with real SQLite stores ----------------------------------------------------
+
+
+def rows(url: str, table: sa.Table, cluster_id: str) -> list[dict[str, Any]]:
+    column = table.c.id if table is store_schema.clusters else table.c.cluster_id
+    with as_engine(open_store(url)).connect() as conn:
+        return [
+            dict(r._mapping) for r in conn.execute(sa.select(table).where(column == cluster_id))
+        ]
+
+
+def make_flusher(url: str, scheduler: Scheduler, *, max_buffered: int = 1000) -> Flusher:
+    settings = CollectorSettings.from_config(database=url)
+    tracker = WorkTracker("c", max_code_chars=1000)
+    cluster = cluster_record(scheduler, settings, "c", now=1000.0)  # type: ignore[arg-type]
+    errors: list[str] = []
+    return Flusher(
+        scheduler=scheduler,  # type: ignore[arg-type]
+        sink=sink_for(database=url),
+        tracker=tracker,
+        spans=SpanTracker("c", max_code_chars=1000),
+        accounting=Accounting(cluster, since=1000.0),
+        destination=url,
+        max_buffered_records=max_buffered,
+        on_error=lambda what, exc: errors.append(what),
+    )
+
+
+def event(n: int) -> EventRecord:
+    return EventLog("c", max_errors=0, max_traceback_chars=0, max_code_chars=0).event(
+        "worker-added", at=1000.0 + n, worker=f"tcp://w{n}"
+    )
+
+
+def test_flusher_writes_what_changed_and_counts_it(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    scheduler = Scheduler()
+
+    async def body() -> Flusher:
+        flusher = make_flusher(url, scheduler)
+        group = Group("inc-1", 2)
+        keys = scheduler.graph(group, start=1000.0)
+        flusher.tracker.graph_updated(scheduler, keys)  # type: ignore[arg-type]
+        for key in keys:
+            group.run(scheduler.tasks[key], at=1001.0)
+            flusher.tracker.task_finished(scheduler.tasks[key], startstops(1001.0))  # type: ignore[arg-type]
+        flusher.keep(event(1))
+        flusher.open_sink()
+        written = await flusher.flush()
+        # cluster, group, computation, prefix, event
+        assert written == 5
+        assert await flusher.flush() == 1  # nothing changed: the cluster's running totals
+        await flusher.close_sink(timeout=30)
+        return flusher
+
+    flusher = asyncio.run(body())
+    stats = flusher.stats
+    assert (stats.flushes, stats.records_written, stats.write_failures) == (2, 6, 0)
+    assert stats.longest_block_seconds <= stats.loop_seconds
+    status = flusher.status()
+    assert status["delivered_batches"] is None and status["records_written"] == 6
+    counts = table_counts(open_store(url), "c")
+    assert (counts["clusters"], counts["task_groups"], counts["events"]) == (1, 1, 1)
+    (cluster,) = rows(url, store_schema.clusters, "c")
+    assert cluster["tasks_executed"] == 2 and cluster["bytes_processed"] == 16
+
+
+def test_flusher_keeps_records_through_a_failed_write_within_its_bound(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    broken = f"sqlite:///{blocker / 'store.db'}"  # its folder is a file: never written
+    good = f"sqlite:///{tmp_path / 'store.db'}"
+
+    async def body() -> Flusher:
+        flusher = make_flusher(broken, Scheduler(), max_buffered=3)
+        for n in range(3):
+            flusher.keep(event(n))
+        assert await flusher.flush() == 0
+        assert len(flusher.buffer) == 3  # events kept; the cluster record is made again
+        flusher.keep(event(3))  # over the bound: the oldest goes
+        assert await flusher.flush() == 0
+        assert flusher.stats.records_dropped >= 1 and len(flusher.buffer) == 3
+        flusher.sink = sink_for(database=good)  # the store comes back
+        assert await flusher.flush() == 4
+        await flusher.close_sink(timeout=30)
+        return flusher
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(logging.getLogger("daskscope"), "disabled", True)
+        flusher = asyncio.run(body())
+    assert flusher.stats.write_failures == 2 and flusher.stats.last_write_error is None
+    worker_names = sorted(e["worker"] for e in rows(good, store_schema.events, "c"))
+    assert worker_names == ["tcp://w1", "tcp://w2", "tcp://w3"]
+
+
+def test_flusher_writes_everything_again_into_a_store_that_was_lost(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    url = f"sqlite:///{path}"
+    scheduler = Scheduler()
+
+    async def body() -> None:
+        flusher = make_flusher(url, scheduler)
+        group = Group("inc-1", 2)
+        keys = scheduler.graph(group, start=1000.0)
+        flusher.tracker.graph_updated(scheduler, keys)  # type: ignore[arg-type]
+        group.run(scheduler.tasks[keys[0]], at=1001.0)
+        flusher.tracker.task_finished(scheduler.tasks[keys[0]], startstops(1001.0))  # type: ignore[arg-type]
+        flusher.keep(event(1))
+        flusher.open_sink()
+        assert await flusher.flush() == 5
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        assert await flusher.flush() == 0  # StoreLost: a new store is made
+        assert await flusher.flush() == 5  # and everything written into it again
+        await flusher.close_sink(timeout=30)
+        assert flusher.stats.write_failures == 1
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(logging.getLogger("daskscope"), "disabled", True)
+        asyncio.run(body())
+    counts = table_counts(open_store(url), "c")
+    assert (counts["clusters"], counts["task_groups"], counts["events"]) == (1, 1, 1)
+    assert counts["computations"] == 1 and counts["task_prefixes"] == 1
+
+
+# -- sinks --------------------------------------------------------------------------------
+
+
+def test_the_sink_factory_and_each_sinks_statistics(tmp_path: Path) -> None:
+    server = sink_for(server="http://127.0.0.1:9", token="t", spool_dir=tmp_path / "spool")
+    assert isinstance(server, HttpSink)
+    assert server.stats().kind == "server" and server.stats().spooled == 0
+    isolated = sink_for(database=f"sqlite:///{tmp_path / 'a.db'}")
+    assert isinstance(isolated, StoreSink) and isolated.isolated
+    one_shot = sink_for(database=f"sqlite:///{tmp_path / 'b.db'}", one_shot=True)
+    assert isinstance(one_shot, StoreSink) and not one_shot.isolated
+
+    one_shot.write([event(1), event(2)])
+    one_shot.close()
+    stats = one_shot.stats()
+    assert (stats.kind, stats.records_written, stats.batches_written) == ("store", 2, 1)
+    assert (stats.failures, stats.last_error) == (0, None)
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    failing = sink_for(database=f"sqlite:///{blocker / 'c.db'}", one_shot=True)
+    with pytest.raises(Exception):  # noqa: B017 - whichever the store raises
+        failing.write([event(1)])
+    stats = failing.stats()
+    assert stats.failures == 1 and stats.last_error and stats.records_written == 0
+
+
+# -- the Dask adapter ---------------------------------------------------------------------
+
+
+def test_own_metrics_without_dasks_private_totals_take_the_children_out() -> None:
+    cpu = ("execute", "inc", "thread-cpu", "seconds")
+    root = Span("root", ("default",))
+    child = Span("child", ("default", "x"), parent=root)
+    root._cumulative_worker_metrics = {cpu: 1.0, dask_adapter.IDLE_KEY: 5.0}
+    child._cumulative_worker_metrics = {cpu: 2.0}
+    assert dask_adapter.own_metrics(root) == {cpu: 1.0, dask_adapter.IDLE_KEY: 5.0}  # type: ignore[arg-type]
+    assert dask_adapter.subtree_metrics(root)[cpu] == 3.0  # type: ignore[arg-type]
+
+    class PublicOnly:  # a Dask that publishes subtree totals only
+        def __init__(self, span: Span) -> None:
+            self.cumulative_worker_metrics = span.cumulative_worker_metrics
+            self.children = [
+                SimpleNamespace(cumulative_worker_metrics=c.cumulative_worker_metrics)
+                for c in span.children
+            ]
+
+    assert dask_adapter.own_metrics(PublicOnly(root)) == {cpu: 1.0}  # type: ignore[arg-type]
+
+
+def test_adapter_reads_worker_memory_and_heartbeats_and_finds_plugins() -> None:
+    class NoHeartbeat:
+        @property
+        def memory(self) -> Any:
+            raise KeyError("process")
+
+    assert dask_adapter.memory_split(NoHeartbeat()) == (None,) * 6  # type: ignore[arg-type]
+    beat = {"cpu": 37.5, "transfer": {"incoming_bytes": 10}}
+    assert dask_adapter.heartbeat_value(beat, "cpu_percent") == 37.5
+    assert dask_adapter.heartbeat_value(beat, "transfer_incoming_bytes") == 10
+    assert dask_adapter.heartbeat_value(beat, "net_read_bps") is None
+
+    recorder = object()
+    scheduler = SimpleNamespace(plugins={"daskscope": recorder}, handlers={})
+    assert dask_adapter.find_recorder(scheduler) is recorder  # type: ignore[arg-type]
+
+    calls: list[str] = []
+
+    async def retire(*args: Any) -> str:
+        calls.append("retire")
+        return "retired"
+
+    async def before() -> None:
+        calls.append("before")
+
+    scheduler.handlers["retire_workers"] = retire
+    assert dask_adapter.wrap_handler(scheduler, "retire_workers", before)  # type: ignore[arg-type]
+    assert not dask_adapter.wrap_handler(scheduler, "retire_workers", before)  # type: ignore[arg-type]
+    assert asyncio.run(scheduler.handlers["retire_workers"]()) == "retired"
+    assert calls == ["before", "retire"]
+    dask_adapter.add_handlers(scheduler, {"retire_workers": before})  # type: ignore[arg-type]
+    assert scheduler.handlers["retire_workers"] is not before  # taken names stay
