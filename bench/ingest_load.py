@@ -37,15 +37,10 @@ import httpx
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from daskscope.model import (
-    ClusterRecord,
-    SpanMetricRecord,
-    TaskGroupRecord,
-    WorkerSampleRecord,
-)
 from daskscope.store import open_store, table_counts
 from daskscope.store.identity import add_user, create_account, create_token
 from daskscope.wire import encode_batch
+from factories import make_cluster, make_group, make_span_metric, make_worker_sample
 from pgserver import PostgresServer, free_port
 
 STAGGER_S = 0.05  # between the first connections of successive clusters
@@ -75,28 +70,25 @@ def batch_template(cluster: int, load: Load) -> bytes:
     cid = f"load-cluster-{cluster:03d}"
     now = time.time()
     records: list[Any] = [
-        ClusterRecord(
+        make_cluster(
+            f"load {cluster}",
+            start=now,
             id=cid,
-            name=f"load {cluster}",
             account="default",
             user=f"user{cluster % 5}",
             scheduler_address=f"tcp://10.0.0.{cluster}:8786",
-            dask_version="2026.8.0",
-            distributed_version="2026.8.0",
             python_version="3.11.7",
-            started_at=now,
+            stopped_at=None,
             last_seen_at=now,
-            workers_peak=4,
-            threads_peak=16,
             core_seconds=1000.0,
             tasks_executed=100_000,
         )
     ]
     records += [
-        TaskGroupRecord(
+        make_group(
+            cid,
+            f"inc-{i}-{SEQ}",
             id=f"{cid}-tg-{i}-{SEQ}",
-            cluster_id=cid,
-            name=f"inc-{i}-{SEQ}",
             prefix=f"inc{i % 20}",
             dependencies=[f"ones-{i}-{SEQ}"],
             states={"memory": 10},
@@ -112,32 +104,24 @@ def batch_template(cluster: int, load: Load) -> bytes:
         for i in range(groups)
     ]
     records += [
-        SpanMetricRecord(
+        make_span_metric(
+            cid,
+            f"span-{SEQ}",
+            f"inc{i % 20}",
+            f"activity-{i}",
+            "seconds",
+            0.5,
             id=f"{cid}-m-{i}-{SEQ}",
-            cluster_id=cid,
-            span_id=f"span-{SEQ}",
-            context="execute",
-            prefix=f"inc{i % 20}",
-            activity=f"activity-{i}",
-            unit="seconds",
-            value=0.5,
         )
         for i in range(metrics)
     ]
     records += [
-        WorkerSampleRecord(
-            id=f"{cid}-w-{i}-{SEQ}",
-            cluster_id=cid,
-            worker=f"tcp://10.0.1.{i % 4}:40000",
-            sampled_at=now + i,
-            nthreads=4,
-            memory=2**30,
-            cpu_percent=95.0,
-            executing=4,
-            processing=8,
+        make_worker_sample(
+            cid, f"tcp://10.0.1.{i % 4}:40000", now + i, id=f"{cid}-w-{i}-{SEQ}",
+            memory=2**30, cpu_percent=95.0, executing=4, processing=8,
         )
         for i in range(samples)
-    ]
+    ]  # fmt: skip
     return encode_batch(records)
 
 

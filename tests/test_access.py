@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from daskscope.model import SpanRecord, TaskGroupRecord, stable_id
+from daskscope.model import stable_id
 from daskscope.store import cluster_detail, open_store, write_records
 from daskscope.store.identity import add_user, create_account, create_token, revoke_token
 from daskscope.store.reports import save_report
 from daskscope.web import create_app
 from daskscope.wire import encode_batch
+from factories import make_group, make_span
 from webutil import call, synthetic_clusters
 
 
@@ -40,16 +41,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         clusters.append(dataclasses.replace(record, account=account))
     atlas = next(c for c in clusters if c.account == "atlas")
     cms = next(c for c in clusters if c.account == "cms")
-    group = TaskGroupRecord(
-        id=stable_id(atlas.id, "tg"), cluster_id=atlas.id, name="inc-1", prefix="inc"
-    )
-    span = SpanRecord(
-        id=stable_id(atlas.id, "span"),
-        cluster_id=atlas.id,
-        span_id="s1",
-        name=["load"],
-        enqueued_at=atlas.started_at,
-    )
+    group = make_group(atlas, "inc-1")
+    span = make_span(atlas, "s1", name=["load"], enqueued_at=atlas.started_at)
     write_records(store, [*clusters, group, span])
     create_account(store, "atlas")
     create_account(store, "cms")
@@ -208,16 +201,13 @@ def test_ingest_refuses_what_belongs_to_another_account(world: World) -> None:
     assert response.status_code == 409
     assert "records[0].data.id" in response.json()["error"]["message"]
     # records pointing into another account's cluster
-    intruder = TaskGroupRecord(
-        id=stable_id("x"), cluster_id=world.atlas_cluster, name="evil", prefix="evil"
-    )
+    intruder = make_group(world.atlas_cluster, "evil", id=stable_id("x"))
     response = post_batch(world, "carol", [intruder])
     assert response.status_code == 409
     assert "cluster_id" in response.json()["error"]["message"]
     # a record id of another account's row, under carol's own cluster
-    moved = TaskGroupRecord(
-        id=stable_id(world.atlas_cluster, "tg"), cluster_id=world.cms_cluster, name="x", prefix="x"
-    )
+    atlas_group = make_group(world.atlas_cluster, "inc-1")  # the world's group
+    moved = make_group(world.cms_cluster, "x", id=atlas_group.id)
     response = post_batch(world, "carol", [moved])
     assert response.status_code == 409
     assert "another cluster" in response.json()["error"]["message"]

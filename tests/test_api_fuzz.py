@@ -66,20 +66,19 @@ _QUERY_APP = _app()
 def test_pages_hold_with_values_past_what_sums_and_recursion_take(tmp_path: Path) -> None:
     # Written straight to the store (the wire refuses such values now): two clusters whose
     # core seconds overflow a float sum, and a chain of 3,000 nested spans
-    from daskscope.model import ClusterRecord, SpanRecord
+    from factories import make_cluster, make_span
     from webutil import call
 
     url = f"sqlite:///{tmp_path / 'extreme.db'}"
-    base = dict(
-        account="default", user="u", scheduler_address="tcp://s:1", dask_version="1",
-        distributed_version="1", python_version="3", started_at=1.8e9, last_seen_at=1.8e9 + 60,
-    )  # fmt: skip
-    huge = [ClusterRecord(id=f"huge-{i}", name="h", core_seconds=1.7e308, **base) for i in (1, 2)]
+    huge = [
+        make_cluster("h", start=1.8e9, id=f"huge-{i}", account="default", core_seconds=1.7e308)
+        for i in (1, 2)
+    ]
     spans = [
-        SpanRecord(
+        make_span(
+            "huge-1",
+            f"s{i}",
             id=f"s{i}",
-            cluster_id="huge-1",
-            span_id=f"s{i}",
             parent_span_id=f"s{i - 1}" if i else None,
             name=["deep"],
             enqueued_at=1.8e9 + i,

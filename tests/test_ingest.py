@@ -27,27 +27,19 @@ from conftest import _admin
 from daskscope.collector.http_sink import HttpSink
 from daskscope.collector.plugin import DaskscopePlugin
 from daskscope.config import CollectorSettings
-from daskscope.model import ClusterRecord, TaskGroupRecord, stable_id
+from daskscope.model import TaskGroupRecord
 from daskscope.store import cluster_detail, open_store, table_counts
 from daskscope.store.identity import add_user, create_account, create_token
 from daskscope.web import create_app
 from daskscope.wire import encode_batch
+from factories import make_cluster, make_group, make_profile
 from pgserver import PostgresServer, free_port
 
 CHILD_TABLES = ("computations", "task_groups", "task_prefixes", "spans", "span_metrics", "errors")
 
 
-def group(i: int, **changes: Any) -> TaskGroupRecord:
-    values: dict[str, Any] = dict(
-        id=stable_id("c", "tg", i),
-        cluster_id="c",
-        name=f"inc-{i}",
-        prefix="inc",
-        tasks_executed=i,
-        durations={"compute": 0.5},
-    )
-    values.update(changes)
-    return TaskGroupRecord(**values)
+def group(i: int) -> TaskGroupRecord:
+    return make_group("c", f"inc-{i}", tasks_executed=i, durations={"compute": 0.5})
 
 
 def post(app: Any, body: bytes, headers: dict[str, str] | None = None) -> httpx.Response:
@@ -86,9 +78,9 @@ def _document(**changes: Any) -> bytes:
 
 
 def _profile(tree: Any) -> bytes:
-    profile = {"id": "p", "cluster_id": "c", "started_at": 1.8e9, "stopped_at": 1.8e9 + 1,
-               "samples": 1, "tree": tree}  # fmt: skip
-    return json.dumps({"version": 1, "records": [{"kind": "profile", "data": profile}]}).encode()
+    document = json.loads(encode_batch([make_profile("c", 1.8e9, id="p", samples=1)]))
+    document["records"][0]["data"]["tree"] = tree
+    return json.dumps(document).encode()
 
 
 def _nested(depth: int) -> bytes:
@@ -391,11 +383,7 @@ def test_the_sink_splits_large_batches_within_the_servers_limits(tmp_path: Path)
     server = Server(database, free_port(), tmp_path / "server.log", "--auth")
     server.start()
     try:
-        cluster = ClusterRecord(
-            id="c", name="big flush", account="claimed", user="claimed",
-            scheduler_address="tcp://s:1", dask_version="1", distributed_version="1",
-            python_version="3", started_at=1.8e9, last_seen_at=1.8e9,
-        )  # fmt: skip
+        cluster = make_cluster("big flush", start=1.8e9, id="c", account="claimed", user="claimed")
         sink = HttpSink(server.url, token, tmp_path / "spool")
         with dask.config.set({"daskscope.ingest.max-batch-records": 7}):
             sink.write([*(group(i) for i in range(30)), cluster])

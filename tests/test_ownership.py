@@ -11,17 +11,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from daskscope.model import (
-    ClusterRecord,
-    TaskGroupRecord,
-    WorkflowChunkRecord,
-    WorkflowRunRecord,
-    stable_id,
-)
+from daskscope.model import ClusterRecord
 from daskscope.store import cluster_detail, open_store, table_counts
 from daskscope.store.identity import add_user, create_account, create_token
 from daskscope.store.runs import run_detail
 from daskscope.wire import encode_batch
+from factories import make_cluster, make_group, make_workflow_chunk, make_workflow_run
 from pgserver import free_port
 from test_ingest import Server
 
@@ -62,46 +57,22 @@ def send(team: Team, who: str, records: list) -> httpx.Response:
 
 
 def cluster(cluster_id: str, **changes: object) -> ClusterRecord:
-    values: dict = dict(
-        id=cluster_id, name=cluster_id, account="x", user="x", scheduler_address="tcp://s:1",
-        dask_version="1", distributed_version="1", python_version="3",
-        started_at=1.8e9, last_seen_at=1.8e9 + 60, core_seconds=240.0,
-    )  # fmt: skip
-    values.update(changes)
-    return ClusterRecord(**values)
-
-
-def run(cluster_id: str) -> WorkflowRunRecord:
-    return WorkflowRunRecord(
-        id=stable_id("run", cluster_id), cluster_id=cluster_id, name="analysis",
-        backend="dask", started_at=1.8e9, stopped_at=1.8e9 + 10, wall_time_s=10.0,
-        chunk_count=1,
-    )  # fmt: skip
-
-
-def chunk(run_id: str, cluster_id: str | None, index: int) -> WorkflowChunkRecord:
-    return WorkflowChunkRecord(
-        id=stable_id(run_id, "chunk", index, cluster_id),
-        run_id=run_id,
-        cluster_id=cluster_id,
-        chunk_index=index,
-        events=1000,
-    )
+    return make_cluster(cluster_id, start=1.8e9, id=cluster_id, core_seconds=240.0, **changes)
 
 
 def test_no_account_appends_chunks_to_another_accounts_run(team: Team) -> None:
-    alices = run("alice-c")
-    ok = send(team, "alice", [cluster("alice-c"), alices, chunk(alices.id, "alice-c", 0)])
+    alices = make_workflow_run("alice-c")
+    ok = send(team, "alice", [cluster("alice-c"), alices, make_workflow_chunk(alices, 0)])
     assert ok.status_code == 200, ok.text
     assert send(team, "carol", [cluster("carol-c")]).status_code == 200
 
     # carol knows the run's id: her chunks, on her own cluster or on none, are refused
     for cluster_id in ("carol-c", None):
-        refused = send(team, "carol", [chunk(alices.id, cluster_id, 7)])
+        refused = send(team, "carol", [make_workflow_chunk(alices.id, 7, cluster_id=cluster_id)])
         assert refused.status_code == 409, refused.text
         assert "records[0].data.run_id" in refused.json()["error"]["message"]
     # and so is a run record of hers under the same id
-    taken = send(team, "carol", [dataclasses.replace(run("carol-c"), id=alices.id)])
+    taken = send(team, "carol", [dataclasses.replace(make_workflow_run("carol-c"), id=alices.id)])
     assert taken.status_code == 409, taken.text
 
     with open_store(team.server.database) as store:
@@ -117,9 +88,7 @@ def test_a_cluster_keeps_its_member(team: Team) -> None:
     assert relabel.status_code == 409, relabel.text
     assert "records[0].data.id" in relabel.json()["error"]["message"]
     assert "another member" in relabel.json()["error"]["message"]
-    group = TaskGroupRecord(
-        id=stable_id("alice-c", "tg"), cluster_id="alice-c", name="inc-1", prefix="inc"
-    )
+    group = make_group("alice-c", "inc-1")
     written = send(team, "bob", [group])
     assert written.status_code == 409, written.text
     assert "records[0].data.cluster_id" in written.json()["error"]["message"]
@@ -145,8 +114,8 @@ def seen_runs(team: Team, who: str) -> list[str]:
 def test_a_run_without_a_cluster_is_its_senders(team: Team) -> None:
     """A local run (no recorder, no cluster) belonged to nobody: with authentication no
     member could see it, and anyone could overwrite it or add chunks to it."""
-    bobs = dataclasses.replace(run("none"), id="bobs-local-run", cluster_id=None, user="x")
-    sent = send(team, "bob", [bobs, chunk(bobs.id, None, 0)])
+    bobs = make_workflow_run(None, id="bobs-local-run", user="x")
+    sent = send(team, "bob", [bobs, make_workflow_chunk(bobs, 0)])
     assert sent.status_code == 200, sent.text
     assert seen_runs(team, "bob") == [bobs.id]
     assert seen_runs(team, "alice") == [bobs.id]  # the same account sees it
@@ -157,7 +126,7 @@ def test_a_run_without_a_cluster_is_its_senders(team: Team) -> None:
         overwrite = send(team, who, [dataclasses.replace(bobs, name="mine now")])
         assert overwrite.status_code == 409, overwrite.text
         assert "records[0].data.id" in overwrite.json()["error"]["message"]
-        appended = send(team, who, [chunk(bobs.id, None, 9)])
+        appended = send(team, who, [make_workflow_chunk(bobs, 9)])
         assert appended.status_code == 409, appended.text
     with open_store(team.server.database) as store:
         detail = run_detail(store, bobs.id)

@@ -17,10 +17,10 @@ import psutil
 import pytest
 
 from conftest import _admin
-from daskscope.model import ClusterRecord, TaskGroupRecord
 from daskscope.store import open_store
 from daskscope.store.identity import add_user, create_account, create_token, revoke_token
 from daskscope.wire import encode_batch
+from factories import make_cluster, make_group
 from pgserver import free_port
 
 BATCHES = 12  # a connection
@@ -82,16 +82,15 @@ def _worker_processes(supervisor: int) -> int:
 def _batch(cluster_id: str, number: int) -> bytes:
     now = time.time()
     records: list = [
-        ClusterRecord(
+        make_cluster(
+            cluster_id,
+            start=now,
             id=cluster_id,
-            name=cluster_id,
             account="claimed-by-the-token",
             user="someone",
             scheduler_address="tcp://10.0.0.1:8786",
-            dask_version="2026.8.0",
-            distributed_version="2026.8.0",
             python_version="3.11.7",
-            started_at=now,
+            stopped_at=None,
             last_seen_at=now,
             workers_peak=1,
             threads_peak=1,
@@ -100,24 +99,14 @@ def _batch(cluster_id: str, number: int) -> bytes:
         )
     ]
     records += [
-        TaskGroupRecord(
-            id=f"{cluster_id}-{number}-{i}",
-            cluster_id=cluster_id,
-            name=f"group-{number}-{i}",
-            prefix="group",
-            dependencies=[],
-            states={"memory": 1},
-            tasks_total=1,
-            tasks_executed=1,
-            nbytes_total=8,
-            duration_s=0.01,
-            durations={"compute": 0.01},
-            types=["int"],
-            started_at=now + number,
-            stopped_at=now + number + 1,
+        make_group(
+            cluster_id, f"group-{number}-{i}", id=f"{cluster_id}-{number}-{i}", prefix="group",
+            states={"memory": 1}, tasks_total=1, tasks_executed=1, nbytes_total=8,
+            duration_s=0.01, durations={"compute": 0.01}, types=["int"],
+            started_at=now + number, stopped_at=now + number + 1,
         )
         for i in range(GROUPS)
-    ]
+    ]  # fmt: skip
     return encode_batch(records)
 
 

@@ -17,20 +17,20 @@ from distributed import Client, LocalCluster
 
 import daskscope
 from daskscope import model
-from daskscope.model import (
-    ClusterRecord,
-    ComputationRecord,
-    ErrorRecord,
-    EventRecord,
-    SpanRecord,
-    TaskGroupRecord,
-    stable_id,
-)
+from daskscope.model import stable_id
 from daskscope.store import Rejected, Store, open_store, write_records
 from daskscope.store.schema import TABLES
 from daskscope.text import escape_text, escape_value
 from daskscope.web import create_app
 from daskscope.wire import decode_batch, encode_batch
+from factories import (
+    make_cluster,
+    make_computation,
+    make_error,
+    make_event,
+    make_group,
+    make_span,
+)
 
 T0 = 1_767_225_600.5
 
@@ -60,57 +60,21 @@ def test_escape_text_is_documented_notation() -> None:
 def odd_records(cid: str, text: str, i: int) -> list[model.Record]:
     """Records of several kinds with ``text`` in every text field Dask feeds."""
     return [
-        ClusterRecord(
-            id=cid,
-            name=f"cluster {text}",
-            account="acc",
-            user="u",
-            scheduler_address="tcp://127.0.0.1:1",
-            dask_version="x",
-            distributed_version="x",
-            python_version="x",
-            started_at=T0,
-            last_seen_at=T0,
+        make_cluster(f"cluster {text}", start=T0, id=cid, account="acc", user="u"),
+        make_group(
+            cid, f"group-{text}", prefix=text, dependencies=[text], states={text: 1},
+            types=[text], durations={text: 0.5},
         ),
-        TaskGroupRecord(
-            id=stable_id(cid, "tg", i),
-            cluster_id=cid,
-            name=f"group-{text}",
-            prefix=text,
-            dependencies=[text],
-            states={text: 1},
-            types=[text],
-            durations={text: 0.5},
+        make_span(cid, stable_id("s", i), name=["outer", text], enqueued_at=T0, code=[text]),
+        make_computation(
+            cid, i, started_at=T0, code=[text], annotations={"span": {"name": [[text]]}, text: text}
         ),
-        SpanRecord(
-            id=stable_id(cid, "span", i),
-            cluster_id=cid,
-            span_id=stable_id("s", i),
-            name=["outer", text],
-            enqueued_at=T0,
-            code=[text],
+        make_error(
+            cid, f"('{text}', 0)", at=T0, group=text, prefix=text,
+            exception=f"ValueError('{text}')", traceback=text,
         ),
-        ComputationRecord(
-            id=stable_id(cid, "comp", i),
-            cluster_id=cid,
-            started_at=T0,
-            code=[text],
-            annotations={"span": {"name": [[text]]}, text: text},
-        ),
-        ErrorRecord(
-            id=stable_id(cid, "error", i),
-            cluster_id=cid,
-            key=f"('{text}', 0)",
-            at=T0,
-            group=text,
-            prefix=text,
-            exception=f"ValueError('{text}')",
-            traceback=text,
-        ),
-        EventRecord(
-            id=stable_id(cid, "event", i), cluster_id=cid, at=T0, kind="x", detail={"t": text}
-        ),
-    ]
+        make_event(cid, "x", T0, detail={"t": text}),
+    ]  # fmt: skip
 
 
 def stored(store: Store, ids: set[str]) -> dict[str, dict[str, Any]]:
@@ -146,8 +110,7 @@ def test_one_record_the_database_refuses_leaves_the_rest_of_the_batch(
 ) -> None:
     good = [r for i, text in enumerate(ODD[:3]) for r in odd_records(f"c{i}", text, i)]
     # beyond a 64-bit integer: both databases refuse it, with nothing odd about its text
-    too_big = TaskGroupRecord(id="too-big", cluster_id="c0", name="g", prefix="p")
-    too_big.nbytes_total = 2**70
+    too_big = make_group("c0", "g", id="too-big", prefix="p", nbytes_total=2**70)
     missing = dataclasses.replace(good[0], id="no-name")
     missing.name = None  # type: ignore[assignment]  # NOT NULL
     batch = [*good[:5], too_big, *good[5:], missing]
@@ -179,8 +142,8 @@ def post(app: Any, body: bytes) -> httpx.Response:
 def test_odd_text_through_ingest_and_a_number_no_database_holds(database_url: str) -> None:
     app = create_app(database_url)
     records = [r for i, text in enumerate(ODD) for r in odd_records(f"c{i}", text, i)]
-    too_big = TaskGroupRecord(id="too-big", cluster_id="c0", name="g", prefix="p")
-    too_big.nbytes_total = 2**70  # beyond what a database holds
+    # beyond what a database holds
+    too_big = make_group("c0", "g", id="too-big", prefix="p", nbytes_total=2**70)
     batch = [*records[:3], too_big, *records[3:]]
     body = encode_batch(batch)
     # a lone surrogate has no UTF-8 form: its batch travels escaped; without one, text
