@@ -10,6 +10,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from daskscope import catalogue
 from daskscope.format import MISSING, count_text, value_text
 from daskscope.views.run import RunFigure, RunView, run_view
 from daskscope.workflow.run import WorkflowRun
@@ -67,18 +68,23 @@ def _chunk_stats(view: RunView) -> Table:
     return table
 
 
+# the section figures shown, by their catalogue key (``SectionRow`` names ``count`` calls)
+_SECTION_FIGURES = ("chunks", "count", "wall_s", "mean_wall_s", "cpu_s", "memory_delta_bytes")
+
+
 def _section_table(view: RunView) -> Table:
     table = Table(title="Sections", title_justify="left")
-    for col in ("section", "kind", "chunks", "calls", "wall Σ", "wall mean", "CPU Σ", "memory Δ Σ"):
-        table.add_column(col, justify="left" if col in ("section", "kind") else "right")
+    table.add_column("section")
+    table.add_column("kind")
+    described = [catalogue.figure("section", key) for key in _SECTION_FIGURES]
+    for figure in described:
+        table.add_column(figure.label, justify="right")
     if view.sections_why:
         table.add_row(_missing(view.sections_why))
     for s in view.sections:
-        table.add_row(
-            Text(s.name), s.kind or MISSING, count_text(s.chunks), count_text(s.calls),
-            value_text(s.wall_s, "seconds"), value_text(s.mean_wall_s, "seconds"),
-            value_text(s.cpu_s, "seconds"), value_text(s.memory_delta_bytes, "bytes"),
-        )  # fmt: skip
+        values = (s.chunks, s.calls, s.wall_s, s.mean_wall_s, s.cpu_s, s.memory_delta_bytes)
+        texts = [f.text(v) for f, v in zip(described, values, strict=True)]
+        table.add_row(Text(s.name), s.kind or MISSING, *texts)
     return table
 
 
