@@ -39,11 +39,11 @@ def routes(app: Any, rng: random.Random, repeat: int) -> dict[str, list[str]]:
     clusters = list_clusters(store, limit=None)
     picks = [rng.choice(clusters) for _ in range(repeat)]
     comps = []
-    from daskscope.store import cluster_detail
+    from daskscope.views import cluster_view
 
     for c in picks:
-        detail = cluster_detail(store, c["id"])
-        comps.append(rng.choice(detail["computations"])["id"] if detail["computations"] else "x")
+        view = cluster_view(store, c["id"])
+        comps.append(rng.choice(view.computations).id if view.computations else "x")
 
     def week(c: dict[str, Any]) -> float:
         return MONDAY + int((c["started_at"] - MONDAY) // WEEK) * WEEK
@@ -78,12 +78,12 @@ MANY_GROUPS_ID = stable_id("bench", "many-groups")
 
 def many_groups_routes(app: Any, repeat: int) -> dict[str, list[str]]:
     """The many-groups cluster's routes; the computations' graphs in turn."""
-    from daskscope.store import cluster_detail
+    from daskscope.views import cluster_view
 
-    detail = cluster_detail(app.state.store, MANY_GROUPS_ID, compact=True)
-    comps = [c["id"] for c in detail["computations"]]
+    view = cluster_view(app.state.store, MANY_GROUPS_ID)
+    comps = [c.id for c in view.computations]
     base = f"/api/v1/clusters/{MANY_GROUPS_ID}"
-    last = max(0, sum(c["group_count"] for c in detail["computations"]) - 1000)
+    last = max(0, sum(c.group_count for c in view.computations) - 1000)
     return {
         "GET /clusters/{id} (page)": [f"/clusters/{MANY_GROUPS_ID}"] * repeat,
         "GET /api/v1/clusters/{id}": [base] * repeat,

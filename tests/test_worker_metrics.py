@@ -228,6 +228,8 @@ def test_cluster_page_and_api_show_the_split_and_extra_metrics(recorded: dict[st
 
 
 def test_show_prints_the_split_and_extra_metrics(recorded: dict[str, Any]) -> None:
+    from daskscope.format import number_text
+
     result = CliRunner().invoke(
         cli,
         ["--database", recorded["url"], "show", recorded["cluster_id"]],
@@ -241,7 +243,7 @@ def test_show_prints_the_split_and_extra_metrics(recorded: dict[str, Any]) -> No
     # metric x worker, the workers in address order
     gpu = [f"{recorded['gpu'][w]:.0f}" for w in sorted(recorded["gpu"])]
     assert [cell for cell in lines["gpu.utilization"] if cell != "│"] == gpu
-    assert [cell for cell in lines["my_metric"] if cell != "│"] == ["1.5", "1.5"]
+    assert [cell for cell in lines["my_metric"] if cell != "│"] == [number_text(1.5)] * 2
 
 
 # ---------------------------------------------------------------- migration 0003 -> 0004

@@ -17,6 +17,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from daskscope.analysis.workers import extra_metrics
+from daskscope.catalogue import figure
 from daskscope.format import (
     MISSING,
     bytes_text,
@@ -24,7 +25,6 @@ from daskscope.format import (
     duration_text,
     money_text,
     number_text,
-    percent_text,
     timestamp_text,
     value_text,
 )
@@ -94,6 +94,12 @@ def clusters_table(rows: Sequence[ClusterSummary]) -> Table:
 # -- one cluster ---------------------------------------------------------------------------
 
 
+def _figure(key: str, value: float | None) -> tuple[str, str]:
+    """A line of the statistics panel: the catalogue's label and text of a figure."""
+    found = figure("cluster", key)
+    return found.label, found.text(value)
+
+
 def statistics_panel(cluster: ClusterInfo, stats: ClusterStatistics) -> Panel:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
@@ -120,19 +126,19 @@ def statistics_panel(cluster: ClusterInfo, stats: ClusterStatistics) -> Panel:
             "stopped (UTC)",
             timestamp_text(end) if end else "still running (or not closed cleanly)",
         ),
-        ("duration", duration_text(stats.duration_s)),
+        _figure("duration_s", stats.duration_s),
         (
-            "workers / threads peak",
+            f"{figure('cluster.workers_peak').label} / threads",
             f"{count_text(stats.workers_peak)} / {count_text(stats.threads_peak)}",
         ),
-        ("core time", f"{number_text(stats.core_hours)} core-hours"),
-        ("compute time", f"{number_text(stats.compute_hours)} hours"),
-        ("utilisation", percent_text(stats.utilisation)),
-        ("tasks executed", count_text(stats.tasks_executed)),
-        ("tasks erred", count_text(stats.tasks_erred)),
-        ("memory processed", bytes_text(stats.bytes_processed)),
-        ("memory reserved", f"{number_text(stats.memory_gib_hours)} GiB-hours"),
-        ("cost", _cost(stats) + basis),
+        _figure("core_hours", stats.core_hours),
+        _figure("compute_hours", stats.compute_hours),
+        _figure("utilisation", stats.utilisation),
+        _figure("tasks_executed", stats.tasks_executed),
+        _figure("tasks_erred", stats.tasks_erred),
+        _figure("bytes_processed", stats.bytes_processed),
+        _figure("memory_gib_hours", stats.memory_gib_hours),
+        (figure("cluster.cost.total").label, _cost(stats) + basis),
     ]
     for key, value in lines:
         grid.add_row(key, value)

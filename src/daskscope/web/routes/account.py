@@ -25,7 +25,7 @@ from daskscope.views import (
 from daskscope.web.auth import viewer_of
 from daskscope.web.errors import BadRequest
 from daskscope.web.render import page
-from daskscope.web.routes.common import described, store_of, view_response
+from daskscope.web.routes.common import described, label, store_of, view_response
 
 __all__ = ["api", "pages", "scope_of"]
 
@@ -76,7 +76,7 @@ def account_page(
     weeks: int = WEEKS,
 ) -> HTMLResponse:
     view = _account(request, days, since, until, weeks)
-    return page(request, "account.html", title="Account", data=to_data(view))
+    return page(request, "account.html", title="Account", data=to_data(view), label=label)
 
 
 @api.get(

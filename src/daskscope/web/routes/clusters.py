@@ -26,6 +26,7 @@ from daskscope.web.render import page
 from daskscope.web.routes.common import (
     described,
     json_response,
+    label,
     store_of,
     view_response,
     visible_cluster_id,
@@ -50,7 +51,8 @@ def _view_of(request: Request, cluster_id: str, groups: int, groups_by: str) -> 
 @pages.get("/clusters/{cluster_id}", response_class=HTMLResponse)
 def cluster_page(request: Request, cluster_id: str) -> HTMLResponse:
     view = _view_of(request, cluster_id, 0, "duration")
-    return page(request, "cluster.html", title=view.cluster.name, data=to_data(view))
+    data = to_data(view)
+    return page(request, "cluster.html", title=view.cluster.name, data=data, label=label)
 
 
 @api.get(

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
+from daskscope.catalogue import figure
 from daskscope.store import Store, resolve_cluster_id
 from daskscope.views import to_json
 from daskscope.web.auth import viewer_of
@@ -15,6 +16,7 @@ __all__ = [
     "account_scope",
     "described",
     "json_response",
+    "label",
     "store_of",
     "view_response",
     "visible_cluster_id",
@@ -53,3 +55,9 @@ def described(view_type: type) -> dict[int | str, dict[str, Any]]:
     """``responses=`` of a route answering ``view_type``: OpenAPI describes the view's
     fields, while the route encodes the view itself (no validation pass over it)."""
     return {200: {"model": view_type, "description": view_type.__doc__ or "The view."}}
+
+
+def label(figure_id: str) -> str:
+    """A figure's label from the catalogue, as a page heading writes it ("Core time")."""
+    text = figure(figure_id).label
+    return text[:1].upper() + text[1:]
