@@ -143,6 +143,14 @@ def test_unknown_and_ambiguous_ids_carry_data_and_each_front_adds_its_hint(
         assert run_list(store).runs[0].id == stored["run"].run_id
     failed = CliRunner().invoke(cli, ["--database", stored["url"], "run", "zzzzzz"])
     assert failed.exit_code == 2 and "`daskscope runs` lists them" in failed.output
+    app = create_app(stored["url"])
+    try:
+        answer = call(app, "GET", "/api/v1/runs/zzzzzz")
+        page = call(app, "GET", "/runs/zzzzzz")
+    finally:
+        app.state.store.close()
+    assert answer.status_code == 404 and answer.json()["error"]["run_id"] == "zzzzzz"
+    assert page.status_code == 404 and "The runs page lists them." in page.text
     empty = f"sqlite:///{tmp_path / 'empty.db'}"
     with open_store(empty) as store:
         assert run_list(store).message == "no workflow runs recorded yet"

@@ -27,9 +27,10 @@ def _run(request: Request, run_id: str) -> RunView:
     try:
         return stored_run_view(store_of(request), run_id, account=account_scope(request))
     except UnknownRun as exc:
-        raise NotFound(f"{exc}; the list of runs is at /runs") from None
+        raise NotFound(str(exc), data=exc.data(), hint="The runs page lists them.") from None
     except AmbiguousRun as exc:
-        raise BadRequest(f"{exc}; give more of the id") from None
+        hint = "Give more of the id: the runs page lists them."
+        raise BadRequest(str(exc), data=exc.data(), hint=hint) from None
 
 
 def _json(view: RunList | RunView) -> Response:
