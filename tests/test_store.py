@@ -223,8 +223,9 @@ def test_resolve_cluster_id(store: store_api.Store, three_clusters: list[Cluster
     full = three_clusters[0].id
     assert resolve_cluster_id(store, full) == full
     assert resolve_cluster_id(store, full[:8]) == full
-    with pytest.raises(UnknownCluster, match="daskscope clusters"):
+    with pytest.raises(UnknownCluster, match="no cluster with id") as unknown:
         resolve_cluster_id(store, "ffff-no-such-cluster")
+    assert unknown.value.cluster_id == "ffff-no-such-cluster"  # the CLI adds its own hint
     with pytest.raises(UnknownCluster, match="at least 4"):
         resolve_cluster_id(store, full[:3])
     twins = [make_cluster(f"twin{i}", id=f"abcd{i}000-twin", start=T0 + 500 + i) for i in (1, 2)]
@@ -251,8 +252,7 @@ def test_cluster_detail(store: store_api.Store, three_clusters: list[ClusterReco
     assert [g["name"] for g in detail["task_groups"]] == comp["task_groups"]
     assert [p["name"] for p in detail["task_prefixes"]] == ["random_sample", "sum-aggregate"]
     assert [s["name"] for s in detail["spans"]] == [["default"]]
-    assert len(detail["span_metrics"]) == 4
-    assert {m["activity"] for m in detail["span_metrics"]} >= {"thread-cpu", "memory-read"}
+    assert {m["activity"] for m in detail["fine_metrics"]} >= {"thread-cpu", "memory-read"}
     assert [e["kind"] for e in detail["events"]] == [
         "cluster-started", "worker-added", "cluster-closed",
     ]  # fmt: skip
@@ -284,23 +284,25 @@ def test_cluster_detail(store: store_api.Store, three_clusters: list[ClusterReco
         cluster_detail(store, "no-such-id")
 
 
-def test_compact_cluster_detail_is_the_full_one_summed(
+def test_cluster_detail_sums_fine_metrics_as_python_would(
     store: store_api.Store, three_clusters: list[ClusterRecord]
 ) -> None:
+    from daskscope.store.analytics import span_rows
+
     cluster = three_clusters[0]
     extra = make_span_metric(
         cluster, "another-span", "random_sample", "thread-cpu", "seconds", 0.125, id="extra-metric"
     )
     write_records(store, [extra])  # the same key in a second span: summed with the first
     full = cluster_detail(store, cluster.id)
-    compact = cluster_detail(store, cluster.id, compact=True)
-    assert compact["task_groups"] == [] and compact["span_metrics"] == []
-    assert compact["computations"] == full["computations"]
-    expected = fine_metrics_table(full["span_metrics"])
-    assert len(expected) == 4 < len(full["span_metrics"])
-    assert [{**r, "value": pytest.approx(r["value"])} for r in expected] == compact["fine_metrics"]
+    page = cluster_detail(store, cluster.id, max_groups=0)
+    assert page["task_groups"] == [] and page["computations"] == full["computations"]
+    _, span_metrics = span_rows(store, cluster.id)
+    expected = fine_metrics_table(span_metrics)
+    assert len(expected) == 4 < len(span_metrics)
+    assert [{**r, "value": pytest.approx(r["value"])} for r in expected] == page["fine_metrics"]
     for key in ("cluster", "task_prefixes", "spans", "errors", "events", "workers", "profiles"):
-        assert compact[key] == full[key]
+        assert page[key] == full[key]
 
 
 def test_worker_samples_and_profile_trees(
