@@ -20,6 +20,7 @@ import daskscope.store as store_api
 from daskscope import model
 from daskscope.analysis import fine_metrics_table
 from daskscope.model import ClusterRecord, TaskGroupRecord, WorkerSampleRecord, stable_id
+from daskscope.shape import Column, record_fields
 from daskscope.store import (
     AmbiguousCluster,
     BadDatabaseURL,
@@ -96,14 +97,14 @@ def test_the_identity_tables_are_in_the_schema_without_importing_identity() -> N
 
 def test_columns_follow_the_declared_shapes() -> None:
     for cls, table in TABLE_FOR.items():
-        for f in model.record_fields(cls):
+        for f in record_fields(cls):
             column = table.c[f.name]
             assert column.nullable == (f.optional or f.shape.nullable), f.name
             assert column.primary_key == f.shape.primary_key, f.name
         indexed = {c.name for index in table.indexes for c in index.columns}
-        for f in model.record_fields(cls):
+        for f in record_fields(cls):
             # text the store indexes must be short on the wire, or PostgreSQL refuses it
-            if f.name in indexed and f.shape.column is model.Column.STRING:
+            if f.name in indexed and f.shape.column is Column.STRING:
                 assert f.shape.short, f"{cls.__name__}.{f.name}"
 
 

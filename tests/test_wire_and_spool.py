@@ -15,7 +15,8 @@ import msgspec
 import pytest
 
 from daskscope.collector.spool import Spool
-from daskscope.model import RECORD_TYPES, Column, FieldShape, Record, col, record_fields
+from daskscope.model import RECORD_TYPES, Record
+from daskscope.shape import Column, FieldShape, col, record_fields
 from daskscope.wire import (
     WireError,
     decode_batch,

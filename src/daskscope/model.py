@@ -5,11 +5,9 @@ reads them back. Every record has a stable ``id`` (see :func:`stable_id`) so tha
 the same record twice stores it once. Times are UTC epoch seconds (floats); sizes are
 bytes; durations are seconds.
 
-Each field declares its shape with :func:`col`: how it is stored (a :class:`Column`,
-which ``store.schema`` maps to a database type) and what the wire accepts (``wire``).
-So a record is the single source of its table and of its checks, whatever its fields are
-called. Nothing here imports SQLAlchemy: the recorder imports this module in the
-scheduler.
+Each field declares its shape with :func:`daskscope.shape.col`: the column that stores it
+and what the wire accepts. Nothing here imports SQLAlchemy: the recorder imports this
+module in the scheduler.
 """
 
 # col() returns a dataclasses.field(), which ruff cannot see through
@@ -18,26 +16,21 @@ scheduler.
 from __future__ import annotations
 
 import dataclasses
-import enum
-import functools
-import types
-import typing
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from daskscope.shape import Column, col
 
 __all__ = [
     "RECORD_TYPES",
     "ClusterRecord",
-    "Column",
     "ComputationRecord",
     "ErrorRecord",
     "EventRecord",
-    "FieldShape",
     "ProfileRecord",
     "Record",
-    "RecordField",
     "SpanMetricRecord",
     "SpanRecord",
     "TaskGroupRecord",
@@ -45,8 +38,6 @@ __all__ = [
     "WorkerSampleRecord",
     "WorkflowChunkRecord",
     "WorkflowRunRecord",
-    "col",
-    "record_fields",
     "record_from_dict",
     "record_to_dict",
     "stable_id",
@@ -63,57 +54,6 @@ def stable_id(*parts: object) -> str:
         # \udXXX; any other text keeps the id it always had
         name = name.encode("utf-8", "backslashreplace").decode("utf-8")
     return str(uuid.uuid5(_NAMESPACE, name))
-
-
-class Column(enum.Enum):
-    """How a field is stored; ``store.schema`` maps each to a database type."""
-
-    STRING = "string"  # text of a line or so
-    TEXT = "text"  # text of any length: task keys, tracebacks, file names
-    INTEGER = "integer"  # 32 bits
-    BIGINT = "bigint"  # 64 bits: counts and sizes that can grow past 2**31
-    DOUBLE = "double"
-    #: epoch seconds: double precision (REAL would lose sub-second detail), and on the
-    #: wire no earlier than 1970 and no later than about 2255
-    TIME = "time"
-    BOOLEAN = "boolean"
-    JSON = "json"  # JSONB on PostgreSQL
-
-
-@dataclass(frozen=True, slots=True)
-class FieldShape:
-    """What :func:`col` declares for one field."""
-
-    column: Column
-    #: the wire refuses a value below zero
-    nonnegative: bool = False
-    #: the wire refuses text longer than an index entry holds (ids, owners)
-    short: bool = False
-    #: the column takes NULL even where the field's type does not (rows stored before
-    #: the field existed); a field typed ``X | None`` is nullable anyway
-    nullable: bool = False
-    primary_key: bool = False
-
-
-_SHAPE = "daskscope.shape"
-
-
-def col(
-    column: Column,
-    *,
-    nonnegative: bool = False,
-    short: bool = False,
-    nullable: bool = False,
-    primary_key: bool = False,
-    default: Any = dataclasses.MISSING,
-    default_factory: Any = dataclasses.MISSING,
-) -> Any:
-    """A record field of this shape (a :func:`dataclasses.field` carrying it)."""
-    shape = FieldShape(column, nonnegative, short or primary_key, nullable, primary_key)
-    metadata = {_SHAPE: shape}
-    if default_factory is not dataclasses.MISSING:
-        return field(default_factory=default_factory, metadata=metadata)
-    return field(default=default, metadata=metadata)
 
 
 def _id() -> Any:
@@ -453,42 +393,6 @@ def record_from_dict(kind: str, data: dict[str, Any]) -> Record:
         raise ValueError(f"unknown record kind {kind!r}; known: {sorted(RECORD_TYPES)}") from None
     record: Record = cls(**data)
     return record
-
-
-@dataclass(frozen=True, slots=True)
-class RecordField:
-    """One field of a record kind with its declared shape: what the store's schema and
-    the wire's checks are built from."""
-
-    name: str
-    #: the field's type, e.g. ``int | None``
-    hint: Any
-    shape: FieldShape
-    field: dataclasses.Field[Any]
-
-    @property
-    def optional(self) -> bool:
-        """The field's type admits None."""
-        return type(None) in typing.get_args(self.hint) and isinstance(self.hint, types.UnionType)
-
-    @property
-    def nullable(self) -> bool:
-        """The column takes NULL."""
-        return self.optional or self.shape.nullable
-
-
-@functools.cache
-def record_fields(cls: type) -> tuple[RecordField, ...]:
-    """The fields of record kind ``cls``, in order; a field declared without :func:`col`
-    is an error here, so no field goes unchecked or unstored by accident."""
-    hints = typing.get_type_hints(cls)
-    fields = []
-    for f in dataclasses.fields(cls):
-        shape = f.metadata.get(_SHAPE)
-        if not isinstance(shape, FieldShape):
-            raise TypeError(f"{cls.__name__}.{f.name} declares no shape; declare it with col()")
-        fields.append(RecordField(f.name, hints[f.name], shape, f))
-    return tuple(fields)
 
 
 def group_by_kind(records: Iterable[Record]) -> Iterator[tuple[type, list[Record]]]:

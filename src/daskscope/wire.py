@@ -3,7 +3,7 @@
 ``{"version": 1, "records": [{"kind": "task_group", "data": {"id": ..., ...}}, ...]}``:
 each record is its kind and its dataclass fields. msgspec encodes it (in the scheduler)
 and decodes it (in the server): decoding checks every field against its type and the
-rules the record declares for it (``model.col``) in one pass over the bytes, which is
+rules the record declares for it (``daskscope.shape``) in one pass over the bytes, which is
 what keeps a team server's ingest cheap (docs/benchmarks.md).
 """
 
@@ -19,7 +19,8 @@ from typing import Annotated, Any, Union
 
 import msgspec
 
-from daskscope.model import RECORD_TYPES, Column, Record, RecordField, record_fields, record_to_dict
+from daskscope.model import RECORD_TYPES, Record, record_to_dict
+from daskscope.shape import Column, RecordField, record_fields
 from daskscope.text import escape_value
 
 __all__ = [
@@ -109,7 +110,7 @@ _MAX_FLOAT = 1e30
 
 
 def _constrained(f: RecordField) -> Any:
-    """The field's type with the wire's rules, as the record declares them (model.col):
+    """The field's type with the wire's rules, as the record declares them (daskscope.shape):
     no negative counts, sizes or durations where declared non-negative, epoch-second
     times, numbers a database column and a sum hold, bounded text (short where the
     store indexes it)."""

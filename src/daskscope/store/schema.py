@@ -1,5 +1,5 @@
 """The database schema: a table per record kind built from the record's fields (their
-declared :class:`~daskscope.model.Column`), and the identity tables of a shared server.
+declared :class:`~daskscope.shape.Column`), and the identity tables of a shared server.
 
 This module describes the *current* schema; the migrations under ``migrations/``
 create it step by step and a test checks that both agree (Alembic's autogenerate
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from daskscope import model
-from daskscope.model import Column
+from daskscope.shape import Column, record_fields
 
 __all__ = [
     "TABLES",
@@ -58,7 +58,7 @@ def _record_table(cls: type, name: str, *indexes: tuple[str, ...]) -> sa.Table:
             primary_key=f.shape.primary_key,
             nullable=f.nullable,
         )
-        for f in model.record_fields(cls)
+        for f in record_fields(cls)
     ]
     return sa.Table(
         name,
