@@ -18,6 +18,7 @@ from daskscope.views import (
     ClusterListing,
     ClusterView,
     ComputationGraph,
+    GroupPage,
     cluster_view,
     to_data,
 )
@@ -102,6 +103,7 @@ def test_the_view_computes_duration_and_statistics_once(site: dict[str, Any]) ->
         ("/api/v1/clusters", ClusterListing),
         ("/api/v1/account", AccountView),
         ("/api/v1/clusters/{cluster_id}/computations/{computation_id}/graph", ComputationGraph),
+        ("/api/v1/clusters/{cluster_id}/task-groups", GroupPage),
     ],
 )
 def test_openapi_describes_the_views(site: dict[str, Any], path: str, view: type) -> None:
@@ -146,3 +148,9 @@ def test_cli_views_render_in_the_tables(site: dict[str, Any], tmp_path: Path) ->
     result = CliRunner().invoke(cli, ["--database", site["url"], "clusters"], terminal_width=200)
     assert result.exit_code == 0, result.output
     assert "twin" in result.stdout and "0.2000 USD" in result.stdout
+
+
+def test_a_task_group_reads_the_same_in_show_and_in_the_paged_route(site: dict[str, Any]) -> None:
+    shown = cli_json(site, "show", CLUSTER_ID, "--json")["task_groups"]
+    paged = api_json(site, f"/api/v1/clusters/{CLUSTER_ID}/task-groups")
+    assert paged["groups"] == shown and paged["total"] == 1 and paged["next"] is None

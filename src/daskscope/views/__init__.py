@@ -23,6 +23,7 @@ from daskscope.views.account import (
 from daskscope.views.cluster import ClusterView, cluster_view
 from daskscope.views.computation import ComputationGraph, computation_view
 from daskscope.views.encode import to_data, to_json, to_pretty_json
+from daskscope.views.groups import GroupPage, group_page_view
 from daskscope.views.listing import (
     ClusterListing,
     ClusterStatistics,
@@ -39,6 +40,7 @@ __all__ = [
     "ClusterSummary",
     "ClusterView",
     "ComputationGraph",
+    "GroupPage",
     "MemberUsage",
     "Scope",
     "StatisticsView",
@@ -48,6 +50,7 @@ __all__ = [
     "cluster_listing",
     "cluster_view",
     "computation_view",
+    "group_page_view",
     "statistics_view",
     "time_range",
     "to_data",

@@ -18,9 +18,10 @@ from daskscope.analysis.workers import memory_over_time
 from daskscope.store import profile_trees
 from daskscope.store import worker_samples as load_worker_samples
 from daskscope.store.analytics import span_rows, worker_events
-from daskscope.store.groups import find_computation, task_group_page
+from daskscope.store.groups import find_computation
 from daskscope.views import ClusterView, ComputationGraph, cluster_view, computation_view, to_data
 from daskscope.views.computation import MAX_GRAPH_GROUPS
+from daskscope.views.groups import GroupPage, group_page_view
 from daskscope.web.errors import NotFound
 from daskscope.web.render import page
 from daskscope.web.routes.common import (
@@ -148,6 +149,8 @@ def _groups_url(cluster_id: str) -> str:
 @api.get(
     "/clusters/{cluster_id}/task-groups",
     summary="All task groups of a cluster (or of one computation), a page at a time",
+    response_class=Response,
+    responses=described(GroupPage),
 )
 def task_groups_json(
     request: Request,
@@ -157,22 +160,18 @@ def task_groups_json(
         DEFAULT_GROUP_PAGE, ge=1, le=MAX_GROUP_PAGE, description="Groups in this page."
     ),
     computation: str | None = Query(None, description="Only this computation's groups."),
-) -> JSONResponse:
+) -> Response:
     """Groups in one stable order (start, name, id), so that following ``next`` from
     offset 0 yields every group exactly once; ``total`` is how many there are."""
     store = store_of(request)
     cluster_id = visible_cluster_id(request, cluster_id)
-    page = task_group_page(
-        store, cluster_id, offset=offset, limit=limit, computation_id=computation
+    url = _groups_url(cluster_id)
+    found = group_page_view(
+        store, cluster_id, offset=offset, limit=limit, computation=computation, url=url
     )
-    if page is None:
+    if found is None:
         raise NotFound(f"cluster {cluster_id} has no computation {computation!r}")
-    end = offset + len(page["groups"])
-    query = f"offset={end}&limit={limit}" + (
-        f"&computation={quote(computation)}" if computation is not None else ""
-    )
-    page["next"] = f"{_groups_url(cluster_id)}?{query}" if end < page["total"] else None
-    return json_response({"cluster_id": cluster_id, "computation": computation, **page})
+    return view_response(found)
 
 
 def _profile_interval() -> float:

@@ -71,7 +71,7 @@
       // Say what is missing: only the longest groups are drawn.
       const note = document.getElementById(`graph-note-${computationId}`);
       note.replaceChildren(
-        `${g.groups_not_drawn.toLocaleString("en")} more groups not drawn: the ${g.groups_drawn} longest of ${g.groups_total.toLocaleString("en")} are shown (arrows only between them). All groups: `,
+        `${ds.num(g.groups_not_drawn)} more groups not drawn: the ${ds.num(g.groups_drawn)} longest of ${ds.num(g.groups_total)} are shown (arrows only between them). All groups: `,
         Object.assign(document.createElement("a"), { href: g.all_groups_url, textContent: "the task-groups list" }), ".");
       note.hidden = false;
     }
@@ -100,7 +100,7 @@
         line: { color: g.nodes.map((n) => (n.failed ? "#d50000" : "#444")), width: g.nodes.map((n) => (n.failed ? 4 : 1)) },
       },
       hovertext: g.nodes.map((n) => [
-        `<b>${ds.text(n.name)}</b>`, `tasks: ${n.tasks_executed} of ${n.tasks_total} done, ${n.tasks_erred} failed`,
+        `<b>${ds.text(n.name)}</b>`, `tasks: ${ds.num(n.tasks_executed)} of ${ds.num(n.tasks_total)} done, ${ds.num(n.tasks_erred)} failed`,
         `memory: ${ds.bytes(n.nbytes_total)}`, `time: ${ds.duration(n.duration_s)}`,
         ...Object.entries(n.durations).map(([k, v]) => `  ${ds.text(k)}: ${ds.duration(v)}`),
       ].join("<br>")),
@@ -139,7 +139,7 @@
       const tbody = document.querySelector("#fine-metrics tbody");
       tbody.replaceChildren(...body.metrics.map((m) => {
         const tr = document.createElement("tr");
-        tr.append(ds.cell(m.activity), ds.cell(m.prefix), ds.cell(Number(m.value.toPrecision(4)), { cls: "num" }), ds.cell(m.unit));
+        tr.append(ds.cell(m.activity), ds.cell(m.prefix), ds.cell(ds.num(m.value), { cls: "num" }), ds.cell(m.unit));
         return tr;
       }));
       tbody.dataset.tag = tagSelect.value;
@@ -151,7 +151,7 @@
     const scope = document.getElementById("profile-scope").value;
     const body = await ds.json(`${base}/profile${scope ? `?computation=${encodeURIComponent(scope)}` : ""}`);
     document.getElementById("profile-summary").textContent =
-      `${body.samples} samples · ${body.seconds.toFixed(2)} s over ${body.windows} profile windows`;
+      `${ds.num(body.samples)} samples · ${ds.duration(body.seconds)} over ${ds.num(body.windows)} profile windows`;
     const trace = {
       type: "icicle", ids: body.ids, labels: body.labels.map(ds.text), parents: body.parents, values: body.values,
       branchvalues: "total", level: "", maxdepth: -1, sort: false,
