@@ -57,7 +57,8 @@ def send(team: Team, who: str, records: list) -> httpx.Response:
 
 
 def cluster(cluster_id: str, **changes: object) -> ClusterRecord:
-    return make_cluster(cluster_id, start=1.8e9, id=cluster_id, core_seconds=240.0, **changes)
+    values: dict = {"id": cluster_id, "core_seconds": 240.0, **changes}
+    return make_cluster(cluster_id, start=1.8e9, **values)
 
 
 def test_no_account_appends_chunks_to_another_accounts_run(team: Team) -> None:
