@@ -11,6 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from daskscope.analysis.duration import elapsed
 from daskscope.store import schema as s
 from daskscope.store.engine import Store, as_engine
 from daskscope.store.errors import AmbiguousCluster, UnknownCluster
@@ -242,10 +243,8 @@ def _children(conn: sa.Connection, table: sa.Table, cluster_id: str, *order: Any
     return _rows(conn, sa.select(table).where(table.c.cluster_id == cluster_id).order_by(*order))
 
 
-
 def _with_duration(row: Row) -> Row:
-    end = row["stopped_at"] if row["stopped_at"] is not None else row["last_seen_at"]
-    row["duration_s"] = None if end is None else max(0.0, end - row["started_at"])
+    row["duration_s"] = elapsed(row["started_at"], row["stopped_at"], row["last_seen_at"])
     return row
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from daskscope.analysis.usage import account_statistics, member_usage
+from daskscope.pricing import cost_rates
 from daskscope.store import Store
 from daskscope.store.analytics import MONDAY, WEEK, account_totals, weekly_usage
 from daskscope.views.listing import ClusterSummary, cluster_list
@@ -139,7 +140,8 @@ def _basis(rates: Mapping[str, Any]) -> CostBasis:
 
 def statistics_view(store: Store, chosen: TimeRange, scope: Scope = Scope()) -> StatisticsView:
     totals = account_statistics(
-        account_totals(store, since=chosen.since, until=chosen.until, account=scope.account)
+        account_totals(store, since=chosen.since, until=chosen.until, account=scope.account),
+        cost_rates,
     )
     stats = AccountStatistics(
         clusters=int(totals["clusters"]),
@@ -164,7 +166,7 @@ def usage_view(
     this_week = math.floor(((time.time() if now is None else now) - MONDAY) / WEEK)
     since = MONDAY + (this_week - weeks + 1) * WEEK
     rows = weekly_usage(store, since=since, account=scope.account, user=scope.usage_of)
-    usage = member_usage(rows)
+    usage = member_usage(rows, cost_rates)
     return MemberUsage(
         weeks=usage["weeks"],
         members=[

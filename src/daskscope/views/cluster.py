@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from daskscope.analysis import span_tree
+from daskscope.analysis import elapsed, span_tree
 from daskscope.analysis.code import code_note
 from daskscope.analysis.graph import ACTIVITY_COLOURS
 from daskscope.analysis.workers import extra_metrics
@@ -293,8 +293,7 @@ def cluster_view(
 
 
 def _computation(row: Mapping[str, Any]) -> ComputationSummary:
-    end = row["stopped_at"]
-    duration = None if end is None else max(0.0, end - row["started_at"])
+    duration = elapsed(row["started_at"], row["stopped_at"])  # unfinished: None
     return pick(ComputationSummary, row, duration_s=duration, code_note=code_note(row["code"]))
 
 

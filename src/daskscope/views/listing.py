@@ -3,11 +3,12 @@ the account page, ``/api/v1/clusters``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from daskscope.analysis import cluster_statistics, cost_rates
+from daskscope.analysis import RatesOf, cluster_statistics
+from daskscope.pricing import cost_rates
 from daskscope.store import Store
 from daskscope.store.analytics import clusters_in_week
 
@@ -20,8 +21,6 @@ __all__ = [
     "cluster_listing",
     "statistics_of",
 ]
-
-Rates = Callable[[str | None], Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ class ClusterListing:
     clusters: list[ClusterSummary]
 
 
-def statistics_of(cluster: Mapping[str, Any], rates: Rates = cost_rates) -> ClusterStatistics:
+def statistics_of(cluster: Mapping[str, Any], rates: RatesOf = cost_rates) -> ClusterStatistics:
     """:func:`daskscope.analysis.cluster_statistics` of a clusters row, priced by
     ``rates`` (the account's prices from config by default)."""
     stats = cluster_statistics(cluster, rates(cluster.get("account")))
@@ -98,7 +97,7 @@ def statistics_of(cluster: Mapping[str, Any], rates: Rates = cost_rates) -> Clus
     )
 
 
-def _cached(rates: Rates) -> Rates:
+def _cached(rates: RatesOf) -> RatesOf:
     seen: dict[str | None, Mapping[str, Any]] = {}
 
     def lookup(account: str | None) -> Mapping[str, Any]:
