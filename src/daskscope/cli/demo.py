@@ -20,6 +20,8 @@ import pandas as pd
 from dask.base import collections_to_expr
 from distributed import Client, as_completed, futures_of, span
 
+from daskscope.format import duration_text
+
 __all__ = ["DEMO_FAILURE_MESSAGE", "DemoFailure", "run_demo_workload"]
 
 DEMO_FAILURE_MESSAGE = "daskscope demo: this task fails on purpose"
@@ -246,7 +248,8 @@ def record_demo(
         status = daskscope.flush(client) or {}
     failed = "failed as intended" if truth["failing_task_failed"] else "did NOT fail"
     say(
-        f"recorded cluster {cluster_id}: {truth['keys']} tasks submitted in {took:.1f} s; "
+        f"recorded cluster {cluster_id}: {truth['keys']} tasks submitted in "
+        f"{duration_text(took)}; "
         f"task {truth['failed_key']!r} {failed}"
     )
     if isinstance(status, dict) and status.get("last_write_error"):

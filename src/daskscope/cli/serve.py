@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from daskscope.format import bytes_text
+
 __all__ = ["run_server", "serve_command", "upload_report_command"]
 
 
@@ -178,4 +180,5 @@ def upload_report_command(state: Any, file: Path, cluster: str | None) -> None:
             info = save_report(store, file.read_bytes(), name=file.name, cluster_id=cluster_id)
         except ReportTooLarge as exc:
             raise click.ClickException(f"{exc} (config daskscope.max-report-bytes)") from None
-    click.echo(f"report {info['id']} stored ({info['size']} bytes); open /reports/{info['id']}")
+    size = bytes_text(info["size"])
+    click.echo(f"report {info['id']} stored ({size}); open /reports/{info['id']}")
