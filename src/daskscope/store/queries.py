@@ -36,7 +36,6 @@ MIN_PREFIX = 4
 #: computation the names of the first this many (the rest: the paged route).
 PAGE_TOP_GROUPS = 20
 PAGE_NAMES_PER_COMPUTATION = 50
-_MAX_CANDIDATES = 10
 
 Row = dict[str, Any]
 
@@ -85,7 +84,7 @@ def resolve_cluster_id(
             sa.select(c.id)
             .where(c.id.startswith(text, autoescape=True), scope)
             .order_by(c.id)
-            .limit(_MAX_CANDIDATES + 1)
+            .limit(AmbiguousCluster.SHOWN + 1)  # one more: "..."
         )
         found = list(conn.execute(query).scalars())
     if not found:
