@@ -28,8 +28,9 @@ from daskscope.config import CollectorSettings
 from daskscope.model import ClusterRecord, stable_id
 from daskscope.store import cluster_detail, open_store, table_counts
 from daskscope.store.identity import add_user, create_account, create_token, revoke_token
+from factories import make_group
 from pgserver import free_port
-from test_ingest import CHILD_TABLES, Server, group
+from test_ingest import CHILD_TABLES, Server
 
 FAST = dict(flush_interval=0.2, worker_sampling_interval=0.2, profile_enabled=False)
 
@@ -251,7 +252,11 @@ def test_a_split_batch_keeps_its_cluster_record_first(
             started_at=1.8e9, last_seen_at=1.8e9,
         )  # fmt: skip
         sink = HttpSink(server.url, token, tmp_path / "spool")
-        sink.write([cluster, *(group(i, name=f"g-{i}-" + "x" * 2000) for i in range(40))])
+        long_named = (
+            make_group("c", f"g-{i}-" + "x" * 2000, id=stable_id("c", "tg", i), tasks_executed=i)
+            for i in range(40)
+        )
+        sink.write([cluster, *long_named])
         assert (sink.rejected_batches, sink.spooled) == (0, 0)
         sink.close()
     finally:

@@ -150,7 +150,7 @@ class DaskscopePlugin(SchedulerPlugin):
         try:
             self._start(scheduler)
         except Exception as exc:
-            self.flusher = self.roster = None
+            self.flusher = self.roster = self.lifecycle = None
             self.start_error = f"{type(exc).__name__}: {exc}"
             logger.error(
                 "daskscope is NOT recording this cluster: it could not start (%s). "
