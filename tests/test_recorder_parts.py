@@ -1,7 +1,7 @@
 """The recorder's parts that need no cluster, on stand-ins for Dask's objects built here
 (task groups, tasks, computations, spans, workers) and real SQLite stores: accounting,
 group and span tracking, event records, flushing with its retries and a lost store, the
-sink factory and its statistics, and the Dask adapter."""
+sink factory and its statistics, the workers' shared samples, and the Dask adapter."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from daskscope.collector.accounting import Accounting, cluster_record, threads_i
 from daskscope.collector.events import EventLog
 from daskscope.collector.flushing import Flusher
 from daskscope.collector.http_sink import HttpSink
+from daskscope.collector.lifecycle import WorkerLifecycle
+from daskscope.collector.roster import WorkerRoster
 from daskscope.collector.sink import StoreSink, sink_for
 from daskscope.collector.spans import SpanTracker
 from daskscope.collector.tracking import Totals, WorkTracker
@@ -550,3 +552,49 @@ def test_adapter_reads_worker_memory_and_heartbeats_and_finds_plugins() -> None:
     assert calls == ["before", "retire"]
     dask_adapter.add_handlers(scheduler, {"retire_workers": before})  # type: ignore[arg-type]
     assert scheduler.handlers["retire_workers"] is not before  # taken names stay
+
+
+# -- the workers' samples, shared with the workflow ---------------------------------------
+
+
+class Worker:
+    """Dask's WorkerState, as much as a worker sample reads of it."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.nthreads = 2
+        self.memory_limit = 1000
+        self.metrics = {"cpu": 50.0}
+        self.executing: set[Any] = set()
+        self.processing: set[Any] = set()
+        self.memory = SimpleNamespace(
+            process=500, managed=100, unmanaged=400, unmanaged_old=300, unmanaged_recent=100,
+            spilled=0,
+        )  # fmt: skip
+
+
+def test_roster_samples_are_shared_while_fresh_and_only_rounds_are_stored(
+    tmp_path: Path,
+) -> None:
+    scheduler = Scheduler()
+    scheduler.workers = {a: Worker(a) for a in ("tcp://a", "tcp://b")}
+    flusher = make_flusher(f"sqlite:///{tmp_path / 'store.db'}", scheduler)
+    roster = WorkerRoster(
+        scheduler,  # type: ignore[arg-type]
+        cluster_id="c",
+        accounting=flusher.accounting,
+        events=EventLog("c", max_errors=0, max_traceback_chars=0, max_code_chars=0),
+        lifecycle=WorkerLifecycle(scheduler),  # type: ignore[arg-type]
+        flusher=flusher,
+    )
+    roster.sample()  # a sampling round: stored
+    assert [s.worker for s in flusher.buffer] == ["tcp://a", "tcp://b"]
+    (at, first) = roster.latest
+    assert first[0].memory == 500 and first[0].cpu_percent == 50.0
+    assert roster.samples(max_age=60.0) is first  # fresh: the round's own samples
+    again = roster.samples(max_age=60.0, after=at)  # the caller has those already
+    assert again is not first and again[0].sampled_at > at
+    assert roster.samples(max_age=-1.0) is not again  # too old: taken now
+    assert len(flusher.buffer) == 2  # samples taken on demand are not stored
+    scheduler.workers["tcp://c"] = Worker("tcp://c")
+    assert len(roster.samples(max_age=60.0)) == 3  # a worker arrived: taken again

@@ -29,6 +29,14 @@ def _client(client: Client | None) -> Client:
     return default_client()
 
 
+def _scheduler(client: Client) -> Any:
+    """The client's connection to its scheduler: daskscope's handlers are called on it."""
+    scheduler = client.scheduler
+    if scheduler is None:
+        raise RuntimeError("the Dask client is not connected to a scheduler yet")
+    return scheduler
+
+
 def register(
     client: Client | None = None,
     *,
@@ -71,11 +79,12 @@ async def _register(client: Client, plugin: Any) -> str:
     from distributed.protocol.pickle import dumps
 
     # The scheduler's own handler: idempotent, so a second register keeps the first recorder
-    await client.scheduler.register_scheduler_plugin(
+    scheduler = _scheduler(client)
+    await scheduler.register_scheduler_plugin(
         plugin=dumps(plugin), name=plugin.name, idempotent=True
     )
     try:
-        info = await client.scheduler.daskscope_info()
+        info = await scheduler.daskscope_info()
     except Exception as exc:
         raise NotRecording(
             f"daskscope registered its recorder but the scheduler does not answer for it "
@@ -109,5 +118,5 @@ def flush(
     """
     client = _client(client)
     return client.sync(
-        client.scheduler.daskscope_flush, wait_for_metrics=wait_for_metrics, timeout=timeout
+        _scheduler(client).daskscope_flush, wait_for_metrics=wait_for_metrics, timeout=timeout
     )

@@ -129,12 +129,12 @@ class DaskscopePlugin(SchedulerPlugin):
             "token": self.settings.token,
         }
 
-    def worker_samples(self, max_age: float) -> list[WorkerSampleRecord]:
-        """A sample of every worker, at most ``max_age`` seconds old: the recorder's
-        newest if it is recent enough, else taken now (only the recorder's own sampling
-        rounds are stored)."""
+    def worker_samples(self, max_age: float, *, after: float = 0.0) -> list[WorkerSampleRecord]:
+        """A sample of every worker, at most ``max_age`` seconds old and taken after
+        ``after``: the recorder's newest if it is, else taken now (only the recorder's own
+        sampling rounds are stored)."""
         assert self.roster is not None, "the recorder is not recording"
-        return self.roster.samples(max_age)
+        return self.roster.samples(max_age, after=after)
 
     # -- lifecycle -----------------------------------------------------------------------
 

@@ -95,12 +95,14 @@ class WorkerRoster:
         samples = self._take(now)
         self.flusher.buffer += samples
 
-    def samples(self, max_age: float) -> list[WorkerSampleRecord]:
-        """Every worker's sample, at most ``max_age`` seconds old: the newest if recent
-        enough, else taken now (not stored: only sampling rounds are)."""
+    def samples(self, max_age: float, *, after: float = 0.0) -> list[WorkerSampleRecord]:
+        """Every worker's sample, at most ``max_age`` seconds old and taken after
+        ``after``: the newest if it is, else taken now (not stored: only sampling rounds
+        are)."""
         at, samples = self.latest
         now = time()
-        if now - at <= max_age and len(samples) == len(self.scheduler.workers):
+        fresh = at > after and now - at <= max_age
+        if fresh and len(samples) == len(self.scheduler.workers):
             return samples
         return self._take(now)
 

@@ -62,29 +62,27 @@ def store_run(
     to the store at ``database``; with neither and a daskscope server configured
     (``daskscope.server``), to that server with ``daskscope.token``. A server gets them
     through the recorder's delivery: spooled on disk while it is away or refuses for a
-    reason that can pass, retried, and tried once more here before returning."""
+    reason that can pass, retried, and tried once more here before returning. Returns
+    the number of records stored, delivered or spooled."""
     from daskscope import config
 
     records = run_records(run)
     if server is None and database is None and config.get("server"):
         server, token = config.get("server"), config.get("token")
-    if server:
-        from daskscope.collector.http_sink import HttpSink
+    from daskscope.collector.sink import sink_for
 
-        sink = HttpSink(
-            server,
-            token if token is not None else config.get("token"),
-            config.get("spool-dir") or config.default_spool_dir(),
-        )
-        try:
-            sink.write(records)
-        finally:
-            sink.close()
-        return len(records)
-    from daskscope.store import open_store, write_records
-
-    with open_store(database) as store:
-        return write_records(store, records)
+    sink = sink_for(
+        database=database,
+        server=server,
+        token=token if token is not None else config.get("token"),
+        spool_dir=config.get("spool-dir"),
+        one_shot=True,
+    )
+    try:
+        sink.write(records)
+    finally:
+        sink.close()
+    return sink.stats().records_written
 
 
 @atexit.register

@@ -11,7 +11,7 @@ keys stay absent.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, ClassVar
 
 __all__ = [
@@ -24,7 +24,7 @@ __all__ = [
 
 SpanMetrics = dict[tuple[Hashable, ...], float]
 #: ``parser(span_metrics, processor_prefixes) -> {metric key: value}``
-Parser = Callable[[Mapping[tuple[Hashable, ...], float], "set[str]"], dict[str, float]]
+Parser = Callable[[Mapping[tuple[Hashable, ...], float], Iterable[str]], dict[str, float]]
 
 
 class Backend(ABC):

@@ -23,7 +23,8 @@ async def _heartbeat(dask_worker: Any) -> None:
 
 class DaskBackend(Backend):
     name = "dask"
-    parser: ClassVar = staticmethod(m.parse_fine_metrics)
+    # mypy takes a callable class attribute for a method (self bound): ignore that
+    parser: ClassVar = staticmethod(m.parse_fine_metrics)  # type: ignore[assignment]
     receives_dask_chunks = True
 
     def __init__(self, client: Any) -> None:

@@ -14,13 +14,18 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.metrics import time
 
+from daskscope.collector import dask_adapter
 from daskscope.collector.workers import worker_sample
+from daskscope.model import WorkerSampleRecord
 from daskscope.workflow.tracking import CHUNK_TOPIC
+
+if TYPE_CHECKING:
+    from daskscope.collector.plugin import DaskscopePlugin
 
 __all__ = ["WorkflowSchedulerPlugin", "finish_run", "span_metrics", "start_run"]
 
@@ -106,7 +111,7 @@ class WorkflowSchedulerPlugin(SchedulerPlugin):
         if not spans:
             return
         for run in runs:
-            span = _span(scheduler, run.span_id)
+            span = dask_adapter.span(scheduler, run.span_id)
             ours = {s.id for s in span.traverse_spans()} if span is not None else set()
             run.joined |= spans - ours - {run.span_id}
 
@@ -130,37 +135,51 @@ class WorkflowSchedulerPlugin(SchedulerPlugin):
 
     def _run_for_span(self, span_id: str | None) -> _Run | None:
         # The task may sit in a span nested inside the collector's: walk up the tree
-        ext = self.scheduler.extensions.get("spans") if self.scheduler else None
         while span_id is not None:
             collector_id = self.by_span.get(span_id)
             if collector_id is not None:
                 return self.runs.get(collector_id)
-            span = ext.spans.get(span_id) if ext is not None else None
+            span = dask_adapter.span(self.scheduler, span_id) if self.scheduler else None
             parent = span.parent if span is not None else None
             span_id = parent.id if parent is not None else None
         return None
 
+    def worker_samples(self, run: _Run) -> tuple[float, list[WorkerSampleRecord]]:
+        """Every worker's sample and its time: the cluster's recorder's when one records
+        (its newest, if taken within half the run's interval and after the run's last
+        sample), else taken here."""
+        recorder = _recorder(self.scheduler)
+        if recorder is not None:
+            times = run.samples["time"]
+            after = times[-1] if times else 0.0
+            samples = recorder.worker_samples(max_age=run.interval / 2, after=after)
+        else:
+            now = time()
+            workers = self.scheduler.workers.values()
+            samples = [worker_sample(ws, cluster_id="", at=now) for ws in workers]
+        return (samples[0].sampled_at if samples else time()), samples
+
     def sample(self, run: _Run) -> None:
-        now = time()
+        now, samples = self.worker_samples(run)
+        live = self.scheduler.workers
         series = run.samples
-        workers = list(self.scheduler.workers.values())
         series["time"].append(now)
-        series["workers"].append(len(workers))
-        series["threads"].append(sum(ws.nthreads for ws in workers))
+        series["workers"].append(len(samples))
+        series["threads"].append(sum(s.nthreads for s in samples))
         memory = active = processing = 0
         cpu: list[float] = []
         occupancy = 0.0
         n = len(series["time"])
-        for ws in workers:
-            s = worker_sample(ws, cluster_id="", at=now)
+        for s in samples:
             memory += s.memory or 0
             active += s.executing
             processing += s.processing
+            ws = live.get(s.worker)
             occupancy += float(getattr(ws, "occupancy", 0.0) or 0.0)
             if s.cpu_percent is not None:
                 cpu.append(float(s.cpu_percent))
             per = series["per_worker"].setdefault(
-                ws.address,
+                s.worker,
                 {"memory_bytes": [None] * (n - 1), "cpu_percent": [None] * (n - 1),
                  "active_tasks": [None] * (n - 1), "threads": [None] * (n - 1)},
             )  # fmt: skip
@@ -188,8 +207,18 @@ class WorkflowSchedulerPlugin(SchedulerPlugin):
                 logger.debug("daskscope: a workflow sample failed", exc_info=True)
 
 
+def _recorder(scheduler: Any) -> DaskscopePlugin | None:
+    """The cluster's daskscope recorder, when one is attached and recording."""
+    from daskscope.collector.plugin import DaskscopePlugin
+
+    recorder = dask_adapter.find_recorder(scheduler)
+    if isinstance(recorder, DaskscopePlugin) and recorder.recording:
+        return recorder
+    return None
+
+
 def _plugin(scheduler: Any) -> WorkflowSchedulerPlugin:
-    plugin = scheduler.plugins.get(PLUGIN_NAME)
+    plugin = dask_adapter.find_plugin(scheduler, PLUGIN_NAME)
     if plugin is None:
         plugin = WorkflowSchedulerPlugin()
         plugin.scheduler = scheduler
@@ -213,32 +242,27 @@ def start_run(
     )  # fmt: skip
     plugin.runs[collector_id] = run
     plugin.by_span[span_id] = collector_id
-    ext = dask_scheduler.extensions.get("spans")
-    if ext is not None:
-        for tg in dask_scheduler.task_groups.values():
-            other = ext.spans.get(tg.span_id) if tg.span_id else None
-            if other is not None and other.id not in run.foreign:
-                run.foreign[other.id] = dict(other._cumulative_worker_metrics)
+    for tg in dask_scheduler.task_groups.values():
+        other = dask_adapter.span(dask_scheduler, tg.span_id)
+        if other is not None and other.id not in run.foreign:
+            run.foreign[other.id] = dask_adapter.own_metrics(other)
     if interval:
         plugin.sample(run)
         run.task = asyncio.get_running_loop().create_task(plugin._sampling(run))
-    recorder = dask_scheduler.plugins.get("daskscope")
+    recorder = _recorder(dask_scheduler)
+    # the cluster's id and where its recorder delivers, so that the run follows it (the
+    # token stays with the client's backend, never in the run's stored info)
+    recording = (
+        recorder.destination_info()
+        if recorder is not None
+        else {"cluster_id": None, "database": None, "server": None, "token": None}
+    )
     return {
-        "cluster_id": getattr(recorder, "cluster_id", None),
+        **recording,
         "scheduler_time": time(),
         "scheduler_address": dask_scheduler.address,
-        "database": getattr(getattr(recorder, "settings", None), "database", None),
-        # where the cluster's recorder delivers, so that the run follows it (the token
-        # stays with the client's backend, never in the run's stored info)
-        "server": getattr(getattr(recorder, "settings", None), "server", None),
-        "token": getattr(getattr(recorder, "settings", None), "token", None),
         "threads": sum(ws.nthreads for ws in dask_scheduler.workers.values()),
     }
-
-
-def _span(scheduler: Any, span_id: str) -> Any:
-    ext = scheduler.extensions.get("spans")
-    return ext.spans.get(span_id) if ext is not None else None
 
 
 def _collided(
@@ -252,12 +276,11 @@ def _collided(
     that no other open collector owns (that growth is this run's), and the spans whose
     growth cannot be told apart (another open run's span, or a span not seen at the
     start)."""
-    ext = scheduler.extensions.get("spans")
     ours = {s.id for s in span.traverse_spans()} if span is not None else {run.span_id}
-    seen = {c.get("span_id") for c in run.chunks if c.get("span_id")} - ours
+    seen: set[str] = {c["span_id"] for c in run.chunks if c.get("span_id")} - ours
     others: set[str] = set()
     for other_run in plugin.runs.values():
-        other = ext.spans.get(other_run.span_id) if ext is not None else None
+        other = dask_adapter.span(scheduler, other_run.span_id)
         if other is not None:
             others |= {s.id for s in other.traverse_spans()}
     borrowed: dict[str, dict[tuple, float]] = {}
@@ -265,12 +288,12 @@ def _collided(
     for span_id, before in run.foreign.items():
         if span_id in ours or span_id not in run.joined:
             continue
-        foreign = ext.spans.get(span_id) if ext is not None else None
+        foreign = dask_adapter.span(scheduler, span_id)
         if foreign is None:
             continue
         delta = {
             k: v - before.get(k, 0.0)
-            for k, v in foreign._cumulative_worker_metrics.items()
+            for k, v in dask_adapter.own_metrics(foreign).items()
             if v - before.get(k, 0.0) > 0
         }
         if not delta:
@@ -291,13 +314,14 @@ def watch_metrics(collector_id: str, span_id: str, dask_scheduler: Any = None) -
     run = plugin.runs.get(collector_id)
     own = span_metrics(span_id, dask_scheduler)
     grown = []
-    ext = dask_scheduler.extensions.get("spans")
-    for foreign_id, before in (run.foreign if run is not None else {}).items():
+    for foreign_id, before in run.foreign.items() if run is not None else ():
+        assert run is not None
         if foreign_id not in run.joined:  # growth that is not this run's: no wait
             continue
-        foreign = ext.spans.get(foreign_id) if ext is not None else None
-        if foreign is not None and dict(foreign._cumulative_worker_metrics) != before:
-            grown.append([foreign_id, sorted(map(str, foreign._cumulative_worker_metrics.items()))])
+        foreign = dask_adapter.span(dask_scheduler, foreign_id)
+        now = dask_adapter.own_metrics(foreign) if foreign is not None else before
+        if now != before:
+            grown.append([foreign_id, sorted(map(str, now.items()))])
     chunks = len(run.chunks) if run is not None else 0
     if own is None and not grown and not chunks:
         return None
@@ -307,10 +331,10 @@ def watch_metrics(collector_id: str, span_id: str, dask_scheduler: Any = None) -
 def span_metrics(span_id: str, dask_scheduler: Any = None) -> list[list[Any]] | None:
     """The span's fine metrics (its whole subtree) as ``[[key parts], value]`` pairs:
     tuple keys do not survive the trip as dict keys. None: the span has no tasks."""
-    span = _span(dask_scheduler, span_id)
+    span = dask_adapter.span(dask_scheduler, span_id)
     if span is None:
         return None
-    return [[list(k), float(v)] for k, v in span.cumulative_worker_metrics.items()]
+    return [[list(k), float(v)] for k, v in dask_adapter.subtree_metrics(span).items()]
 
 
 async def finish_run(collector_id: str, dask_scheduler: Any = None) -> dict[str, Any]:
@@ -325,15 +349,13 @@ async def finish_run(collector_id: str, dask_scheduler: Any = None) -> dict[str,
         with contextlib.suppress(asyncio.CancelledError):
             await run.task
         plugin.sample(run)  # the last picture, at the end of the run
-    span = _span(dask_scheduler, run.span_id)
-    info = None
+    span = dask_adapter.span(dask_scheduler, run.span_id)
+    info: dict[str, Any] | None = None
     computations: list[str] = []
     borrowed, unknown = _collided(plugin, run, dask_scheduler, span)
     if span is not None or borrowed or unknown:
         subtree = {s.id for s in span.traverse_spans()} if span is not None else set()
-        metrics: dict[tuple, float] = (
-            dict(span.cumulative_worker_metrics) if span is not None else {}
-        )
+        metrics = dask_adapter.subtree_metrics(span) if span is not None else {}
         for delta in borrowed.values():
             for key, value in delta.items():
                 metrics[key] = metrics.get(key, 0.0) + value
