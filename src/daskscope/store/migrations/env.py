@@ -32,7 +32,10 @@ def run_migrations_online() -> None:
         _run(connection)
         return
     # Fallback for the alembic command line: a URL in the config.
-    engine = sa.create_engine(config.get_main_option("sqlalchemy.url"))
+    url = config.get_main_option("sqlalchemy.url")
+    if url is None:
+        raise SystemExit("alembic: set sqlalchemy.url, or open the store through daskscope")
+    engine = sa.create_engine(url)
     with engine.begin() as conn:
         _run(conn)
     engine.dispose()

@@ -22,11 +22,11 @@ depends_on = None
 JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 
 
-def _id() -> sa.Column:
+def _id() -> sa.Column[str]:
     return sa.Column("id", sa.String(), primary_key=True)
 
 
-def _cluster_id() -> sa.Column:
+def _cluster_id() -> sa.Column[str]:
     return sa.Column("cluster_id", sa.String(), nullable=False)
 
 
