@@ -110,10 +110,6 @@ def test_the_analyses_import_no_config_store_or_dask() -> None:
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
             for name in names:
-                # cost_rates and usage's default prices import pricing lazily until
-                # their last callers pass rates (they go then)
-                if name == "daskscope.pricing":
-                    continue
                 assert name.startswith(allowed), f"{path.name} imports {name}"
 
 

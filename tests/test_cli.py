@@ -251,7 +251,10 @@ def test_corrupt_database_file_is_left_alone(tmp_path: Path) -> None:
     before = hashlib.sha256(path.read_bytes()).hexdigest()
     url = f"sqlite:///{path}"
     for args in (["clusters"], ["show", CLUSTER_ID], ["db", "upgrade"], ["db", "current"]):
-        assert_one_line_error(run("--database", url, *args))
+        result = run("--database", url, *args)
+        # the store's fact, then the command line's own hint
+        assert_one_line_error(result, contains="is not a daskscope database")
+        assert "move the file aside" in result.stderr and "--database URL" in result.stderr
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
 
 

@@ -9,6 +9,7 @@ import pytest
 from daskscope.analysis.flamegraph import icicle, merge_trees
 from daskscope.analysis.graph import dominant_activity, task_group_graph
 from daskscope.analysis.usage import account_statistics, member_usage
+from daskscope.pricing import cost_rates
 from daskscope.store import write_records
 from daskscope.store.analytics import account_totals, clusters_in_week, weekly_usage
 from webutil import USERS, monday, synthetic_clusters
@@ -25,13 +26,13 @@ def test_weekly_bins_in_sql_on_both_dialects(store: object) -> None:
         expected[key] = expected.get(key, 0) + 1
     assert {(r["user"], r["week_start"]): r["clusters"] for r in weekly} == expected
     assert all(r["core_seconds"] == pytest.approx(4 * 3600.0) for r in weekly)
-    totals = account_statistics(account_totals(store))
+    totals = account_statistics(account_totals(store), cost_rates)
     assert totals["clusters"] == len(rows)
     assert totals["tasks_executed"] == sum(c.tasks_executed for c in rows)
     week = monday(now) - 7 * 86400
     listed = clusters_in_week(store, user="alice", week_start=week)
     assert [c["user"] for c in listed] == ["alice"]
-    usage = member_usage(weekly)
+    usage = member_usage(weekly, cost_rates)
     assert [m["user"] for m in usage["members"]] == sorted(USERS)
 
 

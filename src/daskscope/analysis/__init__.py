@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from daskscope.analysis.cluster import (
     cluster_statistics,
-    cost_rates,
     fine_metrics_table,
     span_tree,
 )
@@ -19,7 +18,6 @@ __all__ = [
     "cluster_statistics",
     "cost",
     "cost_parts",
-    "cost_rates",
     "elapsed",
     "fine_metrics_table",
     "record_duration",

@@ -9,21 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from daskscope.analysis.cost import GIB, HOUR, Rates, cost_parts
+from daskscope.analysis.cost import GIB, HOUR, cost_parts
 from daskscope.analysis.duration import record_duration
 
-__all__ = ["cluster_statistics", "cost_rates", "fine_metrics_table", "span_tree"]
+__all__ = ["cluster_statistics", "fine_metrics_table", "span_tree"]
 
 Row = Mapping[str, Any]
 MetricKey = tuple[str, str, str, str]  # (context, prefix, activity, unit)
-
-
-def cost_rates(account: str | None) -> Rates:
-    """Moved to :func:`daskscope.pricing.cost_rates` (analysis reads no config); this
-    name stays until its last callers switch, then goes."""
-    from daskscope.pricing import cost_rates as configured
-
-    return configured(account)
 
 
 def cluster_statistics(cluster: Row, rates: Mapping[str, Any] | None = None) -> dict[str, Any]:

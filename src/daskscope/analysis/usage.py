@@ -13,14 +13,6 @@ __all__ = ["account_statistics", "cost", "member_usage"]
 Row = Mapping[str, Any]
 
 
-def _configured(account: str | None) -> Mapping[str, Any]:
-    # The default prices of callers that pass none: goes once they all pass
-    # daskscope.pricing.cost_rates (analysis reads no config)
-    from daskscope.pricing import cost_rates
-
-    return cost_rates(account)
-
-
 _SUMMED = (
     "clusters",
     "cluster_seconds",
@@ -33,7 +25,7 @@ _SUMMED = (
 )
 
 
-def account_statistics(per_account: Iterable[Row], rates: RatesOf = _configured) -> dict[str, Any]:
+def account_statistics(per_account: Iterable[Row], rates: RatesOf) -> dict[str, Any]:
     """Totals over accounts, with cost priced per account and the basis shown.
 
     ``cost`` is absent when some account has no per-core-hour price (a partial sum
@@ -58,7 +50,7 @@ def account_statistics(per_account: Iterable[Row], rates: RatesOf = _configured)
     return totals
 
 
-def member_usage(weekly: Iterable[Row], rates: RatesOf = _configured) -> dict[str, Any]:
+def member_usage(weekly: Iterable[Row], rates: RatesOf) -> dict[str, Any]:
     """Weekly rows of ``store.analytics.weekly_usage`` shaped for stacked bars.
 
     Returns ``{"weeks": [week_start...], "members": [{"user", "cluster_hours",

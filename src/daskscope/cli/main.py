@@ -17,7 +17,14 @@ from rich.console import Console
 from daskscope.cli.identity import account_group, token_group, user_group
 from daskscope.cli.runs import run_command, runs_command
 from daskscope.cli.spool import spool_group
-from daskscope.store import AmbiguousCluster, StoreError, UnknownCluster
+from daskscope.store import (
+    AmbiguousCluster,
+    BadDatabaseURL,
+    DatabaseUnreachable,
+    NotADaskscopeDatabase,
+    StoreError,
+    UnknownCluster,
+)
 
 if TYPE_CHECKING:
     from daskscope.views import ClusterView
@@ -39,6 +46,8 @@ def error_line(exc: StoreError) -> str:
         message += "; run `daskscope clusters` to list ids"
     elif isinstance(exc, AmbiguousCluster):
         message += "; give more of the id"
+    elif isinstance(exc, (BadDatabaseURL, DatabaseUnreachable, NotADaskscopeDatabase)):
+        message += "; or open another store: --database URL (or DASKSCOPE_DATABASE)"
     return f"error: {message}"
 
 

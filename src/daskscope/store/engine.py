@@ -13,6 +13,7 @@ from sqlalchemy import event
 
 from daskscope import config
 from daskscope.store.errors import (
+    AboutURL,
     BadDatabaseURL,
     DatabaseUnreachable,
     MigrationFailed,
@@ -97,8 +98,13 @@ class Store:
 def open_store(url: str | None = None, *, upgrade: bool = True) -> Store:
     """Open the store at ``url`` (default: the configured one), checking that it is
     a daskscope database and, with ``upgrade``, bringing its schema up to date."""
-    parsed = parse_url(config.database_url(url))
-    engine = _create_engine(parsed)
+    text = config.database_url(url)
+    try:
+        parsed = parse_url(text)
+        engine = _create_engine(parsed)
+    except AboutURL as exc:
+        exc.url = exc.url or _hidden(text)
+        raise
     store = Store(engine, parsed)
     try:
         with engine.connect() as conn:
@@ -107,13 +113,25 @@ def open_store(url: str | None = None, *, upgrade: bool = True) -> Store:
             _enable_wal(engine)
         if upgrade and store.current_revision() != HEAD_REVISION:
             store.upgrade()
-    except StoreError:
+    except StoreError as exc:
         engine.dispose()
+        if isinstance(exc, AboutURL):
+            exc.url = exc.url or store.display_url
         raise
     except sa.exc.DBAPIError as exc:
         engine.dispose()
-        raise _classify(exc, store) from exc
+        error = _classify(exc, store)
+        error.url = store.display_url
+        raise error from exc
     return store
+
+
+def _hidden(text: str) -> str:
+    # the URL as data for an error, its password hidden when it parses at all
+    try:
+        return display_url(sa.make_url(text))
+    except sa.exc.ArgumentError:
+        return text
 
 
 def as_engine(store_or_engine: Store | sa.Engine) -> sa.Engine:
@@ -175,8 +193,7 @@ def _create_sqlite_engine(url: sa.URL) -> sa.Engine:
             parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise DatabaseUnreachable(
-                f"cannot create the directory {parent} for {display_url(url)}: "
-                f"{exc.strerror}; pass another --database"
+                f"cannot create the directory {parent} for {display_url(url)}: {exc.strerror}"
             ) from None
     kwargs: dict[str, Any] = {}
     if memory:
@@ -260,7 +277,7 @@ def _check_schema(conn: sa.Connection, where: str, dialect: str) -> None:
             if revision is not None and "clusters" not in tables:
                 raise NotADaskscopeDatabase(
                     f"{where} is not a daskscope database (its {_VERSION_TABLE} belongs to "
-                    f"another application); pass another --database or {aside}"
+                    f"another application); {aside}"
                 )
             return
         if "clusters" in tables:
@@ -271,14 +288,13 @@ def _check_schema(conn: sa.Connection, where: str, dialect: str) -> None:
             )
         raise NotADaskscopeDatabase(
             f"{where} is not a daskscope database (schema revision {revision!r} of another "
-            f"application); pass another --database or {aside}"
+            f"application); {aside}"
         )
     if tables:
         sample = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
         clash = " including tables daskscope needs" if tables & set(TABLES) else ""
         raise NotADaskscopeDatabase(
-            f"{where} is not a daskscope database (it holds other tables{clash}: {sample}); "
-            f"pass another --database or {aside}"
+            f"{where} is not a daskscope database (it holds other tables{clash}: {sample}); {aside}"
         )
 
 
@@ -307,13 +323,12 @@ def short_reason(exc: BaseException) -> str:
     return text[:300]
 
 
-def _classify(exc: sa.exc.DBAPIError, store: Store) -> StoreError:
+def _classify(exc: sa.exc.DBAPIError, store: Store) -> AboutURL:
     reason = short_reason(exc)
     where = store.display_url
     if reason in ("file is not a database", "database disk image is malformed"):
         return NotADaskscopeDatabase(
-            f"{where} is not a daskscope database ({reason}); "
-            "pass another --database or move the file aside"
+            f"{where} is not a daskscope database ({reason}); move the file aside"
         )
     if store.dialect == "sqlite":
         return DatabaseUnreachable(

@@ -2,8 +2,9 @@
 
 They say nothing of how to go on: the command line adds its hints (``--database``,
 ``daskscope clusters``), the web its own (a link, a JSON error with the data fields).
-The errors of opening a store still carry their hint in the message; ``url`` is their
-data.
+The errors of opening a store (:class:`AboutURL`) carry the database URL, password
+hidden, as ``url``; their message may say what to do with the database itself (move a
+file aside, create the database), never which flag to pass.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AboutURL",
     "AmbiguousCluster",
     "BadDatabaseURL",
     "DatabaseUnreachable",
@@ -32,7 +34,9 @@ class StoreError(Exception):
         return {}
 
 
-class _AboutURL(StoreError):
+class AboutURL(StoreError):
+    """An error about one database URL (opening, schema, migration)."""
+
     def __init__(self, message: str, *, url: str | None = None) -> None:
         super().__init__(message)
         #: the database URL concerned, password hidden (None: not known where raised)
@@ -42,23 +46,23 @@ class _AboutURL(StoreError):
         return {} if self.url is None else {"url": self.url}
 
 
-class BadDatabaseURL(_AboutURL):
+class BadDatabaseURL(AboutURL):
     """The URL cannot be parsed or names a database daskscope does not support."""
 
 
-class DatabaseUnreachable(_AboutURL):
+class DatabaseUnreachable(AboutURL):
     """The server (or the SQLite file's directory) cannot be reached or opened."""
 
 
-class NotADaskscopeDatabase(_AboutURL):
+class NotADaskscopeDatabase(AboutURL):
     """The target holds something else; daskscope refuses to touch it."""
 
 
-class SchemaTooNew(_AboutURL):
+class SchemaTooNew(AboutURL):
     """The database was migrated by a newer daskscope than this one."""
 
 
-class MigrationFailed(_AboutURL):
+class MigrationFailed(AboutURL):
     """Bringing the schema up to date failed; the database was left as it was."""
 
 

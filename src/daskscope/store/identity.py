@@ -19,9 +19,6 @@ import sqlalchemy as sa
 from daskscope.model import stable_id
 from daskscope.store.engine import Store
 from daskscope.store.errors import StoreError
-
-# tokens and users for store.sessions and web.tokencache, which import them from here;
-# they could import them from store.schema, their home
 from daskscope.store.schema import accounts, clusters, tokens, users, workflow_runs
 
 __all__ = [
@@ -34,8 +31,6 @@ __all__ = [
     "identity_for_token",
     "list_members",
     "revoke_token",
-    "tokens",
-    "users",
 ]
 
 TOKEN_PREFIX = "dsk_"

@@ -15,8 +15,8 @@ import time
 import sqlalchemy as sa
 
 from daskscope.store.engine import Store
-from daskscope.store.identity import Identity, tokens, users
-from daskscope.store.schema import sessions
+from daskscope.store.identity import Identity
+from daskscope.store.schema import sessions, tokens, users
 
 __all__ = ["end_session", "identity_for_session", "open_session"]
 

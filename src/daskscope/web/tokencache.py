@@ -21,7 +21,8 @@ import weakref
 import sqlalchemy as sa
 
 from daskscope.store import Store
-from daskscope.store.identity import Identity, identity_for_token, tokens, users
+from daskscope.store.identity import Identity, identity_for_token
+from daskscope.store.schema import tokens, users
 
 __all__ = [
     "REVERIFIED_PATHS",
