@@ -20,39 +20,48 @@ from daskscope import model
 from daskscope.cli import demo
 from daskscope.cli.main import cli
 from daskscope.store import open_store, write_records
+from factories import (
+    make_cluster,
+    make_computation,
+    make_error,
+    make_event,
+    make_group,
+    make_prefix,
+    make_span,
+    make_span_metric,
+    make_worker_sample,
+)
 
 CLUSTER_ID = "0f3c9a52-1111-4e2b-9c55-6a7e0d1c2b3a"
 T0 = 1_700_000_000.0
 
 
 def _records() -> list[model.Record]:
-    c = CLUSTER_ID
+    cluster = make_cluster(
+        "fixture cluster",
+        start=T0,
+        id=CLUSTER_ID,
+        account="default",
+        scheduler_address="tcp://127.0.0.1:8786",
+        python_version="3.11",
+        stopped_at=T0 + 3600,
+        last_seen_at=T0 + 3600,
+        workers_peak=2,
+        threads_peak=4,
+        memory_limit_peak=8 * 2**30,
+        core_seconds=4 * 3600.0,
+        memory_limit_byte_seconds=8 * 2**30 * 3600.0,
+        tasks_executed=40,
+        tasks_erred=1,
+        compute_seconds=3600.0,
+        bytes_processed=3 * 2**20,
+    )
+    worker = "tcp://127.0.0.1:40001"
     return [
-        model.ClusterRecord(
-            id=c,
-            name="fixture cluster",
-            account="default",
-            user="alice",
-            scheduler_address="tcp://127.0.0.1:8786",
-            dask_version="2026.8.0",
-            distributed_version="2026.8.0",
-            python_version="3.11",
-            started_at=T0,
-            stopped_at=T0 + 3600,
-            last_seen_at=T0 + 3600,
-            workers_peak=2,
-            threads_peak=4,
-            memory_limit_peak=8 * 2**30,
-            core_seconds=4 * 3600.0,
-            memory_limit_byte_seconds=8 * 2**30 * 3600.0,
-            tasks_executed=40,
-            tasks_erred=1,
-            compute_seconds=3600.0,
-            bytes_processed=3 * 2**20,
-        ),
-        model.ComputationRecord(
+        cluster,
+        make_computation(
+            cluster,
             id="comp-1",
-            cluster_id=c,
             started_at=T0 + 10,
             stopped_at=T0 + 20,
             code=["result = frame.groupby('name').x.mean().compute()  # fixture call\n"],
@@ -60,11 +69,10 @@ def _records() -> list[model.Record]:
             tasks_erred=1,
             group_count=1,
         ),
-        model.TaskGroupRecord(
+        make_group(
+            cluster,
+            "mean-abc",
             id="tg-1",
-            cluster_id=c,
-            name="mean-abc",
-            prefix="mean",
             computation_id="comp-1",
             span_id="s-root",
             tasks_total=41,
@@ -76,10 +84,10 @@ def _records() -> list[model.Record]:
             started_at=T0 + 11,
             stopped_at=T0 + 19,
         ),
-        model.TaskPrefixRecord(
+        make_prefix(
+            cluster,
+            "mean",
             id="tp-1",
-            cluster_id=c,
-            name="mean",
             group_count=1,
             tasks_executed=40,
             tasks_erred=1,
@@ -87,60 +95,40 @@ def _records() -> list[model.Record]:
             duration_s=12.0,
             durations={"compute": 11.0, "transfer": 1.0},
         ),
-        model.SpanRecord(
+        make_span(
+            cluster,
+            "s-root",
             id="span-root",
-            cluster_id=c,
-            span_id="s-root",
             name=["analysis"],
             enqueued_at=T0 + 10,
             duration_s=12.0,
         ),
-        model.SpanRecord(
+        make_span(
+            cluster,
+            "s-child",
             id="span-child",
-            cluster_id=c,
-            span_id="s-child",
             parent_span_id="s-root",
             name=["analysis", "load"],
             enqueued_at=T0 + 11,
             duration_s=5.0,
         ),
-        model.SpanMetricRecord(
-            id="m-1",
-            cluster_id=c,
-            span_id="s-root",
-            context="execute",
-            prefix="mean",
-            activity="thread-cpu",
-            unit="seconds",
-            value=7.0,
-        ),
-        model.SpanMetricRecord(
-            id="m-2",
-            cluster_id=c,
-            span_id="s-child",
-            context="execute",
-            prefix="read",
-            activity="disk-read",
-            unit="bytes",
-            value=2**20,
-        ),
-        model.ErrorRecord(
+        make_span_metric(cluster, "s-root", "mean", "thread-cpu", "seconds", 7.0, id="m-1"),
+        make_span_metric(cluster, "s-child", "read", "disk-read", "bytes", 2**20, id="m-2"),
+        make_error(
+            cluster,
+            "mean-abc-3",
             id="err-1",
-            cluster_id=c,
-            key="mean-abc-3",
             at=T0 + 15,
             group="mean-abc",
-            prefix="mean",
-            worker="tcp://127.0.0.1:40001",
-            exception="ZeroDivisionError('division by zero')",
+            worker=worker,
             traceback='  File "x.py", line 3, in f\n    1 / 0\n',
         ),
-        model.EventRecord(id="ev-1", cluster_id=c, at=T0, kind="cluster-started"),
-        model.WorkerSampleRecord(
+        make_event(cluster, "cluster-started", id="ev-1"),
+        make_worker_sample(
+            cluster,
+            worker,
+            T0 + 5,
             id="ws-1",
-            cluster_id=c,
-            worker="tcp://127.0.0.1:40001",
-            sampled_at=T0 + 5,
             nthreads=2,
             memory_limit=4 * 2**30,
             memory=300 * 2**20,

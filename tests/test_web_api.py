@@ -15,6 +15,7 @@ from daskscope.analysis import fine_metrics_table
 from daskscope.cli.main import cli
 from daskscope.store import cluster_detail, list_clusters, open_store, write_records
 from daskscope.store.analytics import span_rows
+from factories import make_workflow_chunk, make_workflow_run
 from webutil import EXPLODE_MESSAGE, USERS, call, monday, record_cluster, synthetic_clusters
 
 pytest.importorskip("fastapi")
@@ -310,24 +311,19 @@ def test_empty_store(tmp_path: Path) -> None:
 
 
 def test_workflow_run_pages(filled: dict[str, Any], tmp_path: Path) -> None:
-    from daskscope import model
-
     url = f"sqlite:///{tmp_path / 'runs.db'}"
-    run = model.WorkflowRunRecord(
+    run = make_workflow_run(
+        filled["cluster_id"],
         id="run-0001-web",
-        cluster_id=filled["cluster_id"],
         name="web test run",
         backend="local",
         started_at=filled["now"],
         stopped_at=filled["now"] + 10,
-        wall_time_s=10.0,
         chunk_count=2,
         metrics={"events": 2000, "event_rate_wall_hz": 200.0},
     )
     chunks = [
-        model.WorkflowChunkRecord(
-            id=f"chunk-{i}", run_id=run.id, chunk_index=i, events=1000, wall_s=4.0 + i
-        )
+        make_workflow_chunk(run, i, id=f"chunk-{i}", cluster_id=None, events=1000, wall_s=4.0 + i)
         for i in range(2)
     ]
     with open_store(url) as store:

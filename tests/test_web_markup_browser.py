@@ -18,9 +18,9 @@ import pytest
 from distributed import Client, LocalCluster
 
 import daskscope
-from daskscope.model import WorkerSampleRecord, stable_id
 from daskscope.store import open_store, write_records
 from daskscope.store.reports import save_report
+from factories import make_worker_sample
 from webutil import serving, synthetic_clusters
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -74,14 +74,8 @@ def record(url: str) -> str:
     now = time.time()
     worker = f"tcp://{MARKUP}:1234"  # what a collector may send as a worker's name
     samples = [
-        WorkerSampleRecord(
-            id=stable_id(cluster_id, worker, i),
-            cluster_id=cluster_id,
-            worker=worker,
-            sampled_at=now - 10 + i,
-            nthreads=1,
-            cpu_percent=50.0,
-            executing=1,
+        make_worker_sample(
+            cluster_id, worker, now - 10 + i, nthreads=1, cpu_percent=50.0, executing=1
         )
         for i in range(5)
     ]

@@ -19,6 +19,7 @@ from distributed import Client, LocalCluster, span
 import daskscope
 from conftest import free_port
 from daskscope import model
+from factories import make_cluster
 
 EXPLODE_MESSAGE = "daskscope web test: this block fails on purpose"
 USERS = ("alice", "bob", "carol")
@@ -91,16 +92,14 @@ def synthetic_clusters(now: float, weeks: int = 4) -> list[model.ClusterRecord]:
                 continue
             start = week + 86400 + u * 3600 + w * 60
             rows.append(
-                model.ClusterRecord(
+                make_cluster(
+                    f"{user} week {w}",
+                    start=start,
                     id=model.stable_id("web-test", user, w),
-                    name=f"{user} week {w}",
                     account="default",
                     user=user,
                     scheduler_address="tcp://10.0.0.1:8786",
-                    dask_version="2026.8.0",
-                    distributed_version="2026.8.0",
                     python_version="3.11",
-                    started_at=start,
                     stopped_at=start + 3600,
                     last_seen_at=start + 3600,
                     workers_peak=2,
