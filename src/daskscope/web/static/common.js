@@ -150,5 +150,51 @@ const ds = (() => {
       }
       return td;
     },
+    // A plotly axis with its title (plotly.js wants {text}: a bare string is ignored)
+    axis: (title, extra) => Object.assign({ title: { text: title }, automargin: true }, extra || {}),
+    // Ticks of a bytes axis from 0 to max in one binary unit, e.g. 0, 256 MiB, 512 MiB:
+    // plotly's own formats are decimal ("1.12B")
+    bytesTicks(max) {
+      const { base, units } = F.bytes;
+      let i = 0;
+      while (i < units.length - 1 && max >= base ** (i + 1)) i += 1;
+      const scale = base ** i;
+      const top = Math.max(max / scale, 1);
+      const rough = top / 4;
+      const pow = 10 ** Math.floor(Math.log10(rough));
+      const step = [1, 2, 2.5, 5, 10].map((m) => m * pow).find((m) => m >= rough);
+      const tickvals = [];
+      const ticktext = [];
+      for (let v = 0; v <= top + step / 2; v += step) {
+        tickvals.push(v * scale);
+        ticktext.push(`${Number(v.toFixed(3))} ${units[i]}`);
+      }
+      return { tickvals, ticktext, range: [0, Math.max(max, step * scale) * 1.05] };
+    },
+    // The page's view state in its URL (?key=value), so a reload or a shared link shows
+    // the same view and Back/Forward step through what the user chose.
+    state: {
+      get(key, fallback) {
+        const value = new URLSearchParams(window.location.search).get(key);
+        return value === null ? (fallback === undefined ? null : fallback) : value;
+      },
+      // Set (null/"" removes) keys; push a history entry unless {replace: true}
+      set(values, { replace } = {}) {
+        const params = new URLSearchParams(window.location.search);
+        for (const [key, value] of Object.entries(values)) {
+          if (value === null || value === undefined || value === "") params.delete(key);
+          else params.set(key, String(value));
+        }
+        const query = params.toString();
+        const url = `${window.location.pathname}${query ? `?${query}` : ""}${window.location.hash}`;
+        if (url === `${window.location.pathname}${window.location.search}${window.location.hash}`) return;
+        if (replace) window.history.replaceState(null, "", url);
+        else window.history.pushState(null, "", url);
+      },
+      // Call fn when Back/Forward changed the URL's state
+      onChange(fn) {
+        window.addEventListener("popstate", () => fn());
+      },
+    },
   };
 })();
