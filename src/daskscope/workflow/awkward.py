@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
+from daskscope.collector.dask_adapter import IDLE_KEY
 from daskscope.collector.snapshot import metric_parts
 from daskscope.workflow.collector import MetricsCollector
 from daskscope.workflow.metrics import (
@@ -51,7 +52,6 @@ KINDS = (READ, PROCESSOR, OVERHEAD)
 # uproot names its read layers "from-uproot" and the report's own layers after it
 _READ_PREFIX = "from-uproot"
 _REPORT_PREFIXES = ("from-uproot-report", "from-uproot-partitioned-report")
-_IDLE = ("execute", "N/A", "idle or other spans", "seconds")
 
 NO_CHUNKS = (
     "no per-chunk records on the dask-awkward path: process() runs once on the client "
@@ -134,7 +134,7 @@ def split_by_kind(
     out = {f"{k}_{u}": 0.0 for k in KINDS for u in ("seconds", "cpu_seconds", "noncpu_seconds")}
     unknown: set[str] = set()
     for key, value in span_metrics.items():
-        if tuple(key) == _IDLE:
+        if tuple(key) == IDLE_KEY:
             continue
         context, prefix, activity, unit = metric_parts(tuple(key))
         if context != "execute" or unit != "seconds":

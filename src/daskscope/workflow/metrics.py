@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
+from daskscope.collector.dask_adapter import IDLE_KEY
 from daskscope.collector.snapshot import metric_parts
 from daskscope.workflow.chunk import Chunk
 
@@ -33,7 +34,6 @@ logger = logging.getLogger("daskscope")
 DerivedMetric = Callable[[Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any]]
 _DERIVED: list[DerivedMetric] = []
 
-_IDLE = ("execute", "N/A", "idle or other spans", "seconds")
 # activity -> metric key stem, summed over every context and prefix
 _TRANSFER_ACTIVITIES = {
     "serialize": "serialize",
@@ -78,7 +78,7 @@ def parse_fine_metrics(
              for kind in ("seconds", "cpu_seconds", "noncpu_seconds")}  # fmt: skip
     activities: dict[str, float] = {}
     for key, value in span_metrics.items():
-        if tuple(key) == _IDLE:
+        if tuple(key) == IDLE_KEY:
             continue
         context, prefix, activity, unit = metric_parts(tuple(key))
         # Every activity Dask reports, summed over contexts and prefixes: the set is open
