@@ -12,7 +12,7 @@ from typing import Any
 from daskscope.analysis.cost import GIB, HOUR, cost_parts
 from daskscope.analysis.duration import record_duration
 
-__all__ = ["cluster_statistics", "fine_metrics_table", "span_tree"]
+__all__ = ["cluster_statistics", "fine_metrics_table", "span_tree", "subtree_ids"]
 
 Row = Mapping[str, Any]
 MetricKey = tuple[str, str, str, str]  # (context, prefix, activity, unit)
@@ -121,24 +121,49 @@ def span_tree(spans: Iterable[Row], span_metrics: Iterable[Row]) -> list[dict[st
     return roots
 
 
+def subtree_ids(spans: Iterable[Row], span_id: str) -> set[str]:
+    """``span_id`` and every span below it (by ``parent_span_id``); empty when no span
+    has that id."""
+    children: dict[str | None, list[str]] = {}
+    known = set()
+    for row in spans:
+        known.add(row["span_id"])
+        children.setdefault(row.get("parent_span_id"), []).append(row["span_id"])
+    if span_id not in known:
+        return set()
+    found, pending = set(), [span_id]
+    while pending:  # without recursion: a chain of spans may be thousands deep
+        sid = pending.pop()
+        if sid not in found:
+            found.add(sid)
+            pending.extend(children.get(sid, ()))
+    return found
+
+
 def fine_metrics_table(
     span_metrics: Iterable[Row],
     *,
     spans: Iterable[Row] | None = None,
     tag: str | None = None,
+    span_id: str | None = None,
 ) -> list[dict[str, Any]]:
     """Exclusive fine metrics summed by (activity, prefix, unit).
 
     With ``tag``, only metrics of spans whose ``name`` (a list of tags) contains it;
     ``spans`` is then needed to look the names up. Since child spans carry their
     parents' tags and metrics are exclusive, this sums the tagged subtrees once each.
+    With ``span_id``, only that span's subtree (``spans`` with ``parent_span_id``).
     Rows come back as ``{"activity", "prefix", "unit", "value"}``, per unit largest first.
     """
     wanted: set[str] | None = None
+    if (tag is not None or span_id is not None) and spans is None:
+        raise ValueError("fine_metrics_table(tag=, span_id=) needs the spans")
+    spans = list(spans or ())
     if tag is not None:
-        if spans is None:
-            raise ValueError("fine_metrics_table(tag=...) needs the spans to read their names")
         wanted = {s["span_id"] for s in spans if tag in (s.get("name") or ())}
+    if span_id is not None:
+        subtree = subtree_ids(spans, span_id)
+        wanted = subtree if wanted is None else wanted & subtree
     sums: dict[tuple[str, str, str], float] = {}
     for row in span_metrics:
         if wanted is not None and row["span_id"] not in wanted:

@@ -4,7 +4,7 @@ and the profile as a flame graph."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import quote
 
 import dask.config
@@ -12,16 +12,14 @@ from dask.utils import parse_timedelta
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from daskscope.analysis import fine_metrics_table
 from daskscope.analysis.flamegraph import icicle, merge_trees
-from daskscope.analysis.workers import memory_over_time
 from daskscope.store import profile_trees
-from daskscope.store import worker_samples as load_worker_samples
-from daskscope.store.analytics import span_rows, worker_events
 from daskscope.store.groups import find_computation
 from daskscope.views import ClusterView, ComputationGraph, cluster_view, computation_view, to_data
 from daskscope.views.computation import MAX_GRAPH_GROUPS
+from daskscope.views.fine_metrics import FineMetricsView, fine_metrics_view
 from daskscope.views.groups import GroupPage, group_page_view
+from daskscope.views.workers import WorkersView, workers_view
 from daskscope.web.errors import NotFound
 from daskscope.web.render import page
 from daskscope.web.routes.common import (
@@ -38,7 +36,6 @@ __all__ = ["MAX_GRAPH_GROUPS", "api", "pages"]
 pages = APIRouter(include_in_schema=False)
 api = APIRouter(tags=["clusters"])
 
-MAX_POINTS_PER_WORKER = 2000
 DEFAULT_GROUP_PAGE = 1000
 MAX_GROUP_PAGE = 10_000
 
@@ -81,49 +78,18 @@ def cluster_json(
     return view_response(_view_of(request, cluster_id, groups, groups_by))
 
 
-#: Per-worker series of the workers JSON: sample column -> series name
-_WORKER_SERIES = {
-    "memory": "memory",
-    "managed_bytes": "managed",
-    "unmanaged_bytes": "unmanaged",
-    "spilled_bytes": "spilled",
-    "memory_limit": "memory_limit",
-    "cpu_percent": "cpu_percent",
-    "nthreads": "nthreads",
-}
-
-
-def _thin(series: dict[str, list[Any]]) -> dict[str, list[Any]]:
-    # Keep long recordings drawable: every n-th sample past the cap.
-    step = -(-len(series["t"]) // MAX_POINTS_PER_WORKER)
-    return {key: values[::step] for key, values in series.items()} if step > 1 else series
-
-
-@api.get("/clusters/{cluster_id}/workers", summary="Worker samples over time, and losses")
-def workers_json(request: Request, cluster_id: str) -> JSONResponse:
-    """Per worker: memory split, CPU, tasks and threads over time; for the cluster: the
-    memory split summed over workers, against the summed memory limit."""
+@api.get(
+    "/clusters/{cluster_id}/workers",
+    summary="Worker samples over time, and departures",
+    response_class=Response,
+    responses=described(WorkersView),
+)
+def workers_json(request: Request, cluster_id: str) -> Response:
+    """Per worker: memory split, CPU, tasks, network and disk I/O and GPU figures over
+    time; for the cluster: the memory split summed over workers, against the summed
+    memory limit; departures with their reason (only ``lost`` is a loss)."""
     store = store_of(request)
-    cluster_id = visible_cluster_id(request, cluster_id)
-    samples = load_worker_samples(store, cluster_id)
-    series: dict[str, dict[str, list[Any]]] = {}
-    for row in samples:
-        s = series.setdefault(
-            row["worker"], {"t": [], "tasks": [], **{v: [] for v in _WORKER_SERIES.values()}}
-        )
-        s["t"].append(row["sampled_at"])
-        s["tasks"].append(int(row["executing"]) + int(row["processing"]))
-        for column, name in _WORKER_SERIES.items():
-            s[name].append(row[column])
-    events = worker_events(store, cluster_id)
-    return json_response(
-        {
-            "cluster_id": cluster_id,
-            "workers": {w: _thin(s) for w, s in series.items()},
-            "memory": _thin(memory_over_time(samples)),
-            "events": events,
-        }
-    )
+    return view_response(workers_view(store, visible_cluster_id(request, cluster_id)))
 
 
 @api.get(
@@ -206,19 +172,23 @@ def profile_json(
     )
 
 
-@api.get("/clusters/{cluster_id}/metrics", summary="Fine performance metrics, by span tag")
+@api.get(
+    "/clusters/{cluster_id}/metrics",
+    summary="Fine performance metrics, of a span's subtree or of spans with a tag",
+    response_class=Response,
+    responses=described(FineMetricsView),
+)
 def metrics_json(
     request: Request,
     cluster_id: str,
     tag: str | None = Query(None, description='Only spans with this tag, e.g. "data load".'),
-) -> JSONResponse:
+    span: str | None = Query(None, description="Only this span and the spans below it."),
+) -> Response:
+    """Summed by (activity, prefix, unit); each span's metrics are its own (exclusive),
+    so a subtree's are the sums over its spans."""
     store = store_of(request)
     cluster_id = visible_cluster_id(request, cluster_id)
-    spans, metrics = span_rows(store, cluster_id)
-    return json_response(
-        {
-            "cluster_id": cluster_id,
-            "tag": tag,
-            "metrics": fine_metrics_table(metrics, spans=spans, tag=tag),
-        }
-    )
+    view = fine_metrics_view(store, cluster_id, tag=tag, span_id=span)
+    if view is None:
+        raise NotFound(f"cluster {cluster_id} has no span {span!r}")
+    return view_response(view)

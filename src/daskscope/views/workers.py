@@ -1,0 +1,186 @@
+"""Workers over time, as the cluster page draws them (``/api/v1/clusters/{id}/workers``):
+per worker Dask's memory split against its limit, CPU, tasks, network and disk I/O and
+GPU figures when recorded; the cluster's memory summed; departures with their reason.
+
+Labels and units come from the metric catalogue (``figures``), so the page's axes and
+legends say what the CLI and the docs say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from daskscope.analysis.workers import memory_over_time
+from daskscope.catalogue import figure
+from daskscope.store import Store
+from daskscope.store import worker_samples as load_worker_samples
+from daskscope.store.analytics import worker_events
+
+__all__ = [
+    "GPU_METRICS",
+    "MAX_POINTS_PER_WORKER",
+    "Departure",
+    "FigureLabel",
+    "MemoryTotals",
+    "WorkerEvent",
+    "WorkerSeries",
+    "WorkersView",
+    "workers_view",
+]
+
+MAX_POINTS_PER_WORKER = 2000
+#: GPU figures of the samples' ``metrics`` (distributed's NVML metric): name -> series
+GPU_METRICS = {"gpu.utilization": "gpu_utilization", "gpu.memory-used": "gpu_memory_used"}
+#: Sample columns kept per worker: column -> series name
+_COLUMNS = {
+    "memory": "memory",
+    "managed_bytes": "managed",
+    "unmanaged_bytes": "unmanaged",
+    "spilled_bytes": "spilled",
+    "memory_limit": "memory_limit",
+    "cpu_percent": "cpu_percent",
+    "nthreads": "nthreads",
+    "executing": "executing",
+    "net_read_bps": "net_read_bps",
+    "net_write_bps": "net_write_bps",
+    "disk_read_bps": "disk_read_bps",
+    "disk_write_bps": "disk_write_bps",
+}
+#: Figures whose label and unit the page shows (worker scope of the catalogue)
+_FIGURES = (
+    "managed_bytes",
+    "unmanaged_bytes",
+    "spilled_bytes",
+    "memory_limit",
+    "memory",
+    "cpu_percent",
+    "executing",
+    "processing",
+    "net_read_bps",
+    "net_write_bps",
+    "disk_read_bps",
+    "disk_write_bps",
+)
+
+
+@dataclass(frozen=True)
+class WorkerSeries:
+    """One worker's samples in time order (thinned past :data:`MAX_POINTS_PER_WORKER`);
+    ``tasks`` = executing + processing; a GPU series is None when never recorded."""
+
+    t: list[float]
+    memory: list[int | None]
+    managed: list[int | None]
+    unmanaged: list[int | None]
+    spilled: list[int | None]
+    memory_limit: list[int | None]
+    cpu_percent: list[float | None]
+    nthreads: list[int]
+    executing: list[int]
+    tasks: list[int]
+    net_read_bps: list[float | None]
+    net_write_bps: list[float | None]
+    disk_read_bps: list[float | None]
+    disk_write_bps: list[float | None]
+    gpu_utilization: list[float | None] | None
+    gpu_memory_used: list[float | None] | None
+
+
+@dataclass(frozen=True)
+class MemoryTotals:
+    """Σ over workers per sampling round (None where a worker did not report it)."""
+
+    t: list[float]
+    managed_bytes: list[int | None]
+    unmanaged_bytes: list[int | None]
+    spilled_bytes: list[int | None]
+    memory_limit: list[int | None]
+
+
+@dataclass(frozen=True)
+class WorkerEvent:
+    at: float
+    kind: str
+    worker: str | None
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Departure:
+    """A worker leaving; only ``reason == "lost"`` is a loss (closed, retired and
+    restarted are a cluster doing what it was told)."""
+
+    worker: str
+    at: float
+    reason: str
+    lost: bool
+
+
+@dataclass(frozen=True)
+class FigureLabel:
+    label: str
+    unit: str
+
+
+@dataclass(frozen=True)
+class WorkersView:
+    cluster_id: str
+    #: by worker address, sorted
+    workers: dict[str, WorkerSeries]
+    memory: MemoryTotals
+    events: list[WorkerEvent]
+    departures: list[Departure]
+    gpu_recorded: bool
+    #: catalogue labels and units by sample column
+    figures: dict[str, FigureLabel]
+
+
+def workers_view(store: Store, cluster_id: str) -> WorkersView:
+    samples = load_worker_samples(store, cluster_id)
+    by_worker: dict[str, list[Mapping[str, Any]]] = {}
+    for row in samples:
+        by_worker.setdefault(row["worker"], []).append(row)
+    workers = {w: _series(by_worker[w]) for w in sorted(by_worker)}
+    events = worker_events(store, cluster_id)
+    departures = [
+        Departure(e["worker"], e["at"], _reason(e["detail"]), _reason(e["detail"]) == "lost")
+        for e in events
+        if e["kind"] == "worker-removed" and e["worker"] is not None
+    ]
+    totals = _thin(memory_over_time(samples))
+    return WorkersView(
+        cluster_id=cluster_id,
+        workers=workers,
+        memory=MemoryTotals(**totals),
+        events=[WorkerEvent(e["at"], e["kind"], e["worker"], e["detail"] or {}) for e in events],
+        departures=departures,
+        gpu_recorded=any(s.gpu_utilization or s.gpu_memory_used for s in workers.values()),
+        figures={
+            k: FigureLabel(figure("worker", k).label, figure("worker", k).unit) for k in _FIGURES
+        },
+    )
+
+
+def _reason(detail: Mapping[str, Any] | None) -> str:
+    return str((detail or {}).get("reason") or "removed")
+
+
+def _series(rows: Sequence[Mapping[str, Any]]) -> WorkerSeries:
+    out: dict[str, list[Any] | None] = {"t": [r["sampled_at"] for r in rows]}
+    for column, name in _COLUMNS.items():
+        out[name] = [r[column] for r in rows]
+    out["tasks"] = [int(r["executing"]) + int(r["processing"]) for r in rows]
+    for metric, name in GPU_METRICS.items():
+        values = [(r["metrics"] or {}).get(metric) for r in rows]
+        out[name] = values if any(v is not None for v in values) else None
+    return WorkerSeries(**_thin(out))
+
+
+def _thin(series: dict[str, Any]) -> dict[str, Any]:
+    # Keep long recordings drawable: every n-th sample past the cap.
+    step = -(-len(series["t"]) // MAX_POINTS_PER_WORKER)
+    if step <= 1:
+        return series
+    return {k: (v[::step] if v is not None else None) for k, v in series.items()}
