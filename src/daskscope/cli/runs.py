@@ -41,16 +41,33 @@ def _hinted() -> Iterator[None]:
 
 @click.command("runs")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("-q", "--search", help="A part of the name or user, or the id's start.")
+@click.option("--user", help="Only this user's runs.")
+@click.option("--status", type=click.Choice(["ok", "failed"]))
+@click.option("--since", metavar="DAY", help="Started on or after this UTC day (2026-01-31).")
+@click.option("--until", metavar="DAY", help="Started on or before this UTC day.")
+@click.option(
+    "--sort",
+    type=click.Choice(["started", "name", "user", "backend", "status", "wall", "chunks"]),
+    default="started",
+    show_default=True,
+)
+@click.option("--order", type=click.Choice(["asc", "desc"]), default="desc", show_default=True)
+@click.option("--offset", type=click.IntRange(min=0), default=0, help="Runs to skip.")
+@click.option("--limit", type=click.IntRange(min=1, max=10_000), default=100, show_default=True)
 @click.pass_obj
-def runs_command(state: Any, as_json: bool, limit: int) -> None:
-    """List workflow runs (MetricsCollector), newest first."""
+def runs_command(state: Any, as_json: bool, search: str | None, **asked: Any) -> None:
+    """List workflow runs (MetricsCollector), newest first; the same filters, order and
+    paging as /api/v1/runs, whose JSON --json prints."""
     from daskscope.store import open_store
     from daskscope.views.encode import to_pretty_json
-    from daskscope.views.run import run_list
+    from daskscope.views.run import RunQuery, run_list
 
     with open_store(state.database) as store:
-        listing = run_list(store, limit=limit)
+        try:
+            listing = run_list(store, RunQuery(q=search, **asked))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
     if as_json:
         click.echo(to_pretty_json(listing))
         return
@@ -64,6 +81,8 @@ def runs_command(state: Any, as_json: bool, limit: int) -> None:
             duration_text(run.wall_time_s), *(f.text for f in run.headline),
             (run.cluster_id or MISSING)[:8],
         )  # fmt: skip
+    shown = f"{listing.query.offset + 1:,} to {listing.query.offset + len(listing.runs):,}"
+    table.caption = f"runs {shown} of {listing.total:,}"
     _console().print(table if listing.runs else (listing.message or ""))
 
 

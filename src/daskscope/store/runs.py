@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 import sqlalchemy as sa
@@ -11,7 +12,18 @@ from daskscope.store import schema as s
 from daskscope.store.engine import Store, as_engine
 from daskscope.store.errors import StoreError
 
-__all__ = ["AmbiguousRun", "UnknownRun", "list_runs", "resolve_run_id", "run_detail"]
+__all__ = [
+    "SORTS",
+    "STATUSES",
+    "AmbiguousRun",
+    "RunFilter",
+    "UnknownRun",
+    "count_runs",
+    "list_runs",
+    "resolve_run_id",
+    "run_detail",
+    "run_users",
+]
 
 MIN_PREFIX = 4
 _MAX_CANDIDATES = 10
@@ -54,25 +66,111 @@ class AmbiguousRun(StoreError, LookupError):
         return {"prefix": self.prefix, "matches": self.candidates[: self.SHOWN]}
 
 
+#: How the listing can be ordered: a name for each sortable column
+SORTS: dict[str, str] = {
+    "started": "started_at",
+    "name": "name",
+    "user": "user",
+    "backend": "backend",
+    "status": "status",
+    "wall": "wall_time_s",
+    "chunks": "chunk_count",
+}
+STATUSES = ("ok", "failed")
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs a listing holds: ``q`` a case-insensitive part of the name, the user or
+    the start of the id; ``user`` exactly; ``status`` "ok" or "failed"; started in
+    ``[since, until)`` (epoch seconds); ``cluster_id`` and ``account`` scope it."""
+
+    q: str | None = None
+    user: str | None = None
+    status: str | None = None
+    since: float | None = None
+    until: float | None = None
+    cluster_id: str | None = None
+    account: str | None = None
+
+    def where(self) -> sa.ColumnElement[bool]:
+        c = s.workflow_runs.c
+        clauses: list[sa.ColumnElement[bool]] = []
+        if self.q:
+            text = self.q.strip().lower()
+            clauses.append(
+                sa.or_(
+                    sa.func.lower(c.name).contains(text, autoescape=True),
+                    sa.func.lower(c.user).contains(text, autoescape=True),
+                    c.id.startswith(self.q.strip(), autoescape=True),
+                )
+            )
+        if self.user:
+            clauses.append(c.user == self.user)
+        if self.status:
+            clauses.append(_status() == self.status)
+        if self.since is not None:
+            clauses.append(c.started_at >= self.since)
+        if self.until is not None:
+            clauses.append(c.started_at < self.until)
+        if self.cluster_id is not None:
+            clauses.append(c.cluster_id == self.cluster_id)
+        if self.account is not None:
+            clauses.append(_of_account(self.account))
+        return sa.and_(sa.true(), *clauses)
+
+
+def _status() -> sa.ColumnElement[str]:
+    # a run is "failed" when its info says so (an exception left the collector's block)
+    return sa.func.coalesce(s.workflow_runs.c["info"]["status"].as_string(), "ok")
+
+
 def list_runs(
     store: Store | sa.Engine,
     *,
     limit: int | None = 100,
     cluster_id: str | None = None,
     account: str | None = None,
+    where: RunFilter | None = None,
+    sort: str = "started",
+    descending: bool = True,
+    offset: int = 0,
 ) -> list[Row]:
-    """Workflow runs, newest first (``ix_workflow_runs_started_at``); with ``account``,
-    only the runs its members sent or ran on its clusters."""
+    """Workflow runs, newest first unless ``sort`` names another column (:data:`SORTS`;
+    ties by start then id, so pages do not overlap); with ``account``, only the runs its
+    members sent or ran on its clusters."""
     c = s.workflow_runs.c
-    query = sa.select(s.workflow_runs).order_by(c.started_at.desc(), c.id.desc())
+    chosen = where or RunFilter()
     if cluster_id is not None:
-        query = query.where(c.cluster_id == cluster_id)
+        chosen = replace(chosen, cluster_id=cluster_id)
     if account is not None:
-        query = query.where(_of_account(account))
+        chosen = replace(chosen, account=account)
+    column = _status() if sort == "status" else c[SORTS[sort]]
+    keys = [column, c.started_at, c.id] if sort != "started" else [c.started_at, c.id]
+    order = [k.desc() if descending else k.asc() for k in keys]
+    query = sa.select(s.workflow_runs).where(chosen.where()).order_by(*order).offset(offset)
     if limit is not None:
         query = query.limit(limit)
     with as_engine(store).connect() as conn:
         return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def count_runs(store: Store | sa.Engine, where: RunFilter) -> int:
+    """How many runs ``where`` holds (the listing's ``total``)."""
+    query = sa.select(sa.func.count()).select_from(s.workflow_runs).where(where.where())
+    with as_engine(store).connect() as conn:
+        return int(conn.execute(query).scalar_one())
+
+
+def run_users(store: Store | sa.Engine, where: RunFilter, limit: int = 500) -> list[str]:
+    """The users who have runs in ``where``'s scope, by name (for the user filter)."""
+    c = s.workflow_runs.c
+    query = (
+        sa.select(c.user).where(where.where(), c.user.is_not(None))
+        .group_by(c.user).order_by(c.user).limit(limit)
+    )  # fmt: skip
+    with as_engine(store).connect() as conn:
+        return [str(u) for u in conn.execute(query).scalars()]
 
 
 def _of_account(account: str) -> sa.ColumnElement[bool]:

@@ -11,6 +11,7 @@ The store is imported by the functions that read it: a live run's summary needs 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,14 +24,17 @@ from daskscope.workflow.run import WorkflowRun
 
 if TYPE_CHECKING:
     from daskscope.store.engine import Store
+    from daskscope.store.runs import RunFilter
 
 __all__ = [
     "EMPTY",
+    "SECTION_FIGURES",
     "ChunkRow",
     "ChunkStat",
     "FigureGroup",
     "RunFigure",
     "RunList",
+    "RunQuery",
     "RunSummary",
     "RunView",
     "SectionRow",
@@ -38,10 +42,13 @@ __all__ = [
     "run_list",
     "run_view",
     "stored_run_view",
+    "time_bound",
 ]
 
 #: What an empty listing says
 EMPTY = "no workflow runs recorded yet"
+#: ... and a listing whose filters match nothing
+NO_MATCH = "no workflow run matches these filters"
 
 Value = float | str | None
 
@@ -100,6 +107,20 @@ class SectionRow:
     mean_wall_s: float | None
     cpu_s: float | None
     memory_delta_bytes: float | None
+    mean_cpu_s: float | None = None
+    mean_memory_delta_bytes: float | None = None
+    memory_after_peak_bytes: float | None = None
+
+
+#: The section figures a page or table shows, by catalogue key ("section" scope), and the
+#: :class:`SectionRow` field holding each
+SECTION_FIGURES: tuple[tuple[str, str], ...] = (
+    ("chunks", "chunks"), ("count", "calls"), ("wall_s", "wall_s"),
+    ("mean_wall_s", "mean_wall_s"), ("cpu_s", "cpu_s"), ("mean_cpu_s", "mean_cpu_s"),
+    ("memory_delta_bytes", "memory_delta_bytes"),
+    ("mean_memory_delta_bytes", "mean_memory_delta_bytes"),
+    ("memory_after_peak_bytes", "memory_after_peak_bytes"),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -169,10 +190,33 @@ class RunView:
 
 
 @dataclass(frozen=True)
+class RunQuery:
+    """What a listing was asked for (echoed, so a page can show and page on from it):
+    ``q`` a part of the name or user or the start of the id, ``user`` exactly, ``status``
+    "ok" or "failed", started from the day (or time) ``since`` to ``until`` inclusive
+    (UTC, ISO 8601), ordered by ``sort`` (:data:`SORTS`) ``order`` "asc" or "desc"."""
+
+    q: str | None = None
+    user: str | None = None
+    status: str | None = None
+    since: str | None = None
+    until: str | None = None
+    sort: str = "started"
+    order: str = "desc"
+    offset: int = 0
+    limit: int | None = 100
+
+
+@dataclass(frozen=True)
 class RunList:
     runs: tuple[RunSummary, ...]
     #: says the listing is empty (None when it is not)
     message: str | None
+    #: runs that match the query, of which ``runs`` are those from ``query.offset`` on
+    total: int = 0
+    query: RunQuery = RunQuery()
+    #: the users who have runs (for a filter), by name
+    users: tuple[str, ...] = ()
 
 
 # -- which figures, in which group -----------------------------------------------------
@@ -287,6 +331,9 @@ def _sections(sections: Mapping[str, Mapping[str, Any]]) -> tuple[SectionRow, ..
             mean_wall_s=agg.get("mean_wall_s"),
             cpu_s=agg.get("cpu_s"),
             memory_delta_bytes=agg.get("memory_delta_bytes"),
+            mean_cpu_s=agg.get("mean_cpu_s"),
+            mean_memory_delta_bytes=agg.get("mean_memory_delta_bytes"),
+            memory_after_peak_bytes=agg.get("memory_after_peak_bytes"),
         )
         for name, agg in sorted(sections.items())
     )
@@ -390,9 +437,68 @@ def stored_run_view(store: Store, id_or_prefix: str, *, account: str | None = No
     return _view(detail["run"], [Chunk.from_row(row) for row in detail["chunks"]])
 
 
-def run_list(store: Store, *, limit: int | None = 100, account: str | None = None) -> RunList:
-    """Stored runs, newest first."""
-    from daskscope.store.runs import list_runs
+def run_list(
+    store: Store,
+    query: RunQuery | None = None,
+    *,
+    limit: int | None = 100,
+    account: str | None = None,
+) -> RunList:
+    """Stored runs that match ``query`` (all, newest first, by default), a page of them:
+    ``limit`` when no query is given. ValueError for a query that cannot be answered
+    (an unknown sort or status, a date that is not ISO 8601)."""
+    from daskscope.store.runs import RunFilter, count_runs, list_runs, run_users
 
-    runs = tuple(_summary(row) for row in list_runs(store, limit=limit, account=account))
-    return RunList(runs=runs, message=None if runs else EMPTY)
+    query = query or RunQuery(limit=limit)
+    where = _filter(query, account)
+    rows = list_runs(
+        store, where=where, sort=query.sort, descending=query.order == "desc",
+        offset=query.offset, limit=query.limit,
+    )  # fmt: skip
+    runs = tuple(_summary(row) for row in rows)
+    total = count_runs(store, where)
+    users = tuple(run_users(store, RunFilter(account=account)))
+    filtered = any((query.q, query.user, query.status, query.since, query.until))
+    message = None
+    if not runs:
+        message = f"no runs past the {total:,} listed" if total else NO_MATCH if filtered else EMPTY
+    return RunList(runs=runs, message=message, total=total, query=query, users=users)
+
+
+def _filter(query: RunQuery, account: str | None) -> RunFilter:
+    from daskscope.store.runs import SORTS, STATUSES, RunFilter
+
+    if query.sort not in SORTS:
+        raise ValueError(f"sort must be one of {', '.join(SORTS)}, not {query.sort!r}")
+    if query.order not in ("asc", "desc"):
+        raise ValueError(f"order must be asc or desc, not {query.order!r}")
+    if query.status is not None and query.status not in STATUSES:
+        raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {query.status!r}")
+    return RunFilter(
+        q=query.q or None,
+        user=query.user or None,
+        status=query.status,
+        since=time_bound(query.since),
+        until=time_bound(query.until, end=True),
+        account=account,
+    )
+
+
+def time_bound(text: str | None, *, end: bool = False) -> float | None:
+    """Epoch seconds of an ISO 8601 day or time in UTC (an offset when given); the end of
+    a whole day (``end``) is the next day's start, so ``until`` includes that day."""
+    if not text:
+        return None
+    try:
+        if len(text.strip()) == 10:
+            day = dt.date.fromisoformat(text.strip())
+            start = dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
+            return (start + dt.timedelta(days=1 if end else 0)).timestamp()
+        moment = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a date (2026-01-31) or time (2026-01-31T12:00)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.timestamp()

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from daskscope import catalogue
 from daskscope.format import MISSING, count_text, value_text
-from daskscope.views.run import RunFigure, RunView, run_view
+from daskscope.views.run import SECTION_FIGURES, RunFigure, RunView, run_view
 from daskscope.workflow.run import WorkflowRun
 
 __all__ = ["chunk_table", "print_summary", "summary_tables"]
@@ -68,22 +68,17 @@ def _chunk_stats(view: RunView) -> Table:
     return table
 
 
-# the section figures shown, by their catalogue key (``SectionRow`` names ``count`` calls)
-_SECTION_FIGURES = ("chunks", "count", "wall_s", "mean_wall_s", "cpu_s", "memory_delta_bytes")
-
-
 def _section_table(view: RunView) -> Table:
     table = Table(title="Sections", title_justify="left")
     table.add_column("section")
     table.add_column("kind")
-    described = [catalogue.figure("section", key) for key in _SECTION_FIGURES]
-    for figure in described:
+    described = [(catalogue.figure("section", key), field) for key, field in SECTION_FIGURES]
+    for figure, _ in described:
         table.add_column(figure.label, justify="right")
     if view.sections_why:
         table.add_row(_missing(view.sections_why))
     for s in view.sections:
-        values = (s.chunks, s.calls, s.wall_s, s.mean_wall_s, s.cpu_s, s.memory_delta_bytes)
-        texts = [f.text(v) for f, v in zip(described, values, strict=True)]
+        texts = [f.text(getattr(s, field)) for f, field in described]
         table.add_row(Text(s.name), s.kind or MISSING, *texts)
     return table
 

@@ -1,14 +1,25 @@
 """Workflow runs (``/runs``, ``/runs/{id}``) and their JSON: both render the run's view
-(:mod:`daskscope.views.run`), the JSON being the view's one encoding."""
+(:mod:`daskscope.views.run`), the JSON being the view's one encoding. The listing's
+filters, order and page are query parameters, the same on the page and the API."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, Request
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
+from daskscope import catalogue
 from daskscope.store.runs import AmbiguousRun, UnknownRun
 from daskscope.views.encode import to_data, to_json
-from daskscope.views.run import RunList, RunView, run_list, stored_run_view
+from daskscope.views.run import (
+    SECTION_FIGURES,
+    RunList,
+    RunQuery,
+    RunView,
+    run_list,
+    stored_run_view,
+)
 from daskscope.web.errors import BadRequest, NotFound
 from daskscope.web.render import page
 from daskscope.web.routes.common import account_scope, store_of
@@ -19,8 +30,33 @@ pages = APIRouter(include_in_schema=False)
 api = APIRouter(tags=["runs"])
 
 
-def _runs(request: Request, limit: int) -> RunList:
-    return run_list(store_of(request), limit=limit, account=account_scope(request))
+def _query(
+    q: str | None = Query(None, description="A part of the name or user, or the id's start."),
+    user: str | None = Query(None, description="Only this user's runs."),
+    status: Literal["ok", "failed"] | None = Query(None),
+    since: str | None = Query(None, description="Started on or after this UTC day or time."),
+    until: str | None = Query(None, description="Started on or before this UTC day or time."),
+    sort: Literal["started", "name", "user", "backend", "status", "wall", "chunks"] = Query(
+        "started"
+    ),
+    order: Literal["asc", "desc"] = Query("desc"),
+    offset: int = Query(0, ge=0, description="Runs to skip (the order is stable)."),
+    limit: int = Query(100, ge=1, le=10_000),
+) -> RunQuery:
+    return RunQuery(
+        q=q or None, user=user or None, status=status, since=since or None,
+        until=until or None, sort=sort, order=order, offset=offset, limit=limit,
+    )  # fmt: skip
+
+
+Asked = Annotated[RunQuery, Depends(_query)]
+
+
+def _runs(request: Request, query: RunQuery) -> RunList:
+    try:
+        return run_list(store_of(request), query, account=account_scope(request))
+    except ValueError as exc:
+        raise BadRequest(str(exc), hint="Dates read 2026-01-31 (UTC).") from None
 
 
 def _run(request: Request, run_id: str) -> RunView:
@@ -38,19 +74,26 @@ def _json(view: RunList | RunView) -> Response:
 
 
 @pages.get("/runs", response_class=HTMLResponse)
-def runs_page(request: Request) -> HTMLResponse:
-    return page(request, "runs.html", title="Workflow runs", listing=_runs(request, 100))
+def runs_page(request: Request, query: Asked) -> HTMLResponse:
+    listing = _runs(request, query)
+    return page(request, "runs.html", title="Workflow runs", listing=listing, data=to_data(listing))
 
 
 @pages.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(request: Request, run_id: str) -> HTMLResponse:
     view = _run(request, run_id)
-    return page(request, "run.html", title=view.run.name, view=view, data=to_data(view))
+    columns = [(catalogue.figure("section", key), field) for key, field in SECTION_FIGURES]
+    return page(
+        request, "run.html", title=view.run.name, view=view, data=to_data(view),
+        section_columns=columns,
+        chunk_figures={f.key: f for f in catalogue.figures("chunk")},
+    )  # fmt: skip
 
 
-@api.get("/runs", summary="Workflow runs, newest first", response_model=RunList)
-def runs_json(request: Request, limit: int = Query(100, ge=1, le=10_000)) -> Response:
-    return _json(_runs(request, limit))
+@api.get("/runs", summary="Workflow runs, filtered, ordered and paged (newest first)",
+         response_model=RunList)  # fmt: skip
+def runs_json(request: Request, query: Asked) -> Response:
+    return _json(_runs(request, query))
 
 
 @api.get("/runs/{run_id}", summary="One workflow run: figures, sections, chunks, workers",
