@@ -124,6 +124,13 @@ class FigureLabel:
     unit: str
 
 
+#: GPU figures have no column (nor catalogue entry): labels of distributed's NVML names
+_GPU_LABELS = {
+    "gpu_utilization": FigureLabel("GPU utilisation", "percent"),
+    "gpu_memory_used": FigureLabel("GPU memory used", "bytes"),
+}
+
+
 @dataclass(frozen=True)
 class WorkersView:
     cluster_id: str
@@ -157,10 +164,13 @@ def workers_view(store: Store, cluster_id: str) -> WorkersView:
         events=[WorkerEvent(e["at"], e["kind"], e["worker"], e["detail"] or {}) for e in events],
         departures=departures,
         gpu_recorded=any(s.gpu_utilization or s.gpu_memory_used for s in workers.values()),
-        figures={
-            k: FigureLabel(figure("worker", k).label, figure("worker", k).unit) for k in _FIGURES
-        },
+        figures={**{k: _label(k) for k in _FIGURES}, **_GPU_LABELS},
     )
+
+
+def _label(key: str) -> FigureLabel:
+    found = figure("worker", key)
+    return FigureLabel(found.label, found.unit)
 
 
 def _reason(detail: Mapping[str, Any] | None) -> str:

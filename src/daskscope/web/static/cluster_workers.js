@@ -1,0 +1,247 @@
+// Cluster page, workers tab: per worker Dask's memory split (managed, unmanaged,
+// spilled) against its limit, CPU, executing tasks, network and disk I/O, GPU figures
+// when recorded, and departures by reason (only "lost" is drawn as a loss, in red).
+// Each worker keeps one colour in every panel and in the legend.
+// dsWorkers.render(element, clusterId, pageData) draws into element; it reads
+// /api/v1/clusters/{id}/workers (views/workers.py).
+"use strict";
+window.dsWorkers = (() => {
+  const SMALL_MULTIPLES = 8; // past this, a worker selector instead of one chart each
+  const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+                   "#bcbd22", "#7f7f7f", "#393b79"]; // no red: red is a lost worker
+  const PARTS = [["managed", "managed_bytes", "#1976d2"], ["unmanaged", "unmanaged_bytes", "#b0bec5"],
+                 ["spilled", "spilled_bytes", "#ffb300"]];
+  const LIMIT = { color: "#212121", dash: "dash", width: 1.5 };
+  const LOST = "#c62828";
+  const LEFT = "#757575";
+
+  // Stylesheet of these charts, once (cluster.html may link it itself)
+  function stylesheet() {
+    if (document.querySelector('link[href="/static/cluster_charts.css"]')) return;
+    const link = Object.assign(document.createElement("link"), { rel: "stylesheet", href: "/static/cluster_charts.css" });
+    document.head.appendChild(link);
+  }
+
+  const colourOf = (i) => (i < PALETTE.length ? PALETTE[i] : `hsl(${(i * 137.5) % 360}, 55%, 42%)`);
+  const short = (w) => w.replace(/^[a-z]+:\/\//, "");
+  const times = (ts) => ts.map((t) => ds.utc(t, true)); // UTC text: plotly draws it as is
+  const maxOf = (...lists) => Math.max(0, ...lists.flat().filter((v) => v !== null && Number.isFinite(v)));
+  const el = (tag, props, ...children) => {
+    const node = Object.assign(document.createElement(tag), props || {});
+    node.append(...children);
+    return node;
+  };
+  const xaxis = (extra) => ds.axis("time (UTC)", { type: "date", ...extra });
+  // A bytes axis from 0 in binary units, e.g. "512 MiB" (suffix "/s" for rates)
+  const bytesAxis = (title, max, suffix, extra) => {
+    const t = ds.bytesTicks(max);
+    return ds.axis(title, { tickvals: t.tickvals, ticktext: t.ticktext.map((x) => x + (suffix || "")),
+                            range: t.range, rangemode: "tozero", ...extra });
+  };
+  const hover = (values, format) => values.map((v) => format(v));
+
+  // Stacked memory split and the limit line of one worker (or of the cluster's sum)
+  function memoryTraces(t, parts, limit, showlegend) {
+    const x = times(t);
+    const traces = PARTS.map(([label, key, colour]) => ({
+      type: "scatter", mode: "lines", x, y: parts[key], name: label, stackgroup: "memory", legendgroup: label,
+      showlegend, line: { width: 0.5, color: colour }, fillcolor: colour,
+      customdata: hover(parts[key], ds.bytes), hovertemplate: `%{customdata}<extra>${label}</extra>`,
+    }));
+    traces.push({ type: "scatter", mode: "lines", x, y: limit, name: "memory limit", legendgroup: "limit",
+                  showlegend, line: LIMIT, customdata: hover(limit, ds.bytes),
+                  hovertemplate: "%{customdata}<extra>memory limit</extra>" });
+    return traces;
+  }
+
+  // Vertical lines where workers left: red when lost, grey dotted when closed,
+  // retired or restarted
+  function departureShapes(departures) {
+    return departures.map((d) => ({
+      type: "line", xref: "x", yref: "paper", x0: ds.utc(d.at, true), x1: ds.utc(d.at, true), y0: 0, y1: 1,
+      name: `${d.reason} ${d.worker}`, line: { color: d.lost ? LOST : LEFT, dash: d.lost ? "solid" : "dot", width: d.lost ? 2 : 1 },
+    }));
+  }
+  // Departures as markers with a legend entry each kind: what the lines' colours mean
+  function departureTraces(departures, yaxis) {
+    const kinds = [["worker lost", departures.filter((d) => d.lost), LOST, "x"],
+                   ["worker left (closed, retired, restarted)", departures.filter((d) => !d.lost), LEFT, "circle-open"]];
+    return kinds.filter(([, list]) => list.length).map(([name, list, colour, symbol]) => ({
+      type: "scatter", mode: "markers", name, yaxis, x: list.map((d) => ds.utc(d.at, true)), y: list.map(() => 0),
+      marker: { color: colour, symbol, size: 11, line: { width: 2, color: colour } }, cliponaxis: false,
+      customdata: list.map((d) => `${ds.text(short(d.worker))} ${d.reason}`),
+      hovertemplate: "%{customdata}<br>%{x}<extra></extra>", legendgroup: name,
+    }));
+  }
+
+  async function plot(div, traces, layout) {
+    await Plotly.newPlot(div, traces, ds.layout(layout), ds.config);
+  }
+
+  function memoryMax(body) {
+    const per = Object.values(body.workers).map((s) =>
+      maxOf(s.memory_limit, s.managed.map((m, i) => (m || 0) + (s.unmanaged[i] || 0) + (s.spilled[i] || 0))));
+    return Math.max(0, ...per);
+  }
+
+  async function drawTotal(div, body) {
+    const m = body.memory;
+    const stacked = m.managed_bytes.map((v, i) => (v || 0) + (m.unmanaged_bytes[i] || 0) + (m.spilled_bytes[i] || 0));
+    await plot(div, memoryTraces(m.t, m, m.memory_limit, true), {
+      height: 260, xaxis: xaxis(), yaxis: bytesAxis("memory, all workers (bytes)", maxOf(stacked, m.memory_limit)),
+      shapes: departureShapes(body.departures), legend: { orientation: "h", y: -0.3 },
+      margin: { l: 70, r: 20, t: 10, b: 40 },
+    });
+  }
+
+  async function drawWorker(div, body, worker, max) {
+    const s = body.workers[worker];
+    const parts = { managed_bytes: s.managed, unmanaged_bytes: s.unmanaged, spilled_bytes: s.spilled };
+    await plot(div, memoryTraces(s.t, parts, s.memory_limit, false), {
+      height: 200, xaxis: xaxis({ title: { text: "" } }), yaxis: bytesAxis("memory (bytes)", max),
+      shapes: departureShapes(body.departures.filter((d) => d.worker === worker)),
+      margin: { l: 70, r: 10, t: 6, b: 30 },
+    });
+  }
+
+  function workerCard(worker, colour) {
+    const chart = el("div", { className: "dsw-chart dsw-small" });
+    chart.dataset.worker = worker;
+    const swatch = el("i", { className: "dsw-swatch" });
+    swatch.style.background = colour;
+    return el("figure", { className: "dsw-worker" }, el("figcaption", {}, swatch, short(worker)), chart);
+  }
+
+  // CPU, executing tasks, network and disk I/O over time, one line per worker
+  async function drawTimeline(div, body, colours) {
+    const f = body.figures;
+    const names = Object.keys(body.workers);
+    const traces = [];
+    const bps = (v) => ds.value(v, "bytes/s");
+    names.forEach((w) => {
+      const s = body.workers[w];
+      const x = times(s.t);
+      const name = ds.text(short(w));
+      const line = (y, axis, format, label, extra) => ({
+        type: "scatter", mode: "lines", x, y, yaxis: axis, name, legendgroup: w, showlegend: axis === "y",
+        line: { color: colours[w], width: 1.5, ...(extra || {}) }, customdata: hover(y, format),
+        hovertemplate: `%{customdata}<extra>${name} ${label}</extra>`,
+      });
+      traces.push(line(s.cpu_percent, "y", (v) => ds.value(v, "percent"), f.cpu_percent.label));
+      traces.push(line(s.executing, "y2", ds.count, f.executing.label, { shape: "hv" }));
+      traces.push(line(s.net_read_bps, "y3", bps, f.net_read_bps.label));
+      traces.push(line(s.net_write_bps, "y3", bps, f.net_write_bps.label, { dash: "dot" }));
+      traces.push(line(s.disk_read_bps, "y4", bps, f.disk_read_bps.label));
+      traces.push(line(s.disk_write_bps, "y4", bps, f.disk_write_bps.label, { dash: "dot" }));
+    });
+    traces.push(...departureTraces(body.departures, "y"));
+    const all = (key) => names.map((w) => body.workers[w][key]);
+    const net = maxOf(...all("net_read_bps"), ...all("net_write_bps"));
+    const disk = maxOf(...all("disk_read_bps"), ...all("disk_write_bps"));
+    await plot(div, traces, {
+      height: 620, xaxis: xaxis({ anchor: "y4" }),
+      yaxis: ds.axis(`${f.cpu_percent.label} (% of a core)`, { domain: [0.78, 1], rangemode: "tozero", ticksuffix: " %" }),
+      yaxis2: ds.axis(`${f.executing.label} (tasks)`, { domain: [0.52, 0.74], rangemode: "tozero" }),
+      yaxis3: bytesAxis("network (bytes/s): read —, write ┈", net, "/s", { domain: [0.26, 0.48] }),
+      yaxis4: bytesAxis("disk (bytes/s): read —, write ┈", disk, "/s", { domain: [0, 0.22] }),
+      shapes: departureShapes(body.departures), legend: { orientation: "h", y: -0.1 },
+      margin: { l: 80, r: 20, t: 10, b: 40 },
+    });
+  }
+
+  async function drawGpu(div, body, colours) {
+    const names = Object.keys(body.workers).filter((w) => body.workers[w].gpu_utilization || body.workers[w].gpu_memory_used);
+    const traces = [];
+    names.forEach((w) => {
+      const s = body.workers[w];
+      const x = times(s.t);
+      const name = ds.text(short(w));
+      const common = { type: "scatter", mode: "lines", x, name, legendgroup: w, line: { color: colours[w], width: 1.5 } };
+      if (s.gpu_utilization) {
+        traces.push({ ...common, y: s.gpu_utilization, yaxis: "y", customdata: hover(s.gpu_utilization, (v) => ds.value(v, "percent")),
+                      hovertemplate: `%{customdata}<extra>${name} GPU</extra>` });
+      }
+      if (s.gpu_memory_used) {
+        traces.push({ ...common, y: s.gpu_memory_used, yaxis: "y2", showlegend: !s.gpu_utilization,
+                      customdata: hover(s.gpu_memory_used, ds.bytes), hovertemplate: `%{customdata}<extra>${name} GPU memory</extra>` });
+      }
+    });
+    const used = maxOf(...names.map((w) => body.workers[w].gpu_memory_used || []));
+    await plot(div, traces, {
+      height: 320, xaxis: xaxis({ anchor: "y2" }),
+      yaxis: ds.axis(`${body.figures.gpu_utilization.label} (%)`, { domain: [0.56, 1], rangemode: "tozero", ticksuffix: " %" }),
+      yaxis2: bytesAxis(`${body.figures.gpu_memory_used.label} (bytes)`, used, "", { domain: [0, 0.44] }),
+      shapes: departureShapes(body.departures), margin: { l: 80, r: 20, t: 10, b: 40 },
+    });
+  }
+
+  function departuresNote(body) {
+    if (!body.departures.length) return el("p", { className: "muted" }, "No worker left while recorded.");
+    const items = body.departures.map((d) => {
+      const li = el("li", {}, `${short(d.worker)} ${d.reason} at ${ds.utc(d.at)} UTC`);
+      if (d.lost) li.className = "bad";
+      li.dataset.reason = d.reason;
+      return li;
+    });
+    return el("details", { className: "dsw-departures" }, el("summary", {}, `Worker departures (${body.departures.length}): red lines are losses; grey dotted lines a normal close, retirement or restart`), el("ul", {}, ...items));
+  }
+
+  async function render(element, clusterId) {
+    stylesheet();
+    element.dataset.ready = "";
+    const body = await ds.json(`/api/v1/clusters/${encodeURIComponent(clusterId)}/workers`);
+    const names = Object.keys(body.workers);
+    if (!names.length) {
+      element.replaceChildren(el("p", { className: "empty" }, "No worker samples recorded."));
+      element.dataset.ready = "1";
+      return;
+    }
+    const colours = Object.fromEntries(names.map((w, i) => [w, colourOf(i)]));
+    const total = el("div", { className: "dsw-chart" });
+    total.dataset.chart = "memory-total";
+    const grid = el("div", { className: "dsw-grid" });
+    const timeline = el("div", { className: "dsw-chart" });
+    timeline.dataset.chart = "timeline";
+    const gpu = el("div", { className: "dsw-chart" });
+    gpu.dataset.chart = "gpu";
+    const memoryNote = el("p", { className: "muted dsw-note" },
+      `Dask's memory split: ${body.figures.managed_bytes.label} (keys held in RAM) and ${body.figures.unmanaged_bytes.label} (the rest of the process) stack to the process memory; ${body.figures.spilled_bytes.label} is on disk. The dashed line is the ${body.figures.memory_limit.label}.`);
+    const parts = [el("h3", {}, "Memory"), memoryNote, total];
+    let selector = null;
+    if (names.length > SMALL_MULTIPLES) {
+      selector = el("select", { id: "worker-select" }, ...names.map((w) => el("option", { value: w }, short(w))));
+      parts.push(el("label", { className: "dsw-select" }, `One worker of ${names.length}: `, selector));
+    }
+    parts.push(grid, el("h3", {}, "CPU, tasks and I/O"), timeline, el("h3", {}, "GPU"));
+    if (body.gpu_recorded) parts.push(gpu);
+    else parts.push(el("p", { className: "empty", id: "no-gpu" }, "No GPU metrics recorded."));
+    parts.push(departuresNote(body));
+    element.replaceChildren(...parts);
+
+    const max = memoryMax(body);
+    const draws = [drawTotal(total, body), drawTimeline(timeline, body, colours)];
+    if (body.gpu_recorded) draws.push(drawGpu(gpu, body, colours));
+    if (selector) {
+      const showOne = async () => {
+        const chosen = body.workers[ds.state.get("worker")] ? ds.state.get("worker") : names[0];
+        selector.value = chosen;
+        const card = workerCard(chosen, colours[chosen]);
+        grid.replaceChildren(card);
+        await drawWorker(card.querySelector(".dsw-chart"), body, chosen, max);
+      };
+      selector.addEventListener("change", () => { ds.state.set({ worker: selector.value }); showOne(); });
+      ds.state.onChange(() => { if (element.isConnected) showOne(); });
+      draws.push(showOne());
+    } else {
+      for (const w of names) {
+        const card = workerCard(w, colours[w]);
+        grid.appendChild(card);
+        draws.push(drawWorker(card.querySelector(".dsw-chart"), body, w, max));
+      }
+    }
+    await Promise.all(draws);
+    element.dataset.ready = "1";
+  }
+
+  return { render };
+})();
