@@ -24,8 +24,10 @@ from daskscope import config
 from daskscope.store.engine import Store
 
 __all__ = [
+    "NotAReport",
     "ReportQuotaExceeded",
     "ReportTooLarge",
+    "check_report",
     "list_reports",
     "max_report_bytes",
     "read_report",
@@ -44,6 +46,28 @@ class ReportTooLarge(ValueError):
 
 class ReportQuotaExceeded(ReportTooLarge):
     """The upload would take its account past ``daskscope.max-report-bytes-per-account``."""
+
+
+class NotAReport(ValueError):
+    """The upload is not an HTML file saved by ``distributed.performance_report``."""
+
+
+#: What ``distributed.performance_report`` writes: Bokeh's standalone HTML with this title
+#: and the document as JSON in a script element.
+_TITLE = re.compile(rb"<title>\s*Dask Performance Report\s*</title>", re.IGNORECASE)
+_DOCUMENT = re.compile(rb"<script[^>]*type=[\"']application/json[\"']", re.IGNORECASE)
+ACCEPTED = (
+    "an HTML file saved by distributed.performance_report(filename=...) "
+    "(titled 'Dask Performance Report', holding a Bokeh document)"
+)
+
+
+def check_report(content: bytes, name: str = "the upload") -> None:
+    """Raise :class:`NotAReport` unless ``content`` looks like a Dask performance report.
+    A guard against uploading the wrong file, not a security check: a report is sandboxed
+    whatever it holds (web/routes/reports.py)."""
+    if _TITLE.search(content) is None or _DOCUMENT.search(content) is None:
+        raise NotAReport(f"{name} is not a Dask performance report: upload {ACCEPTED}")
 
 
 def max_report_bytes() -> int:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from fastapi import Depends, FastAPI
-from fastapi.staticfiles import StaticFiles
+from starlette.middleware.gzip import GZipMiddleware
 
 from daskscope import config
 from daskscope.store import Store, open_store
@@ -15,7 +15,7 @@ from daskscope.web import errors
 from daskscope.web.auth import authenticate
 from daskscope.web.auth import pages as login_pages
 from daskscope.web.limits import BodyLimit
-from daskscope.web.routes import account, assets, clusters, ingest, reports, runs
+from daskscope.web.routes import account, apidocs, assets, clusters, ingest, reports, runs
 from daskscope.web.security import SecurityMiddleware, allowed_hosts
 
 __all__ = ["WORKER_APP_ENV", "create_app", "create_worker_app"]
@@ -35,8 +35,8 @@ def create_app(
         title="daskscope",
         summary="Performance analytics for Dask: clusters, spans, reports.",
         version="0.1.0",
-        # FastAPI's Swagger page loads its scripts from a CDN: analysis facilities are
-        # often offline, and nothing may leave the machine. /openapi.json describes it all.
+        # FastAPI's own Swagger page loads its scripts from a CDN, and analysis facilities
+        # are often offline: /api/docs serves them from a package (routes/apidocs.py).
         docs_url=None,
         redoc_url=None,
         dependencies=[Depends(authenticate)],
@@ -47,17 +47,20 @@ def create_app(
     app.state.ingest_slots = asyncio.Semaphore(max(1, int(config.get("ingest.concurrency"))))
     errors.install(app)
     app.include_router(login_pages)
-    for module in (assets, account, clusters, runs, reports, ingest):
+    for module in (assets, apidocs, account, clusters, runs, reports, ingest):
         app.include_router(module.pages)
         app.include_router(module.api, prefix=API_PREFIX)
     # After the routes: /static/common.js is a route (assets), the rest plain files
     static = Path(__file__).with_name("static")
-    app.mount("/static", StaticFiles(directory=static), name="static")
+    app.mount("/static", assets.StaticAssets(directory=static), name="static")
     # Outermost: Host, Origin, content type and CSRF checks before anything else runs
     app.add_middleware(SecurityMiddleware, hosts=allowed_hosts(hosts))
     # Outermost of all: bodies bounded before anything reads them (web/limits.py); the
     # CSRF check reads a form
     app.add_middleware(BodyLimit)
+    # Pages, JSON and static files compressed (plotly.min.js is compressed once, by its
+    # route); level 6: nearly level 9's size for far less time on a large page
+    app.add_middleware(GZipMiddleware, minimum_size=1000, compresslevel=6)
     return app
 
 

@@ -18,13 +18,17 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 
 from daskscope.store import Store
 from daskscope.store.reports import (
+    ACCEPTED,
+    NotAReport,
     ReportTooLarge,
+    check_report,
     list_reports,
     max_report_bytes,
     read_report,
     report_info,
     save_report,
 )
+from daskscope.web import bokeh_assets
 from daskscope.web.errors import BadRequest, HTTPError, NotFound, PayloadTooLarge
 from daskscope.web.render import page
 from daskscope.web.routes.common import account_scope, store_of, visible_cluster_id
@@ -35,11 +39,13 @@ __all__ = ["REPORT_CSP", "api", "pages"]
 pages = APIRouter(include_in_schema=False)
 api = APIRouter(tags=["reports"])
 
-#: The report runs its own inline scripts (Bokeh) in an opaque origin and may load
-#: Bokeh from its CDN if it was saved in CDN mode; it may fetch nothing else.
+#: The report runs its own inline scripts (Bokeh) in an opaque origin; saved in CDN mode,
+#: it loads Bokeh's scripts from this server (web/bokeh_assets.py) or, when this server
+#: cannot serve that version, from Bokeh's CDN if the browser reaches it; it may fetch
+#: nothing else. This server is named by its origin: the document's own origin is opaque.
 REPORT_CSP = (
     "sandbox allow-scripts; default-src 'none'; "
-    "script-src 'unsafe-inline' 'unsafe-eval' https://cdn.bokeh.org; "
+    "script-src 'unsafe-inline' 'unsafe-eval' {origin}/assets/bokeh/ https://cdn.bokeh.org; "
     "style-src 'unsafe-inline' https://cdn.bokeh.org; img-src data: blob:; font-src data:; "
     "connect-src 'none'; form-action 'none'; base-uri 'none'; frame-ancestors 'self'"
 )
@@ -50,6 +56,11 @@ _ENVELOPE = 64 * 1024
 class LengthRequired(HTTPError):
     status = 411
     title = "Length required"
+
+
+class NotAPerformanceReport(HTTPError):
+    status = 422
+    title = "Not a performance report"
 
 
 async def _receive_upload(
@@ -72,6 +83,12 @@ async def _receive_upload(
     content = await upload.read()
     if not content:
         raise BadRequest("the uploaded file is empty")
+    if len(content) > limit:
+        raise PayloadTooLarge(f"the report has {len(content)} bytes; the limit is {limit}")
+    try:
+        check_report(content, repr(upload.filename or "the upload"))
+    except NotAReport as exc:
+        raise NotAPerformanceReport(str(exc), data={"accepted": ACCEPTED}) from None
     cluster = form.get("cluster")
     cluster_id = None
     if isinstance(cluster, str) and cluster.strip():
@@ -116,7 +133,9 @@ async def upload_from_page(request: Request) -> RedirectResponse:
 @pages.get("/reports/{report_id}", response_class=HTMLResponse)
 def report_page(request: Request, report_id: str) -> HTMLResponse:
     info = _info(request, report_id)
-    return page(request, "report.html", title=info["name"], report=info)
+    content = read_report(store_of(request), report_id, account=account_scope(request))
+    state = bokeh_assets.offline(content or b"")
+    return page(request, "report.html", title=info["name"], report=info, offline=state)
 
 
 @pages.get("/reports/{report_id}/raw")
@@ -128,11 +147,13 @@ def report_raw(request: Request, report_id: str) -> Response:
         # Opened as the tab itself, a sandboxed page may still navigate that tab: show
         # it inside the viewer's iframe instead, which may not.
         return RedirectResponse(f"/reports/{report_id}", status_code=303)
+    # The stored file stays as uploaded; what is sent loads Bokeh from here if it can
+    origin = str(request.base_url).rstrip("/")
     return Response(
-        content,
+        bokeh_assets.rewrite(content),
         media_type="text/html; charset=utf-8",
         headers={
-            "Content-Security-Policy": REPORT_CSP,
+            "Content-Security-Policy": REPORT_CSP.format(origin=origin),
             "X-Content-Type-Options": "nosniff",
             "X-Frame-Options": "SAMEORIGIN",  # the viewer page frames it
             "Referrer-Policy": "no-referrer",
@@ -154,7 +175,8 @@ def reports_json(request: Request) -> dict[str, Any]:
     status_code=201,
     summary="Upload a Dask performance report",
     description="multipart/form-data with the HTML file in field `file` and optionally a "
-    "cluster id (or unique prefix) in field `cluster`. 413 past `daskscope.max-report-bytes`.",
+    "cluster id (or unique prefix) in field `cluster`. 413 past `daskscope.max-report-bytes`; "
+    "422 for a file that is not a Dask performance report.",
 )
 async def upload_json(request: Request) -> JSONResponse:
     info = await _receive_upload(request, store_of(request))
