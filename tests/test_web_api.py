@@ -243,7 +243,12 @@ def test_runs_empty_state(filled: dict[str, Any]) -> None:
     assert "No workflow runs recorded yet" in get(filled["app"], "/runs").text
 
 
-REPORT = b"<html><body><h1>report</h1><script>document.title = 'x';</script></body></html>"
+# What distributed.performance_report writes, in brief (uploads must look like one)
+REPORT = (
+    b"<html><head><title>Dask Performance Report</title></head><body><h1>report</h1>"
+    b"<script type=\"application/json\">{}</script><script>document.title = 'x';</script>"
+    b"</body></html>"
+)
 
 
 def test_report_upload_list_and_sandboxed_raw(filled: dict[str, Any]) -> None:

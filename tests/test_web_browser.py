@@ -31,7 +31,9 @@ sync_api = pytest.importorskip("playwright.sync_api")
 from daskscope.web import create_app  # noqa: E402
 
 # A report whose script tries to reach the dashboard and says what it managed to do.
-HOSTILE_REPORT = """<!doctype html><html><body><h1>performance report</h1><pre id="out"></pre>
+HOSTILE_REPORT = """<!doctype html><html><head><title>Dask Performance Report</title>
+<script type="application/json">{}</script></head>
+<body><h1>performance report</h1><pre id="out"></pre>
 <script>
 const result = {};
 function attempt(name, fn) {
