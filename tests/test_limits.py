@@ -208,7 +208,12 @@ def test_report_uploads_have_a_quota_per_account(sqlite_url: str, tmp_path: Path
     }
     with serving(sqlite_url, tmp_path, "--auth", env=env) as (url, _):
         headers = {"Authorization": f"Bearer {token}"}
-        report = b"<html>" + b"r" * 1000 + b"</html>"
+        # shaped as distributed.performance_report writes (uploads must look like one)
+        report = (
+            b'<html><head><title>Dask Performance Report</title><script type="application/json">'
+            + b"r" * 1000
+            + b"</script></head></html>"
+        )
         statuses = []
         for i in range(3):
             files = {"file": (f"r{i}.html", report, "text/html")}

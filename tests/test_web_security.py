@@ -105,7 +105,8 @@ def test_a_browser_cross_site_fetch_without_origin_is_refused(server: dict[str, 
 
 def test_forms_need_the_csrf_cookie_and_field(server: dict[str, Any]) -> None:
     base = server["base"]
-    files = {"file": ("x.html", b"<p>x</p>", "text/html")}
+    report = b'<title>Dask Performance Report</title><script type="application/json">{}</script>'
+    files = {"file": ("x.html", report, "text/html")}
     bare = httpx.post(f"{base}/reports", files=files)
     assert bare.status_code == 403 and "reload the page" in bare.text
     with httpx.Client(base_url=base) as client:

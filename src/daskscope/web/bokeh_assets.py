@@ -18,9 +18,12 @@ from pathlib import Path
 
 __all__ = ["Offline", "offline", "rewrite", "script"]
 
+#: A script element loading Bokeh from its CDN (only those: the report's data may quote
+#: the address too, e.g. in a profile's source lines, and stays as it is)
 _CDN = re.compile(
-    rb"https://cdn\.bokeh\.org/bokeh/(?:release|dev)/"
-    rb"(?P<name>bokeh(?:-[a-z]+)?)-(?P<version>[0-9][0-9A-Za-z.+-]*?)(?P<min>\.min)?\.js"
+    rb"(?P<lead><script\b[^>]*?\bsrc=[\"'])https://cdn\.bokeh\.org/bokeh/(?:release|dev)/"
+    rb"(?P<name>bokeh(?:-[a-z]+)?)-(?P<version>[0-9][0-9A-Za-z.+-]*?)(?:\.min)?\.js(?=[\"'])",
+    re.IGNORECASE,
 )
 #: Only Bokeh's own bundles are served, by name
 _SCRIPT = re.compile(r"^bokeh(?:-[a-z]+)?\.min\.js$")
@@ -100,6 +103,6 @@ def rewrite(content: bytes) -> bytes:
     if state.cdn_version is None or not state.renders:
         return content
     return _CDN.sub(
-        lambda m: b"/assets/bokeh/%s/%s.min.js" % (m["version"], m["name"]),
+        lambda m: b"%s/assets/bokeh/%s/%s.min.js" % (m["lead"], m["version"], m["name"]),
         content,
     )

@@ -88,7 +88,11 @@ async def _receive_upload(
     try:
         check_report(content, repr(upload.filename or "the upload"))
     except NotAReport as exc:
-        raise NotAPerformanceReport(str(exc), data={"accepted": ACCEPTED}) from None
+        raise NotAPerformanceReport(
+            str(exc),
+            data={"accepted": ACCEPTED},
+            hint="Go back to the performance reports page and choose the report's HTML file.",
+        ) from None
     cluster = form.get("cluster")
     cluster_id = None
     if isinstance(cluster, str) and cluster.strip():
