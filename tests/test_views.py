@@ -77,7 +77,7 @@ def test_clusters_json_is_the_apis_listing(site: dict[str, Any]) -> None:
     assert [c["id"] for c in listed["clusters"]] == [CLUSTER_ID, TWIN]  # newest first
     # the account page lists the same summaries
     account = api_json(site, "/api/v1/account?days=0")
-    assert account["clusters"] == listed["clusters"]
+    assert account["listing"]["clusters"] == listed["clusters"]
 
 
 def test_the_view_computes_duration_and_statistics_once(site: dict[str, Any]) -> None:

@@ -100,7 +100,7 @@ def test_listing_filtered_by_member_and_week(filled: dict[str, Any]) -> None:
 
 def test_account_json_twin(filled: dict[str, Any]) -> None:
     body = get(filled["app"], "/api/v1/account?days=0").json()
-    assert set(body) == {"range", "statistics", "usage", "clusters"}
+    assert set(body) == {"range", "statistics", "usage", "listing"}
     page = get(filled["app"], "/?days=0")
     assert f'data-id="{filled["cluster_id"]}"' in page.text
     assert "/assets/plotly.min.js" in page.text and "cdn" not in page.text.lower()

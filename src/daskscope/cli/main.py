@@ -95,9 +95,10 @@ def clusters_command(state: State, as_json: bool, limit: int) -> None:
     from daskscope.cli.render import clusters_table
     from daskscope.store import open_store
     from daskscope.views import cluster_listing, to_pretty_json
+    from daskscope.views.listing import ListingQuery
 
     with open_store(state.database) as store:
-        listing = cluster_listing(store, limit=limit)
+        listing = cluster_listing(store, ListingQuery(limit=limit))
     if as_json:
         click.echo(to_pretty_json(listing))
     else:

@@ -1,5 +1,5 @@
 """Read queries behind the account page: totals over a time range, weekly usage per
-member, and the cluster listing filtered by member and week.
+member, and the cluster listing (filtered, sorted and paged in the database).
 
 Weeks are binned in SQL. Times are epoch-second floats, so a week is
 ``floor((started_at - MONDAY) / WEEK)``; ``floor`` is spelled per dialect (see
@@ -8,22 +8,29 @@ Weeks are binned in SQL. Times are epoch-second floats, so a week is
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 
+from daskscope.analysis.duration import elapsed
 from daskscope.store import schema as s
 from daskscope.store.engine import Store, as_engine
 from daskscope.store.queries import list_clusters
 
 __all__ = [
     "MONDAY",
+    "RUNNING_WITHIN",
+    "SORTS",
     "WEEK",
+    "Prices",
     "account_totals",
+    "cluster_page",
     "clusters_in_week",
     "computation_groups",
+    "running_clause",
     "span_rows",
     "weekly_usage",
     "worker_events",
@@ -177,6 +184,111 @@ def clusters_in_week(
         since = week_start if since is None else max(since, week_start)
         until = week_start + WEEK if until is None else min(until, week_start + WEEK)
     return list_clusters(store, limit=limit, user=user, since=since, until=until, account=account)
+
+
+#: A cluster without a stop that wrote within this many seconds is running (the
+#: recorder writes every few seconds: ``daskscope.flush-interval``, 5 s by default)
+RUNNING_WITHIN = 120.0
+
+#: What the listing sorts by: a column, or an expression of the row
+SORTS = ("started", "name", "user", "duration", "workers", "tasks", "errors", "cost", "bytes")
+
+#: An account's prices for sorting by cost: (per core-hour, per GiB-hour), None: unpriced
+Prices = Callable[[str], tuple[float | None, float | None]]
+
+
+def _cost(accounts: list[str], prices: Prices) -> ColumnElement[Any]:
+    """Each cluster's cost by its account's prices, as ``analysis.cost`` computes it
+    (NULL without a core price)."""
+    c = s.clusters.c
+    whens = []
+    for account in accounts:
+        core, gib = prices(account)
+        if core is None:
+            continue
+        value = c.core_seconds / 3600.0 * core
+        if gib is not None:
+            value = value + c.memory_limit_byte_seconds / float(2**30) / 3600.0 * gib
+        whens.append((c.account == account, value))
+    return sa.case(*whens, else_=sa.null()) if whens else sa.null()
+
+
+def running_clause(now: float) -> ColumnElement[bool]:
+    c = s.clusters.c
+    return sa.and_(c.stopped_at.is_(None), c.last_seen_at >= now - RUNNING_WITHIN)
+
+
+def cluster_page(
+    store: Store | sa.Engine,
+    *,
+    now: float,
+    prices: Prices,
+    account: str | None = None,
+    q: str | None = None,
+    user: str | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    errors: bool = False,
+    running: bool = False,
+    sort: str = "started",
+    descending: bool = True,
+    offset: int = 0,
+    limit: int | None = 100,
+) -> tuple[int, list[Row]]:
+    """One page of the cluster listing and how many clusters match in all.
+
+    ``q`` is a case-insensitive substring of the name or the user; ``errors`` keeps
+    clusters with errored tasks; ``running`` those without a stop that wrote within
+    :data:`RUNNING_WITHIN` of ``now``. Ties (and NULLs, last) are ordered newest first.
+    """
+    if sort not in SORTS:
+        raise ValueError(f"sort must be one of {', '.join(SORTS)}, got {sort!r}")
+    c = s.clusters.c
+    where: list[ColumnElement[bool]] = []
+    if account is not None:
+        where.append(c.account == account)
+    if user is not None:
+        where.append(c.user == user)
+    if q:
+        where.append(
+            sa.or_(c.name.icontains(q, autoescape=True), c.user.icontains(q, autoescape=True))
+        )
+    if since is not None:
+        where.append(c.started_at >= since)
+    if until is not None:
+        where.append(c.started_at < until)
+    if errors:
+        where.append(c.tasks_erred > 0)
+    if running:
+        where.append(running_clause(now))
+    with as_engine(store).connect() as conn:
+        total = conn.execute(sa.select(sa.func.count()).select_from(s.clusters).where(*where))
+        count = int(total.scalar_one())
+        if sort == "cost":
+            listed = sa.select(c.account).where(*where).distinct()
+            key: Any = _cost(sorted(conn.execute(listed).scalars()), prices)
+        else:
+            key = {
+                "started": c.started_at,
+                "name": c.name,
+                "user": c.user,
+                "duration": _end(c) - c.started_at,
+                "workers": c.workers_peak,
+                "tasks": c.tasks_executed,
+                "errors": c.tasks_erred,
+                "bytes": c.bytes_processed,
+            }[sort]
+        first = (key.desc() if descending else key.asc()).nulls_last()
+        query = (
+            sa.select(s.clusters).where(*where).order_by(first, c.started_at.desc(), c.id.desc())
+        )
+        query = query.offset(offset)
+        if limit is not None:
+            query = query.limit(limit)
+        rows = [dict(r._mapping) for r in conn.execute(query)]
+    for row in rows:
+        row["duration_s"] = elapsed(row["started_at"], row["stopped_at"], row["last_seen_at"])
+    return count, rows
 
 
 def computation_groups(

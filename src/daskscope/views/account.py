@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +13,7 @@ from daskscope.analysis.usage import account_statistics, member_usage
 from daskscope.pricing import cost_rates
 from daskscope.store import Store
 from daskscope.store.analytics import MONDAY, WEEK, account_totals, weekly_usage
-from daskscope.views.listing import ClusterSummary, cluster_list
+from daskscope.views.listing import ClusterListing, ListingQuery, cluster_listing
 
 __all__ = [
     "AccountStatistics",
@@ -30,8 +30,8 @@ __all__ = [
     "usage_view",
 ]
 
-#: Clusters listed on the account page
-PAGE_CLUSTERS = 100
+#: Clusters on one page of the account page's listing
+PAGE_CLUSTERS = 50
 
 
 @dataclass(frozen=True)
@@ -54,10 +54,13 @@ class TimeRange:
 
 @dataclass(frozen=True)
 class CostBasis:
-    """The prices one account's clusters were costed at (None: no such price)."""
+    """One set of prices and the accounts whose clusters were costed at it (None: no
+    such price); accounts sharing an entry of ``daskscope.cost`` share one basis."""
 
     #: the entry of ``daskscope.cost`` that applied (None: none did)
     account: str | None
+    #: the accounts (of clusters in the range) priced by it
+    accounts: list[str]
     currency: str
     per_core_hour: float | None
     per_gib_hour: float | None
@@ -100,7 +103,8 @@ class MemberWeeks:
 
 @dataclass(frozen=True)
 class MemberUsage:
-    """Weekly usage per member; ``weeks`` are the Mondays (UTC epoch seconds) with use."""
+    """Weekly usage per member; ``weeks`` are the Mondays (UTC epoch seconds) of every
+    week shown, with use or not (a member's series holds 0 for a week without use)."""
 
     weeks: list[float]
     members: list[MemberWeeks]
@@ -115,7 +119,7 @@ class AccountView:
     range: TimeRange
     statistics: AccountStatistics
     usage: MemberUsage
-    clusters: list[ClusterSummary]
+    listing: ClusterListing
 
 
 def time_range(
@@ -129,20 +133,39 @@ def time_range(
     return TimeRange(since=since, until=until, days=days)
 
 
-def _basis(rates: Mapping[str, Any]) -> CostBasis:
-    return CostBasis(
-        account=rates.get("account"),
-        currency=rates.get("currency", "USD"),
-        per_core_hour=rates.get("per_core_hour"),
-        per_gib_hour=rates.get("per_gib_hour"),
-    )
+def _bases(per_account: Sequence[Mapping[str, Any]]) -> list[CostBasis]:
+    """One basis per distinct set of prices, naming the accounts it priced."""
+    found: dict[tuple[Any, ...], list[str]] = {}
+    for rates in per_account:
+        key = (
+            rates.get("account"),
+            rates.get("currency", "USD"),
+            rates.get("per_core_hour"),
+            rates.get("per_gib_hour"),
+        )
+        found.setdefault(key, [])
+        if rates.get("cluster_account") is not None:
+            found[key].append(str(rates["cluster_account"]))
+    return [
+        CostBasis(
+            account=entry,
+            accounts=accounts,
+            currency=currency,
+            per_core_hour=core,
+            per_gib_hour=gib,
+        )
+        for (entry, currency, core, gib), accounts in found.items()
+    ]
 
 
 def statistics_view(store: Store, chosen: TimeRange, scope: Scope = Scope()) -> StatisticsView:
-    totals = account_statistics(
-        account_totals(store, since=chosen.since, until=chosen.until, account=scope.account),
-        cost_rates,
-    )
+    rows = account_totals(store, since=chosen.since, until=chosen.until, account=scope.account)
+    totals = account_statistics(rows, cost_rates)
+    # the basis lists rates in the order of the rows: one per cluster account
+    basis = [
+        {**b, "cluster_account": row["account"]}
+        for b, row in zip(totals["cost_basis"], rows, strict=True)
+    ]
     stats = AccountStatistics(
         clusters=int(totals["clusters"]),
         cluster_seconds=float(totals["cluster_seconds"]),
@@ -154,7 +177,7 @@ def statistics_view(store: Store, chosen: TimeRange, scope: Scope = Scope()) -> 
         tasks_erred=int(totals["tasks_erred"]),
         cost=totals.get("cost"),
         currency=totals.get("currency"),
-        cost_basis=[_basis(b) for b in totals["cost_basis"]],
+        cost_basis=_bases(basis),
     )
     return StatisticsView(range=chosen, statistics=stats)
 
@@ -167,15 +190,22 @@ def usage_view(
     since = MONDAY + (this_week - weeks + 1) * WEEK
     rows = weekly_usage(store, since=since, account=scope.account, user=scope.usage_of)
     usage = member_usage(rows, cost_rates)
+    # every week on the axis: a week nobody used is a column of zeros, not a gap
+    every = [since + i * WEEK for i in range(weeks)]
+    at = {w: i for i, w in enumerate(usage["weeks"])}
+
+    def spread(series: list[Any], zero: Any) -> list[Any]:
+        return [series[at[w]] if w in at else zero for w in every]
+
     return MemberUsage(
-        weeks=usage["weeks"],
+        weeks=every,
         members=[
             MemberWeeks(
                 user=m["user"],
-                cluster_hours=m["cluster_hours"],
-                compute_hours=m["compute_hours"],
-                cost=m["cost"],
-                clusters=m["clusters"],
+                cluster_hours=spread(m["cluster_hours"], 0.0),
+                compute_hours=spread(m["compute_hours"], 0.0),
+                cost=spread(m["cost"], 0.0),
+                clusters=spread(m["clusters"], 0),
             )
             for m in usage["members"]
         ],
@@ -185,11 +215,18 @@ def usage_view(
 
 
 def account_view(
-    store: Store, chosen: TimeRange, weeks: int, scope: Scope = Scope()
+    store: Store,
+    chosen: TimeRange,
+    weeks: int,
+    scope: Scope = Scope(),
+    listing: ListingQuery | None = None,
 ) -> AccountView:
+    """The account page; ``listing`` chooses the page of clusters (default: the newest
+    :data:`PAGE_CLUSTERS`)."""
+    listing = ListingQuery(limit=PAGE_CLUSTERS) if listing is None else listing
     return AccountView(
         range=chosen,
         statistics=statistics_view(store, chosen, scope).statistics,
         usage=usage_view(store, weeks, scope),
-        clusters=cluster_list(store, limit=PAGE_CLUSTERS, account=scope.account),
+        listing=cluster_listing(store, listing, account=scope.account),
     )

@@ -1,22 +1,26 @@
 """A cluster's headline statistics, and the cluster listing (``daskscope clusters``,
-the account page, ``/api/v1/clusters``)."""
+the account page, ``/api/v1/clusters``): searched, filtered, sorted and paged by the
+database, with the number of matches."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from daskscope.analysis import RatesOf, cluster_statistics
 from daskscope.pricing import cost_rates
 from daskscope.store import Store
-from daskscope.store.analytics import clusters_in_week
+from daskscope.store.analytics import RUNNING_WITHIN, SORTS, WEEK, Prices, cluster_page
 
 __all__ = [
+    "SORTS",
     "ClusterListing",
     "ClusterStatistics",
     "ClusterSummary",
     "Cost",
+    "ListingQuery",
     "cluster_list",
     "cluster_listing",
     "statistics_of",
@@ -65,15 +69,39 @@ class ClusterSummary:
     user: str
     started_at: float
     stopped_at: float | None
+    #: no stop recorded and written recently (``store.analytics.RUNNING_WITHIN``)
+    running: bool
     statistics: ClusterStatistics
 
 
 @dataclass(frozen=True)
-class ClusterListing:
-    """The listing, newest first, and the filter that chose it."""
+class ListingQuery:
+    """Which clusters a listing shows and in what order: ``q`` a substring of the name
+    or user, ``user`` one member, ``week_start`` the week from that Monday, ``[since,
+    until)`` start times, ``errors`` only clusters with errored tasks, ``running`` only
+    running ones; sorted by ``sort`` (one of :data:`SORTS`) in ``order``; ``limit``
+    clusters from ``offset``."""
 
-    user: str | None
-    week_start: float | None
+    q: str | None = None
+    user: str | None = None
+    week_start: float | None = None
+    since: float | None = None
+    until: float | None = None
+    errors: bool = False
+    running: bool = False
+    sort: str = "started"
+    order: Literal["asc", "desc"] = "desc"
+    offset: int = 0
+    limit: int = 100
+
+
+@dataclass(frozen=True)
+class ClusterListing:
+    """One page of the listing: ``total`` clusters match ``query``; ``clusters`` are
+    those from ``query.offset``."""
+
+    query: ListingQuery
+    total: int
     clusters: list[ClusterSummary]
 
 
@@ -108,50 +136,72 @@ def _cached(rates: RatesOf) -> RatesOf:
     return lookup
 
 
-def cluster_list(
-    store: Store,
-    *,
-    limit: int | None = 100,
-    account: str | None = None,
-    user: str | None = None,
-    week_start: float | None = None,
-    since: float | None = None,
-    until: float | None = None,
-) -> list[ClusterSummary]:
-    """Clusters newest first, optionally of one account, one member and one week (from
-    ``week_start``, a Monday) or started in ``[since, until)``."""
-    rows = clusters_in_week(
-        store,
-        user=user,
-        week_start=week_start,
-        since=since,
-        until=until,
-        limit=limit,
-        account=account,
+def _prices(rates: RatesOf) -> Prices:
+    def prices(account: str) -> tuple[float | None, float | None]:
+        found = rates(account)
+        return found.get("per_core_hour"), found.get("per_gib_hour")
+
+    return prices
+
+
+def _summary(row: Mapping[str, Any], rates: RatesOf, now: float) -> ClusterSummary:
+    return ClusterSummary(
+        id=row["id"],
+        name=row["name"],
+        account=row["account"],
+        user=row["user"],
+        started_at=row["started_at"],
+        stopped_at=row["stopped_at"],
+        running=row["stopped_at"] is None and row["last_seen_at"] >= now - RUNNING_WITHIN,
+        statistics=statistics_of(row, rates),
     )
-    rates = _cached(cost_rates)
-    return [
-        ClusterSummary(
-            id=row["id"],
-            name=row["name"],
-            account=row["account"],
-            user=row["user"],
-            started_at=row["started_at"],
-            stopped_at=row["stopped_at"],
-            statistics=statistics_of(row, rates),
-        )
-        for row in rows
-    ]
 
 
 def cluster_listing(
     store: Store,
+    query: ListingQuery = ListingQuery(),
     *,
-    limit: int | None = 100,
+    account: str | None = None,
+    now: float | None = None,
+) -> ClusterListing:
+    """The page of clusters ``query`` asks for (of one account, when given), with the
+    number matching in all. ValueError for an unknown sort."""
+    now = time.time() if now is None else now
+    since, until = query.since, query.until
+    if query.week_start is not None:
+        week_end = query.week_start + WEEK
+        since = query.week_start if since is None else max(since, query.week_start)
+        until = week_end if until is None else min(until, week_end)
+    rates = _cached(cost_rates)
+    total, rows = cluster_page(
+        store,
+        now=now,
+        prices=_prices(rates),
+        account=account,
+        q=query.q or None,
+        user=query.user,
+        since=since,
+        until=until,
+        errors=query.errors,
+        running=query.running,
+        sort=query.sort,
+        descending=query.order == "desc",
+        offset=query.offset,
+        limit=query.limit,
+    )
+    return ClusterListing(
+        query=query, total=total, clusters=[_summary(r, rates, now) for r in rows]
+    )
+
+
+def cluster_list(
+    store: Store,
+    *,
+    limit: int = 100,
     account: str | None = None,
     user: str | None = None,
     week_start: float | None = None,
-) -> ClusterListing:
-    """:func:`cluster_list` with the filter that chose it."""
-    clusters = cluster_list(store, limit=limit, account=account, user=user, week_start=week_start)
-    return ClusterListing(user=user, week_start=week_start, clusters=clusters)
+) -> list[ClusterSummary]:
+    """The newest ``limit`` clusters, optionally of one account, member and week."""
+    query = ListingQuery(user=user, week_start=week_start, limit=limit)
+    return cluster_listing(store, query, account=account).clusters

@@ -3,11 +3,13 @@ listing, as :mod:`daskscope.views.account` builds them for the viewer's scope.""
 
 from __future__ import annotations
 
-from typing import Any
+import datetime as dt
+from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
+from daskscope.catalogue import figure
 from daskscope.views import (
     AccountView,
     ClusterListing,
@@ -16,12 +18,13 @@ from daskscope.views import (
     StatisticsView,
     TimeRange,
     account_view,
-    cluster_listing,
     statistics_view,
     time_range,
     to_data,
     usage_view,
 )
+from daskscope.views.account import PAGE_CLUSTERS
+from daskscope.views.listing import ListingQuery, cluster_listing
 from daskscope.web.auth import viewer_of
 from daskscope.web.errors import BadRequest
 from daskscope.web.render import page
@@ -41,7 +44,19 @@ UNTIL = Query(None, **EPOCH, description="End of the range (exclusive), epoch se
 WEEKS = Query(26, ge=1, le=520, description="Weeks of member usage, ending this week.")
 USER = Query(None, description="Only this member's clusters.")
 WEEK_START = Query(None, **EPOCH, description="Only clusters started in the week from this Monday.")
-LIMIT = Query(100, ge=1, le=10_000)
+LIMIT = Query(100, ge=1, le=10_000, description="Clusters on this page.")
+Q = Query(None, max_length=200, description="Only clusters whose name or user holds this text.")
+LISTED_SINCE = Query(None, **EPOCH, description="Only clusters started at or after this time.")
+LISTED_UNTIL = Query(None, **EPOCH, description="Only clusters started before this time.")
+ERRORS = Query(False, description="Only clusters with errored tasks.")
+RUNNING = Query(False, description="Only running clusters (no stop, written recently).")
+Sort = Literal["started", "name", "user", "duration", "workers", "tasks", "errors", "cost", "bytes"]
+Order = Literal["asc", "desc"]
+SORT = Query("started", description="Sort by this column.")
+ORDER = Query("desc", description="Sort order.")
+OFFSET = Query(0, ge=0, le=10**9, description="Clusters skipped (paging).")
+# The page's URL spells days as ISO dates ("2026-11-16"), readable in a shared link
+DAY = r"^\d{4}-\d{2}-\d{2}$"
 
 
 def scope_of(request: Request) -> Scope:
@@ -61,10 +76,30 @@ def _range(days: int, since: float | None, until: float | None) -> TimeRange:
 
 
 def _account(
-    request: Request, days: int, since: float | None, until: float | None, weeks: int
+    request: Request,
+    days: int,
+    since: float | None,
+    until: float | None,
+    weeks: int,
+    listing: ListingQuery | None = None,
 ) -> AccountView:
     chosen = _range(days, since, until)
-    return account_view(store_of(request), chosen, weeks, scope_of(request))
+    return account_view(store_of(request), chosen, weeks, scope_of(request), listing)
+
+
+def _day(text: str | None, name: str) -> float | None:
+    """Midnight UTC of an ISO date, epoch seconds."""
+    if not text:
+        return None
+    try:
+        day = dt.date.fromisoformat(text)
+    except ValueError:
+        raise BadRequest(f"{name} must be a date like 2026-11-16, got {text!r}") from None
+    return dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp()
+
+
+#: What the page's usage chart can show, with the catalogue's label and unit
+METRICS = ("cluster_hours", "compute_hours", "cost")
 
 
 @pages.get("/", response_class=HTMLResponse)
@@ -74,9 +109,45 @@ def account_page(
     since: float | None = SINCE,
     until: float | None = UNTIL,
     weeks: int = WEEKS,
+    q: str | None = Q,
+    user: str | None = USER,
+    week: str | None = Query(None, pattern=DAY, description="Only the week from this Monday."),
+    start: str | None = Query(None, pattern=DAY, description="Listed from this day (UTC)."),
+    end: str | None = Query(None, pattern=DAY, description="Listed up to this day, inclusive."),
+    errors: bool = ERRORS,
+    running: bool = RUNNING,
+    sort: Sort = SORT,
+    order: Order = ORDER,
+    offset: int = OFFSET,
 ) -> HTMLResponse:
-    view = _account(request, days, since, until, weeks)
-    return page(request, "account.html", title="Account", data=to_data(view), label=label)
+    last = _day(end, "end")
+    listing = ListingQuery(
+        q=q or None,
+        user=user or None,
+        week_start=_day(week, "week"),
+        since=_day(start, "start"),
+        until=None if last is None else last + 86400.0,
+        errors=errors,
+        running=running,
+        sort=sort,
+        order=order,
+        offset=offset,
+        limit=PAGE_CLUSTERS,
+    )
+    view = _account(request, days, since, until, weeks, listing)
+    figures = {
+        m: {"label": figure(f"member.{m}").label, "unit": figure(f"member.{m}").unit}
+        for m in METRICS
+    }
+    return page(
+        request,
+        "account.html",
+        title="Account",
+        data=to_data(view),
+        figures=figures,
+        label=label,
+        page_size=PAGE_CLUSTERS,
+    )
 
 
 @api.get(
@@ -123,22 +194,38 @@ def usage_json(request: Request, weeks: int = WEEKS) -> Response:
 
 @api.get(
     "/clusters",
-    summary="The cluster listing, optionally one member's week",
+    summary="The cluster listing: searched, filtered, sorted and paged",
     response_class=Response,
     responses=described(ClusterListing),
 )
 def clusters_json(
     request: Request,
+    q: str | None = Q,
     user: str | None = USER,
     week_start: float | None = WEEK_START,
+    since: float | None = LISTED_SINCE,
+    until: float | None = LISTED_UNTIL,
+    errors: bool = ERRORS,
+    running: bool = RUNNING,
+    sort: Sort = SORT,
+    order: Order = ORDER,
+    offset: int = OFFSET,
     limit: int = LIMIT,
 ) -> Response:
     """The same JSON as ``daskscope clusters --json`` (with ``limit=50``)."""
-    listing = cluster_listing(
-        store_of(request),
-        limit=limit,
-        account=scope_of(request).account,
-        user=user,
+    query = ListingQuery(
+        q=q or None,
+        user=user or None,
         week_start=week_start,
+        since=since,
+        until=until,
+        errors=errors,
+        running=running,
+        sort=sort,
+        order=order,
+        offset=offset,
+        limit=limit,
     )
-    return view_response(listing)
+    return view_response(
+        cluster_listing(store_of(request), query, account=scope_of(request).account)
+    )
