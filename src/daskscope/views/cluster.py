@@ -7,12 +7,13 @@ the longest few and the groups asked for; of its fine metrics their sums.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from daskscope.analysis import elapsed, span_tree
-from daskscope.analysis.code import code_note
+from daskscope.analysis.code import code_frames, code_note
 from daskscope.analysis.graph import ACTIVITY_COLOURS
 from daskscope.analysis.workers import extra_metrics
 from daskscope.store import Store, cluster_detail
@@ -22,6 +23,7 @@ from daskscope.views.rows import pick
 __all__ = [
     "ClusterInfo",
     "ClusterView",
+    "CodeFrame",
     "ComputationSummary",
     "Event",
     "FineMetric",
@@ -34,7 +36,12 @@ __all__ = [
     "TaskPrefix",
     "WorkerSummary",
     "cluster_view",
+    "is_running",
 ]
+
+#: A cluster without a stop seen this recently (seconds) is running: the recorder
+#: rewrites its cluster record every flush (5 s by default)
+RUNNING_WITHIN_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,19 @@ class TaskPrefix:
 
 
 @dataclass(frozen=True)
+class CodeFrame:
+    """One frame of a computation's code: ``code[snippet]``, the file and line of the
+    call, and that call's line within the snippet (1-based, its header included; None
+    when the recorder cut it off)."""
+
+    snippet: int
+    filename: str | None
+    line: int | None
+    call_line: int | None
+    call_text: str | None
+
+
+@dataclass(frozen=True)
 class ComputationSummary:
     """A computation, with the names of its first groups (the rest: the paged route)."""
 
@@ -85,6 +105,8 @@ class ComputationSummary:
     stopped_at: float | None
     duration_s: float | None
     code: list[str]
+    #: the frames of ``code``, innermost (the one that called compute) first
+    code_frames: list[CodeFrame]
     #: what to say when there is no code
     code_note: str | None
     annotations: dict[str, Any]
@@ -233,9 +255,11 @@ class ProfileWindow:
 
 @dataclass(frozen=True)
 class ClusterView:
-    """Everything shown about one cluster."""
+    """Everything shown about one cluster; ``running``: no stop recorded and seen
+    within :data:`RUNNING_WITHIN_S` of when the view was made."""
 
     cluster: ClusterInfo
+    running: bool
     statistics: ClusterStatistics
     #: by tasks executed, then seconds
     task_prefixes: list[TaskPrefix]
@@ -271,6 +295,7 @@ def cluster_view(
     )
     return ClusterView(
         cluster=pick(ClusterInfo, cluster),
+        running=is_running(cluster["stopped_at"], cluster["last_seen_at"], time.time()),
         statistics=statistics_of(cluster),
         task_prefixes=[pick(TaskPrefix, p) for p in prefixes],
         computations=[_computation(c) for c in detail["computations"]],
@@ -292,9 +317,21 @@ def cluster_view(
     )
 
 
+def is_running(stopped_at: float | None, last_seen_at: float | None, now: float) -> bool:
+    """No stop recorded and seen within :data:`RUNNING_WITHIN_S` of ``now``."""
+    seen = last_seen_at is not None and now - last_seen_at <= RUNNING_WITHIN_S
+    return stopped_at is None and seen
+
+
 def _computation(row: Mapping[str, Any]) -> ComputationSummary:
     duration = elapsed(row["started_at"], row["stopped_at"])  # unfinished: None
-    return pick(ComputationSummary, row, duration_s=duration, code_note=code_note(row["code"]))
+    return pick(
+        ComputationSummary,
+        row,
+        duration_s=duration,
+        code_frames=[pick(CodeFrame, f) for f in code_frames(row["code"])],
+        code_note=code_note(row["code"]),
+    )
 
 
 def _span_lines(

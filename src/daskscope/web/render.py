@@ -19,13 +19,15 @@ __all__ = ["code_css", "highlight", "page", "render_page"]
 _TEMPLATES = Path(__file__).with_name("templates")
 
 
-def highlight(code: str) -> Markup:
-    """Python source as HTML with pygments classes (styles from ``/assets/code.css``)."""
+def highlight(code: str, marked: int | None = None) -> Markup:
+    """Python source as HTML with pygments classes (styles from ``/assets/code.css``);
+    line ``marked`` (1-based) in a ``<span class="hll">``."""
     from pygments import highlight as pygmentize
     from pygments.formatters import HtmlFormatter
     from pygments.lexers import PythonLexer
 
-    return Markup(pygmentize(code, PythonLexer(), HtmlFormatter(cssclass="code")))
+    formatter = HtmlFormatter(cssclass="code", hl_lines=[marked] if marked else [])
+    return Markup(pygmentize(code, PythonLexer(), formatter))
 
 
 def code_css() -> str:

@@ -1,178 +1,164 @@
-// Cluster page: workers over time, prefixes, computations (code and task-group graph),
-// fine metrics by span tag, and the flame graph.
+// Cluster page: tabs, the view state in the URL (tab, span, computation, profile and
+// flame zoom) and Back/Forward, the reports of this cluster, and the live mode of a
+// running cluster. Each part of the page is drawn by its own file (cluster_*.js).
 "use strict";
 (() => {
-  const data = ds.data();
+  let data = ds.data();
   const clusterId = data.cluster.id;
   const base = `/api/v1/clusters/${encodeURIComponent(clusterId)}`;
-  const TOP_PREFIXES = 25; // prefixes drawn: those with the most tasks
+  const TABS = [...document.querySelectorAll("#tabs [role=tab]")].map((t) => t.dataset.tab);
+  const shown = new Set(); // tabs drawn at least once
+  let metricsKey = null; // the span filter the fine metrics were drawn for
 
-  async function drawWorkers() {
-    const div = document.getElementById("workers-chart");
-    const body = await ds.json(`${base}/workers`);
-    const traces = [];
-    // Memory: Dask's split summed over workers, stacked, against the summed limit
-    const m = body.memory;
-    const mt = m.t.map((x) => new Date(x * 1000));
-    const parts = [["managed_bytes", "managed", "#1976d2"], ["unmanaged_bytes", "unmanaged", "#90a4ae"], ["spilled_bytes", "spilled (on disk)", "#ffb300"]];
-    for (const [key, label, colour] of parts) {
-      traces.push({ type: "scatter", mode: "lines", x: mt, y: m[key], name: label, yaxis: "y", stackgroup: "memory",
-                    line: { width: 0.5, color: colour }, hovertemplate: "%{y:.3s}B<extra>" + label + "</extra>" });
+  // --- tabs -------------------------------------------------------------------------
+  const tabOf = () => {
+    const tab = ds.state.get("tab", "overview");
+    return TABS.includes(tab) ? tab : "overview";
+  };
+
+  function showTab(tab) {
+    for (const button of document.querySelectorAll("#tabs [role=tab]")) {
+      const on = button.dataset.tab === tab;
+      button.setAttribute("aria-selected", String(on));
+      button.tabIndex = on ? 0 : -1;
+      document.getElementById(button.getAttribute("aria-controls")).hidden = !on;
     }
-    traces.push({ type: "scatter", mode: "lines", x: mt, y: m.memory_limit, name: "memory limit", yaxis: "y",
-                  line: { width: 1.5, dash: "dash", color: "#c62828" }, hovertemplate: "%{y:.3s}B<extra>limit</extra>" });
-    const names = Object.keys(body.workers).sort();
-    names.forEach((w, i) => {
-      const s = body.workers[w];
-      const t = s.t.map((x) => new Date(x * 1000));
-      const short = ds.text(w.replace(/^[a-z]+:\/\//, ""));
-      const common = { type: "scatter", mode: "lines", x: t, legendgroup: w, line: { width: 1.5 } };
-      traces.push({ ...common, name: short, y: s.cpu_percent, yaxis: "y2" });
-      traces.push({ ...common, name: short, y: s.tasks, yaxis: "y3", showlegend: false, line: { shape: "hv", width: 1.5 } });
-      void i;
-    });
-    const shapes = []; const annotations = [];
-    for (const e of body.events) {
-      if (e.kind !== "worker-removed") continue;
-      const lost = (e.detail || {}).reason === "lost";
-      const at = new Date(e.at * 1000);
-      shapes.push({ type: "line", xref: "x", yref: "paper", x0: at, x1: at, y0: 0, y1: 1,
-                    line: { color: lost ? "#c62828" : "#999", dash: "dash", width: 1 } });
-      annotations.push({ x: at, y: 1, xref: "x", yref: "paper", text: lost ? "worker lost" : "worker left",
-                         showarrow: false, font: { size: 10, color: lost ? "#c62828" : "#777" }, yanchor: "bottom" });
+    document.body.dataset.tab = tab;
+    const first = !shown.has(tab);
+    shown.add(tab);
+    if (tab === "overview") window.dsPrefixes.shown(document.getElementById("prefix-chart"));
+    if (tab === "workers" && first && window.dsWorkers) {
+      window.dsWorkers.render(document.getElementById("workers-charts"), clusterId, data);
     }
-    await Plotly.newPlot(div, traces, ds.layout({
-      xaxis: { type: "date", anchor: "y3" },
-      yaxis: { domain: [0.7, 1], title: "memory (all workers)", tickformat: ".2s", ticksuffix: "B" },
-      yaxis2: { domain: [0.37, 0.65], title: "CPU %" },
-      yaxis3: { domain: [0, 0.32], title: "tasks" },
-      shapes, annotations, margin: { l: 70, r: 20, t: 20, b: 40 },
-    }), ds.config);
-    div.dataset.ready = "1";
+    if (tab === "spans") drawMetrics();
+    if (tab === "profile") window.dsProfile.show();
+    if (tab === "reports" && first) drawReports();
   }
 
-  function drawPrefixes() {
-    const div = document.getElementById("prefix-chart");
-    if (!div) return;
-    const p = data.task_prefixes.slice(0, TOP_PREFIXES).reverse();
-    Plotly.newPlot(div, [
-      { type: "bar", orientation: "h", name: "tasks", y: p.map((r) => ds.text(r.name)), x: p.map((r) => r.tasks_executed), xaxis: "x" },
-      { type: "bar", orientation: "h", name: "seconds", y: p.map((r) => ds.text(r.name)), x: p.map((r) => r.duration_s), xaxis: "x2" },
-    ], ds.layout({
-      xaxis: { domain: [0, 0.47], title: "tasks executed" }, xaxis2: { domain: [0.53, 1], title: "task seconds" },
-      yaxis: { automargin: true }, showlegend: false, height: Math.max(240, 22 * p.length + 80),
-    }), ds.config);
+  function drawMetrics() {
+    const options = window.dsSpans.metricsOptions();
+    const key = JSON.stringify(options);
+    if (!shown.has("spans") || key === metricsKey || !window.dsMetrics) return;
+    metricsKey = key;
+    window.dsMetrics.render(document.getElementById("fine-metrics"), clusterId, data, options);
   }
 
-  async function drawGraph(computationId) {
-    const div = document.getElementById(`graph-${computationId}`);
-    const g = await ds.json(`${base}/computations/${encodeURIComponent(computationId)}/graph`);
-    if (g.groups_not_drawn > 0) {
-      // Say what is missing: only the longest groups are drawn.
-      const note = document.getElementById(`graph-note-${computationId}`);
-      note.replaceChildren(
-        `${ds.num(g.groups_not_drawn)} more groups not drawn: the ${ds.num(g.groups_drawn)} longest of ${ds.num(g.groups_total)} are shown (arrows only between them). All groups: `,
-        Object.assign(document.createElement("a"), { href: g.all_groups_url, textContent: "the task-groups list" }), ".");
-      note.hidden = false;
+  const tablist = document.getElementById("tabs");
+  tablist.addEventListener("click", (ev) => {
+    const button = ev.target.closest("[role=tab]");
+    if (!button) return;
+    ds.state.set({ tab: button.dataset.tab === "overview" ? null : button.dataset.tab });
+    showTab(button.dataset.tab);
+  });
+  // Arrow keys (and Home/End) move along the tabs; Enter or Space opens one
+  tablist.addEventListener("keydown", (ev) => {
+    const buttons = [...tablist.querySelectorAll("[role=tab]")];
+    const at = buttons.indexOf(document.activeElement);
+    if (at < 0) return;
+    const to = { ArrowRight: at + 1, ArrowLeft: at - 1, Home: 0, End: buttons.length - 1 }[ev.key];
+    if (to === undefined) return;
+    ev.preventDefault();
+    buttons[(to + buttons.length) % buttons.length].focus();
+  });
+
+  // --- state ------------------------------------------------------------------------
+  function chooseSpan(value) {
+    ds.state.set({ span: value });
+    applySpan();
+  }
+
+  async function applySpan() {
+    await window.dsSpans.apply();
+    drawMetrics();
+  }
+
+  function toggleComputation(id) {
+    ds.state.set({ computation: id });
+    window.dsComputations.show(id);
+  }
+
+  // Everything from the URL: first load, Back and Forward
+  function restore() {
+    showTab(tabOf());
+    window.dsComputations.show(ds.state.get("computation"));
+    applySpan();
+    if (shown.has("profile")) window.dsProfile.sync();
+  }
+
+  // --- reports ----------------------------------------------------------------------
+  async function drawReports() {
+    const div = document.getElementById("cluster-reports");
+    const body = await ds.json("/api/v1/reports");
+    const mine = body.reports.filter((r) => r.cluster_id === clusterId);
+    if (!mine.length) {
+      div.replaceChildren(Object.assign(document.createElement("p"), { className: "empty", textContent: "No performance report uploaded for this cluster." }));
+      return;
     }
-    const pos = Object.fromEntries(g.nodes.map((n) => [n.name, n]));
-    const showLabels = g.nodes.length <= 60;
-    const arrows = g.edges.length <= 400;
-    const annotations = arrows ? g.edges.map((e) => ({
-      x: pos[e.target].x, y: pos[e.target].y, ax: pos[e.source].x, ay: pos[e.source].y,
-      xref: "x", yref: "y", axref: "x", ayref: "y", showarrow: true, arrowhead: 2, arrowsize: 1,
-      arrowwidth: 1, arrowcolor: "#9aa3b5", standoff: pos[e.target].size / 2 + 2, startstandoff: pos[e.source].size / 2,
-      text: "",
-    })) : [];
-    const lines = { x: [], y: [] };
-    if (!arrows) {
-      for (const e of g.edges) {
-        lines.x.push(pos[e.source].x, pos[e.target].x, null);
-        lines.y.push(pos[e.source].y, pos[e.target].y, null);
-      }
+    const table = document.createElement("table");
+    table.className = "listing";
+    table.id = "report-listing";
+    table.createTHead().innerHTML = "<tr><th>Name</th><th>Uploaded (UTC)</th><th class='num'>Size</th></tr>";
+    const tbody = table.createTBody();
+    for (const r of mine) {
+      const tr = tbody.insertRow();
+      tr.append(ds.cell(r.name, { href: `/reports/${encodeURIComponent(r.id)}` }), ds.cell(ds.utc(r.uploaded_at)), ds.cell(ds.bytes(r.size), { cls: "num" }));
     }
-    const nodes = {
-      type: "scatter", mode: showLabels ? "markers+text" : "markers", name: "task groups",
-      x: g.nodes.map((n) => n.x), y: g.nodes.map((n) => n.y),
-      text: g.nodes.map((n) => ds.text(n.prefix)), textposition: "bottom center", textfont: { size: 10 },
-      marker: {
-        size: g.nodes.map((n) => n.size), color: g.nodes.map((n) => n.colour), opacity: 1,
-        line: { color: g.nodes.map((n) => (n.failed ? "#d50000" : "#444")), width: g.nodes.map((n) => (n.failed ? 4 : 1)) },
-      },
-      hovertext: g.nodes.map((n) => [
-        `<b>${ds.text(n.name)}</b>`, `tasks: ${ds.num(n.tasks_executed)} of ${ds.num(n.tasks_total)} done, ${ds.num(n.tasks_erred)} failed`,
-        `memory: ${ds.bytes(n.nbytes_total)}`, `time: ${ds.duration(n.duration_s)}`,
-        ...Object.entries(n.durations).map(([k, v]) => `  ${ds.text(k)}: ${ds.duration(v)}`),
-      ].join("<br>")),
-      hoverinfo: "text",
-    };
-    const traces = arrows ? [nodes] : [{ type: "scatter", mode: "lines", x: lines.x, y: lines.y, hoverinfo: "skip", line: { color: "#c0c6d2", width: 1 }, showlegend: false }, nodes];
-    await Plotly.newPlot(div, traces, ds.layout({
-      showlegend: false, dragmode: "pan", annotations, hovermode: "closest",
-      xaxis: { visible: false, zeroline: false }, yaxis: { visible: false, zeroline: false },
-      margin: { l: 20, r: 20, t: 20, b: 20 },
-    }), { ...ds.config, scrollZoom: true });
-    div.dataset.nodes = String(g.nodes.length);
-    div.dataset.notDrawn = String(g.groups_not_drawn);
-    div.dataset.failed = String(g.nodes.filter((n) => n.failed).length);
-    div.dataset.ready = "1";
+    div.replaceChildren(table);
   }
 
-  for (const button of document.querySelectorAll("button.expand")) {
-    button.addEventListener("click", () => {
-      const id = button.dataset.id;
-      const detail = document.querySelector(`tr.computation-detail[data-id="${CSS.escape(id)}"]`);
-      const open = detail.hidden;
-      detail.hidden = !open;
-      button.textContent = open ? "▾" : "▸";
-      button.setAttribute("aria-expanded", String(open));
-      const div = document.getElementById(`graph-${id}`);
-      if (open && !div.dataset.ready) drawGraph(id);
-    });
+  // --- live mode --------------------------------------------------------------------
+  const LIVE_SECONDS = window.daskscopeLiveSeconds || 5;
+
+  function setStat(key, text, bad) {
+    const el = document.querySelector(`[data-stat="${key}"]`);
+    el.textContent = text;
+    if (bad !== undefined) el.classList.toggle("bad", bad);
   }
 
-  const tagSelect = document.getElementById("span-tag");
-  if (tagSelect) {
-    tagSelect.addEventListener("change", async () => {
-      const params = tagSelect.value ? `?tag=${encodeURIComponent(tagSelect.value)}` : "";
-      const body = await ds.json(`${base}/metrics${params}`);
-      const tbody = document.querySelector("#fine-metrics tbody");
-      tbody.replaceChildren(...body.metrics.map((m) => {
-        const tr = document.createElement("tr");
-        tr.append(ds.cell(m.activity), ds.cell(m.prefix), ds.cell(ds.num(m.value), { cls: "num" }), ds.cell(m.unit));
-        return tr;
-      }));
-      tbody.dataset.tag = tagSelect.value;
-    });
+  function refreshFrom(view) {
+    const st = view.statistics;
+    setStat("duration", ds.duration(st.duration_s));
+    setStat("workers", `${ds.num(st.workers_peak)} · ${ds.num(st.threads_peak)} threads`);
+    setStat("tasks_executed", ds.num(st.tasks_executed));
+    setStat("tasks_erred", ds.num(st.tasks_erred), st.tasks_erred > 0);
+    setStat("bytes_processed", ds.bytes(st.bytes_processed));
+    setStat("compute", ds.duration(view.cluster.compute_seconds));
+    setStat("cost", st.cost ? ds.money(st.cost.total, st.cost.currency) : ds.MISSING);
+    data = { ...data, ...view };
+    window.dsComputations.update(view.computations, view.activity_colours);
+    window.dsProfile.fillScopes(view.computations);
+    window.dsSpans.refresh(data);
+    applySpan();
+    if (!view.running) {
+      document.getElementById("running-badge").hidden = true;
+      document.getElementById("stopped-at").textContent = ds.utc(view.cluster.stopped_at);
+      document.getElementById("live-note").textContent = " · stopped: live updates ended";
+    }
   }
 
-  const flame = document.getElementById("flamegraph");
-  async function drawFlame() {
-    const scope = document.getElementById("profile-scope").value;
-    const body = await ds.json(`${base}/profile${scope ? `?computation=${encodeURIComponent(scope)}` : ""}`);
-    document.getElementById("profile-summary").textContent =
-      `${ds.num(body.samples)} samples · ${ds.duration(body.seconds)} over ${ds.num(body.windows)} profile windows`;
-    const trace = {
-      type: "icicle", ids: body.ids, labels: body.labels.map(ds.text), parents: body.parents, values: body.values,
-      branchvalues: "total", level: "", maxdepth: -1, sort: false,
-      tiling: { orientation: "v", flip: "y" }, pathbar: { visible: true },
-      customdata: body.ids.map((_, i) => [body.self_s[i], body.total_s[i], ds.text(body.where[i])]),
-      hovertemplate: "<b>%{label}</b><br>total %{customdata[1]:.3f} s<br>self %{customdata[0]:.3f} s<br>%{customdata[2]}<extra></extra>",
-    };
-    await Plotly.newPlot(flame, [trace], ds.layout({ margin: { l: 5, r: 5, t: 30, b: 5 } }), ds.config);
-    flame.dataset.zoom = "";
-    flame.dataset.ready = "1";
-    flame.on("plotly_icicleclick", (ev) => { flame.dataset.zoom = ev.nextLevel || ""; });
-  }
-  if (flame) {
-    drawFlame();
-    document.getElementById("profile-scope").addEventListener("change", drawFlame);
-    document.getElementById("reset-zoom").addEventListener("click", () => {
-      Plotly.restyle(flame, { level: [""] });
-      flame.dataset.zoom = "";
-    });
+  async function poll() {
+    let view = null;
+    try {
+      view = await ds.json(base);
+    } catch (err) {
+      document.getElementById("live-note").textContent = ` · live update failed (${err.message}); retrying`;
+    }
+    if (view) {
+      refreshFrom(view);
+      document.body.dataset.livePolls = String(Number(document.body.dataset.livePolls || 0) + 1);
+    }
+    if (!view || view.running) window.setTimeout(poll, LIVE_SECONDS * 1000);
+    else document.body.dataset.live = "stopped";
   }
 
-  drawWorkers();
-  drawPrefixes();
+  // --- start ------------------------------------------------------------------------
+  window.dsComputations.init(base, toggleComputation);
+  window.dsSpans.init(data, base, chooseSpan);
+  window.dsProfile.init(base, data.computations);
+  ds.state.onChange(restore);
+  restore();
+  if (data.running) {
+    document.body.dataset.live = "on";
+    window.setTimeout(poll, LIVE_SECONDS * 1000);
+  }
 })();

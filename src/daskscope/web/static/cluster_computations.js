@@ -1,0 +1,198 @@
+// Cluster page: the computations table — a row opens its code and task-group graph
+// (one at a time, kept in the URL as ?computation=), rows for computations that appear
+// while the page is live, and how a computation is named in selectors.
+"use strict";
+window.dsComputations = (() => {
+  let base = "";
+  let onToggle = () => {};
+
+  // "2026-11-23 13:45:01.123 · 1,200 tasks · sum-aggregate": computations told apart
+  function describe(comp) {
+    const first = comp.task_groups.length ? ` · ${comp.task_groups[0]}` : "";
+    return `${ds.utc(comp.started_at, true)} · ${ds.count(comp.tasks_executed)} tasks${first}`;
+  }
+
+  async function drawGraph(computationId) {
+    const div = document.getElementById(`graph-${computationId}`);
+    const g = await ds.json(`${base}/computations/${encodeURIComponent(computationId)}/graph`);
+    if (g.groups_not_drawn > 0) {
+      // Say what is missing: only the longest groups are drawn.
+      const note = document.getElementById(`graph-note-${computationId}`);
+      note.replaceChildren(
+        `${ds.num(g.groups_not_drawn)} more groups not drawn: the ${ds.num(g.groups_drawn)} longest of ${ds.num(g.groups_total)} are shown (arrows only between them). All groups: `,
+        Object.assign(document.createElement("a"), { href: g.all_groups_url, textContent: "the task-groups list" }), ".");
+      note.hidden = false;
+    }
+    const pos = Object.fromEntries(g.nodes.map((n) => [n.name, n]));
+    const showLabels = g.nodes.length <= 60;
+    const arrows = g.edges.length <= 400;
+    const annotations = arrows ? g.edges.map((e) => ({
+      x: pos[e.target].x, y: pos[e.target].y, ax: pos[e.source].x, ay: pos[e.source].y,
+      xref: "x", yref: "y", axref: "x", ayref: "y", showarrow: true, arrowhead: 2, arrowsize: 1,
+      arrowwidth: 1, arrowcolor: "#9aa3b5", standoff: pos[e.target].size / 2 + 2, startstandoff: pos[e.source].size / 2,
+      text: "",
+    })) : [];
+    const lines = { x: [], y: [] };
+    if (!arrows) {
+      for (const e of g.edges) {
+        lines.x.push(pos[e.source].x, pos[e.target].x, null);
+        lines.y.push(pos[e.source].y, pos[e.target].y, null);
+      }
+    }
+    const nodes = {
+      type: "scatter", mode: showLabels ? "markers+text" : "markers", name: "task groups",
+      x: g.nodes.map((n) => n.x), y: g.nodes.map((n) => n.y),
+      text: g.nodes.map((n) => ds.text(n.prefix)), textposition: "bottom center", textfont: { size: 10 },
+      marker: {
+        size: g.nodes.map((n) => n.size), color: g.nodes.map((n) => n.colour), opacity: 1,
+        line: { color: g.nodes.map((n) => (n.failed ? "#d50000" : "#444")), width: g.nodes.map((n) => (n.failed ? 4 : 1)) },
+      },
+      hovertext: g.nodes.map((n) => [
+        `<b>${ds.text(n.name)}</b>`, `tasks: ${ds.num(n.tasks_executed)} of ${ds.num(n.tasks_total)} done, ${ds.num(n.tasks_erred)} failed`,
+        `memory: ${ds.bytes(n.nbytes_total)}`, `time: ${ds.duration(n.duration_s)}`,
+        ...Object.entries(n.durations).map(([k, v]) => `  ${ds.text(k)}: ${ds.duration(v)}`),
+      ].join("<br>")),
+      hoverinfo: "text",
+    };
+    const traces = arrows ? [nodes] : [{ type: "scatter", mode: "lines", x: lines.x, y: lines.y, hoverinfo: "skip", line: { color: "#c0c6d2", width: 1 }, showlegend: false }, nodes];
+    await Plotly.newPlot(div, traces, ds.layout({
+      showlegend: false, dragmode: "pan", annotations, hovermode: "closest",
+      xaxis: { visible: false, zeroline: false }, yaxis: { visible: false, zeroline: false },
+      margin: { l: 20, r: 20, t: 20, b: 20 },
+    }), { ...ds.config, scrollZoom: true });
+    div.dataset.nodes = String(g.nodes.length);
+    div.dataset.notDrawn = String(g.groups_not_drawn);
+    div.dataset.failed = String(g.nodes.filter((n) => n.failed).length);
+    div.dataset.ready = "1";
+  }
+
+  const rowOf = (id) => document.querySelector(`tr.computation[data-id="${CSS.escape(id)}"]`);
+  const detailOf = (id) => document.querySelector(`tr.computation-detail[data-id="${CSS.escape(id)}"]`);
+
+  // Open the computation with this id (null: none), closing any other
+  function show(id) {
+    for (const row of document.querySelectorAll("tr.computation")) {
+      const open = row.dataset.id === id;
+      const detail = detailOf(row.dataset.id);
+      const button = row.querySelector("button.expand");
+      if (detail.hidden === !open) continue;
+      detail.hidden = !open;
+      row.classList.toggle("open", open);
+      button.textContent = open ? "▾" : "▸";
+      button.setAttribute("aria-expanded", String(open));
+      const div = document.getElementById(`graph-${row.dataset.id}`);
+      if (open && !div.dataset.ready && !div.dataset.drawing) {
+        div.dataset.drawing = "1";
+        drawGraph(row.dataset.id);
+      }
+    }
+  }
+
+  function wire(row) {
+    // The whole row opens and closes (its button for the keyboard)
+    row.addEventListener("click", (ev) => {
+      if (ev.target.closest("a")) return;
+      onToggle(row.classList.contains("open") ? null : row.dataset.id);
+    });
+  }
+
+  // Rows of a computation first seen while the page is live (code as plain text)
+  function build(comp, colours) {
+    const row = document.createElement("tr");
+    row.className = "computation";
+    row.dataset.id = comp.id;
+    const button = Object.assign(document.createElement("button"), { type: "button", className: "expand", textContent: "▸" });
+    button.dataset.id = comp.id;
+    button.setAttribute("aria-expanded", "false");
+    const first = comp.code_frames[0];
+    const code = ds.cell("", { cls: "code-summary" });
+    if (first && first.call_text) code.append(Object.assign(document.createElement("code"), { textContent: first.call_text }));
+    else code.append(Object.assign(document.createElement("span"), { className: "muted", textContent: comp.code.length ? "code without its calling line" : "code not captured" }));
+    const td = document.createElement("td");
+    td.append(button);
+    row.append(td, ds.cell(ds.utc(comp.started_at), { cls: "start" }),
+      ...[0, 1, 2, 3].map(() => ds.cell("", { cls: "num" })), code);
+    const detail = document.createElement("tr");
+    detail.className = "computation-detail";
+    detail.dataset.id = comp.id;
+    detail.hidden = true;
+    const cell = document.createElement("td");
+    cell.colSpan = 7;
+    for (const f of comp.code_frames) {
+      const lines = comp.code[f.snippet].split("\n");
+      const pre = document.createElement("pre");
+      pre.className = "code plain";
+      lines.forEach((line, i) => {
+        const span = Object.assign(document.createElement("span"), { textContent: `${line}\n` });
+        if (i + 1 === f.call_line) span.className = "hll";
+        pre.append(span);
+      });
+      cell.append(pre);
+    }
+    if (!comp.code_frames.length) cell.append(Object.assign(document.createElement("p"), { className: "muted code-note", textContent: comp.code_note }));
+    const legend = document.createElement("div");
+    legend.className = "legend";
+    for (const [activity, colour] of Object.entries(colours)) {
+      const i = document.createElement("i");
+      i.style.background = colour;
+      const s = document.createElement("span");
+      s.append(i, activity);
+      legend.append(s);
+    }
+    const note = Object.assign(document.createElement("p"), { className: "muted graph-note", id: `graph-note-${comp.id}`, hidden: true });
+    const graph = Object.assign(document.createElement("div"), { className: "chart graph", id: `graph-${comp.id}` });
+    cell.append(legend, note, graph);
+    detail.append(cell);
+    wire(row);
+    return [row, detail];
+  }
+
+  // The figures of a row that change while a computation runs
+  function fill(row, comp) {
+    const cells = row.children;
+    cells[2].textContent = ds.duration(comp.duration_s);
+    cells[3].textContent = ds.num(comp.tasks_executed);
+    cells[4].textContent = ds.num(comp.tasks_erred);
+    cells[4].classList.toggle("bad", comp.tasks_erred > 0);
+    cells[5].textContent = ds.num(comp.group_count);
+  }
+
+  // Add or update rows from a fresh view (live mode)
+  function update(computations, colours) {
+    const tbody = document.querySelector("#computations tbody");
+    for (const comp of computations) {
+      let row = rowOf(comp.id);
+      if (!row) {
+        const built = build(comp, colours);
+        tbody.append(...built);
+        row = built[0];
+      }
+      fill(row, comp);
+    }
+    document.getElementById("computations").hidden = computations.length === 0;
+    document.getElementById("no-computations").hidden = computations.length > 0;
+  }
+
+  // Show only these computations (null: all); says how many are shown
+  function filter(ids, what) {
+    const rows = [...document.querySelectorAll("tr.computation")];
+    let shown = 0;
+    for (const row of rows) {
+      const keep = ids === null || ids.has(row.dataset.id);
+      row.hidden = !keep;
+      if (!keep) detailOf(row.dataset.id).hidden = true;
+      else if (row.classList.contains("open")) detailOf(row.dataset.id).hidden = false;
+      if (keep) shown += 1;
+    }
+    const note = document.getElementById("computations-note");
+    note.textContent = ids === null ? "" : `${ds.count(shown)} of ${ds.count(rows.length)} computations ran tasks in ${what}.`;
+  }
+
+  function init(apiBase, toggle) {
+    base = apiBase;
+    onToggle = toggle;
+    for (const row of document.querySelectorAll("tr.computation")) wire(row);
+  }
+
+  return { init, show, update, filter, describe };
+})();
