@@ -17,6 +17,7 @@ from daskscope.analysis.code import code_frames, code_note
 from daskscope.analysis.graph import ACTIVITY_COLOURS
 from daskscope.analysis.workers import extra_metrics
 from daskscope.store import Store, cluster_detail
+from daskscope.store.analytics import RUNNING_WITHIN
 from daskscope.views.listing import ClusterStatistics, statistics_of
 from daskscope.views.rows import pick
 
@@ -38,10 +39,6 @@ __all__ = [
     "cluster_view",
     "is_running",
 ]
-
-#: A cluster without a stop seen this recently (seconds) is running: the recorder
-#: rewrites its cluster record every flush (5 s by default)
-RUNNING_WITHIN_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -256,7 +253,7 @@ class ProfileWindow:
 @dataclass(frozen=True)
 class ClusterView:
     """Everything shown about one cluster; ``running``: no stop recorded and seen
-    within :data:`RUNNING_WITHIN_S` of when the view was made."""
+    within ``store.analytics.RUNNING_WITHIN`` of when the view was made (as the listing says)."""
 
     cluster: ClusterInfo
     running: bool
@@ -318,8 +315,8 @@ def cluster_view(
 
 
 def is_running(stopped_at: float | None, last_seen_at: float | None, now: float) -> bool:
-    """No stop recorded and seen within :data:`RUNNING_WITHIN_S` of ``now``."""
-    seen = last_seen_at is not None and now - last_seen_at <= RUNNING_WITHIN_S
+    """No stop recorded and seen within ``RUNNING_WITHIN`` of ``now``."""
+    seen = last_seen_at is not None and last_seen_at >= now - RUNNING_WITHIN
     return stopped_at is None and seen
 
 
