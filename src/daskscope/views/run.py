@@ -258,8 +258,18 @@ def _described(key: str) -> tuple[str, str]:
     try:
         found = catalogue.figure("workflow", key)
     except KeyError:
-        return key, _unit_of(key)
+        return (_activity(key) if key.startswith(_ACTIVITY) else key), _unit_of(key)
     return found.label, found.unit
+
+
+def _activity(key: str) -> str:
+    """The fine-metric activity of ``activity_<activity>_<unit>`` as Dask names it
+    ("thread-cpu"), or its words when Dask does not document it (a custom label)."""
+    name = key.removeprefix(_ACTIVITY)
+    for unit in ("_seconds", "_bytes", "_count"):
+        name = name.removesuffix(unit)
+    known = catalogue.activity(name.replace("_", "-"))
+    return known.name if known is not None else name.replace("_", " ")
 
 
 @dataclass(frozen=True)

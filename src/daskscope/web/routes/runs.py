@@ -4,7 +4,10 @@ filters, order and page are query parameters, the same on the page and the API."
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import dataclasses
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, Response
@@ -73,10 +76,50 @@ def _json(view: RunList | RunView) -> Response:
     return Response(to_json(view), media_type="application/json")
 
 
+_DEFAULT = RunQuery()
+# the listing's sortable columns: (sort key, header, numeric); a first click on a text
+# column sorts it A to Z, on a number or time largest first
+_COLUMNS = (
+    ("name", "Name", False), ("user", "User", False), ("backend", "Backend", False),
+    ("status", "Status", False), ("started", "Start (UTC)", False),
+    ("wall", "Wall time", True), ("chunks", "Chunks", True),
+)  # fmt: skip
+
+
+def _linker(query: RunQuery) -> Callable[..., str]:
+    """``link(**changes)``: the listing's URL with ``changes`` to ``query`` (defaults left
+    out, so the plain listing is ``/runs``)."""
+
+    def link(**changes: Any) -> str:
+        chosen = dataclasses.asdict(dataclasses.replace(query, **changes))
+        params = {k: v for k, v in chosen.items() if v and v != getattr(_DEFAULT, k)}
+        return "/runs" + (f"?{urlencode(params)}" if params else "")
+
+    return link
+
+
+def _headers(query: RunQuery, link: Callable[..., str]) -> list[dict[str, Any]]:
+    headers = []
+    for key, label, numeric in _COLUMNS:
+        current = query.sort == key
+        first = "desc" if numeric or key == "started" else "asc"
+        order = ("asc" if query.order == "desc" else "desc") if current else first
+        headers.append({
+            "key": key, "label": label, "numeric": numeric,
+            "sort": ("ascending" if query.order == "asc" else "descending") if current else None,
+            "href": link(sort=key, order=order, offset=0),
+        })  # fmt: skip
+    return headers
+
+
 @pages.get("/runs", response_class=HTMLResponse)
 def runs_page(request: Request, query: Asked) -> HTMLResponse:
     listing = _runs(request, query)
-    return page(request, "runs.html", title="Workflow runs", listing=listing, data=to_data(listing))
+    link = _linker(query)
+    return page(
+        request, "runs.html", title="Workflow runs", listing=listing, link=link,
+        headers=_headers(query, link),
+    )  # fmt: skip
 
 
 @pages.get("/runs/{run_id}", response_class=HTMLResponse)
