@@ -176,6 +176,15 @@ def no_page_overflow(page: Any) -> None:
     assert wide <= inner, f"the page is {wide} px wide in a {inner} px window"
 
 
+def row(page: Any, selector: str) -> list[str]:
+    """The header and cells of the row ``selector``."""
+    return texts(page.locator(f"{selector} th, {selector} td"))
+
+
+def sorted_by(page: Any, header: str) -> str | None:
+    return page.locator(header).get_attribute("aria-sort")
+
+
 def query(page: Any) -> dict[str, list[str]]:
     return parse_qs(urlsplit(page.url).query)
 
@@ -208,17 +217,9 @@ def test_run_page_shows_sections_figures_and_chunks_readably(
     assert texts(rows["select"].locator("td"))[column["memory Δ Σ"] - 1] == MISSING
 
     # figures: label, value in its unit, the unit; a figure not measured says why
-    events = page.locator('.run-figures tr[data-key="total_events"]')
-    assert texts(events.locator("th, td")) == [
-        "events",
-        f"{recorded['run'].metrics['total_events']:,}",
-        "count",
-    ]
-    rate = texts(
-        page.locator(
-            '.run-figures tr[data-key="event_rate_wall_khz"] th, .run-figures tr[data-key="event_rate_wall_khz"] td'
-        )
-    )
+    events = f"{recorded['run'].metrics['total_events']:,}"
+    assert row(page, '.run-figures tr[data-key="total_events"]') == ["events", events, "count"]
+    rate = row(page, '.run-figures tr[data-key="event_rate_wall_khz"]')
     assert rate[0] == "event rate (wall)" and rate[1].endswith(" kHz") and rate[2] == "kHz"
     read = page.locator('.run-figures tr[data-key="bytes_read"] td.num').inner_text()
     assert read.startswith(MISSING) and "not measured: no bytes read reported" in read
@@ -228,16 +229,12 @@ def test_run_page_shows_sections_figures_and_chunks_readably(
     col = {h: i for i, h in enumerate(heads)}
     chunk_rows = page.locator("#run-chunks tbody tr")
     assert chunk_rows.count() == 8
-    for row in chunk_rows.all():
-        cells = texts(row.locator("td"))
+    for tr in chunk_rows.all():
+        cells = texts(tr.locator("td"))
         assert DURATION.match(cells[col["Wall"]]) and DURATION.match(cells[col["CPU"]]), cells
         assert BYTES.match(cells[col["Memory peak"]]), cells
         assert re.match(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}$", cells[col["Started (UTC)"]])
-    stat = texts(
-        page.locator(
-            '#run-chunk-stats tr[data-key="wall_s"] th, #run-chunk-stats tr[data-key="wall_s"] td'
-        )
-    )
+    stat = row(page, '#run-chunk-stats tr[data-key="wall_s"]')
     assert stat[0] == "wall" and stat[1] == "8" and all(DURATION.match(t) for t in stat[2:]), stat
 
     # the chart: titles and legend as drawn, ticks in durations, every label in its box
@@ -316,11 +313,11 @@ def test_listing_pages_searches_filters_and_sorts_with_state_in_the_url(
     newest = [r.name for r in sorted(runs, key=lambda r: -r.started_at)]
     page.goto(f"{many['base']}/runs")
     assert _listed(page) == newest[:100]
-    assert page.locator("#run-count").inner_text() == "Runs 1–100 of 160"
+    assert page.locator("#run-count").inner_text() == "Runs 1\N{EN DASH}100 of 160"
     page.locator("#run-next").click()
     page.wait_for_url("**/runs?offset=100")
     assert _listed(page) == newest[100:]
-    assert page.locator("#run-count").inner_text() == "Runs 101–160 of 160"
+    assert page.locator("#run-count").inner_text() == "Runs 101\N{EN DASH}160 of 160"
     page.go_back()
     assert _listed(page) == newest[:100]
 
@@ -329,7 +326,7 @@ def test_listing_pages_searches_filters_and_sorts_with_state_in_the_url(
     page.keyboard.press("Enter")
     page.wait_for_url("**/runs?q=gamma")
     assert _listed(page) == [n for n in newest if n.startswith("gamma")]
-    assert page.locator("#run-count").inner_text() == "Runs 1–40 of 40"
+    assert page.locator("#run-count").inner_text() == "Runs 1\N{EN DASH}40 of 40"
     # and a user, a status and a date range (keyboard: Tab to Apply, Enter)
     page.locator('#run-filters input[name="user"]').fill("ben")
     page.locator('#run-filters select[name="status"]').select_option("failed")

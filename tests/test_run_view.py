@@ -181,3 +181,95 @@ def test_a_view_is_typed_and_frozen(stored: dict[str, Any]) -> None:
     assert isinstance(view, RunView)
     with pytest.raises(AttributeError):
         view.run = view.run  # type: ignore[misc]
+
+
+# -- the listing: filters, order and pages, the same through the store, the API and CLI
+
+
+def _many_runs() -> list[Any]:
+    from factories import T0, make_workflow_run
+
+    return [
+        make_workflow_run(
+            None,
+            id=f"run-{i:04d}",
+            name=f"{('alpha', 'beta', 'gamma')[i % 3]} {i:03d}",
+            user=("ana", "ben", "cleo", "dan", "eve")[i % 5],
+            started_at=T0 + i * 86400,
+            stopped_at=T0 + i * 86400 + 5,
+            wall_time_s=float(i % 7),
+            chunk_count=i % 5,
+            info={"status": "failed", "error": "boom"} if i % 4 == 0 else {},
+        )
+        for i in range(150)
+    ]
+
+
+def test_the_listing_filters_sorts_and_pages_on_both_dialects(database_url: str) -> None:
+    from daskscope.store import write_records
+    from daskscope.views.run import RunQuery
+
+    runs = _many_runs()
+    with open_store(database_url) as store:
+        write_records(store, runs)
+        everything = run_list(store, RunQuery(limit=None))
+        assert everything.total == 150 and [r.id for r in everything.runs] == [
+            r.id for r in sorted(runs, key=lambda r: -r.started_at)
+        ]
+        page = run_list(store, RunQuery(offset=100))
+        assert page.total == 150 and len(page.runs) == 50 and page.runs[0].id == "run-0049"
+        asked = RunQuery(q="GAMMA", user="ben", status="failed", since="2026-01-10",
+                         until="2026-03-31", sort="name", order="asc")  # fmt: skip
+        found = run_list(store, asked)
+        wanted = sorted(
+            r.name for r in runs
+            if r.name.startswith("gamma") and r.user == "ben" and r.info.get("status") == "failed"
+            and 9 * 86400 <= r.started_at - 1_767_225_600.123456 < 90 * 86400
+        )  # fmt: skip
+        assert wanted and [r.name for r in found.runs] == wanted and found.total == len(wanted)
+        assert {r.status for r in found.runs} == {"failed"} and found.users == (
+            "ana",
+            "ben",
+            "cleo",
+            "dan",
+            "eve",
+        )
+        by_status = run_list(store, RunQuery(sort="status", limit=None))
+        assert [r.status for r in by_status.runs] == ["ok"] * 112 + ["failed"] * 38
+        by_id = run_list(store, RunQuery(q="run-012"))
+        assert {r.id for r in by_id.runs} == {f"run-{i:04d}" for i in range(120, 130)}
+        assert (
+            run_list(store, RunQuery(q="zeta")).message == "no workflow run matches these filters"
+        )
+        with pytest.raises(ValueError, match="not a date"):
+            run_list(store, RunQuery(since="last week"))
+
+
+def test_cli_listing_json_is_the_api_json_for_the_same_arguments(tmp_path: Path) -> None:
+    from daskscope.store import write_records
+
+    url = f"sqlite:///{tmp_path / 'many.db'}"
+    with open_store(url) as store:
+        write_records(store, _many_runs())
+    app = create_app(url)
+    try:
+        for cli_args, api_query in (
+            ([], ""),
+            (["--offset", "100"], "offset=100"),
+            (["-q", "beta", "--status", "ok", "--sort", "wall", "--order", "asc", "--limit", "7"],
+             "q=beta&status=ok&sort=wall&order=asc&limit=7"),
+            (["--user", "ana", "--since", "2026-02-01", "--until", "2026-02-28"],
+             "user=ana&since=2026-02-01&until=2026-02-28"),
+        ):  # fmt: skip
+            shown = CliRunner().invoke(cli, ["--database", url, "runs", "--json", *cli_args])
+            assert shown.exit_code == 0, shown.output
+            answer = call(app, "GET", f"/api/v1/runs?{api_query}")
+            assert answer.status_code == 200 and json.loads(shown.output) == answer.json()
+        assert answer.json()["total"] == 5  # ana's runs in February: every fifth day
+        wrong = call(app, "GET", "/api/v1/runs?since=yesterday")
+        assert wrong.status_code == 400 and "not a date" in wrong.json()["error"]["message"]
+        assert call(app, "GET", "/api/v1/runs?sort=colour").status_code == 400
+    finally:
+        app.state.store.close()
+    refused = CliRunner().invoke(cli, ["--database", url, "runs", "--since", "yesterday"])
+    assert refused.exit_code == 2 and "not a date" in refused.output
