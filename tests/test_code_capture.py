@@ -141,7 +141,7 @@ def test_browser_draws_the_note(recorded: dict[str, Any]) -> None:
         try:
             page = browser.new_page()
             page.set_default_timeout(20_000)
-            page.goto(f"{base}/clusters/{cid}")
+            page.goto(f"{base}/clusters/{cid}?tab=computations")
             note = page.locator(f'tr.computation-detail[data-id="{comp_id}"] .code-note')
             assert not note.is_visible()
             page.click(f'button.expand[data-id="{comp_id}"]')

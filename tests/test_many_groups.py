@@ -281,6 +281,7 @@ def test_the_graph_says_how_many_groups_it_did_not_draw(seeded: dict[str, Any]) 
         page.set_default_timeout(20_000)
         page.goto(f"{base}/clusters/{CLUSTER}")
         assert page.locator("#top-task-groups tbody tr").count() == PAGE_TOP_GROUPS
+        page.click("#tab-computations")
         page.click('button.expand[data-id="comp-big"]')
         page.wait_for_selector("#graph-comp-big[data-ready='1']")
         graph = page.locator("#graph-comp-big")

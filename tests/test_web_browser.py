@@ -147,7 +147,7 @@ def test_computation_code_and_graph(filled: dict[str, Any], page: Any) -> None:
     cid = filled["cluster_id"]
     detail = json.loads(page.request.get(f"{filled['base']}/api/v1/clusters/{cid}").text())
     failing = next(c for c in detail["computations"] if c["tasks_erred"])
-    page.goto(f"{filled['base']}/clusters/{cid}")
+    page.goto(f"{filled['base']}/clusters/{cid}?tab=computations")
     page.click(f"button.expand[data-id='{failing['id']}']")
     detail_row = page.locator(f"tr.computation-detail[data-id='{failing['id']}']")
     assert detail_row.locator(".code").first.is_visible()
@@ -164,7 +164,7 @@ def test_computation_code_and_graph(filled: dict[str, Any], page: Any) -> None:
 
 
 def test_flame_graph_zooms_and_resets(filled: dict[str, Any], page: Any) -> None:
-    page.goto(f"{filled['base']}/clusters/{filled['cluster_id']}")
+    page.goto(f"{filled['base']}/clusters/{filled['cluster_id']}?tab=profile")
     page.wait_for_selector("#flamegraph[data-ready='1']")
     flame = page.locator("#flamegraph")
     flame.scroll_into_view_if_needed()

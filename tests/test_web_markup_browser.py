@@ -145,24 +145,29 @@ ZOOM = f"""async (args) => {{
 
 
 def test_cluster_strings_are_text_in_every_chart(site: dict[str, Any], page: Any) -> None:
-    page.goto(f"{site['base']}/clusters/{site['cluster']}")
-    page.wait_for_selector("#workers-chart[data-ready='1']")
+    # Each chart in its tab of the cluster page
+    page.goto(f"{site['base']}/clusters/{site['cluster']}?tab=workers")
+    page.wait_for_selector("#workers-charts[data-ready='1']")
+    page.click("#tab-profile")
     page.wait_for_selector("#flamegraph[data-ready='1']")
+    page.click("#tab-computations")
     page.click("button.expand")
     page.wait_for_selector(".graph[data-ready='1'], [id^='graph-'][data-ready='1']")
+    page.click("#tab-overview")
+    page.wait_for_selector("#prefix-chart[data-ready='1']")
     graph_id = page.evaluate("document.querySelector(\"[id^='graph-'][data-ready='1']\").id")
     # zoom the flame graph to the frame named with markup, so that its label has room
     zoomed = page.evaluate(ZOOM, {"url": f"/api/v1/clusters/{site['cluster']}/profile"})
     assert zoomed, "the profile holds no frame of the function named with markup"
     charts = {
         name: page.evaluate(CHART, name)
-        for name in ("workers-chart", "prefix-chart", "flamegraph", graph_id)
+        for name in ("workers-charts", "prefix-chart", "flamegraph", graph_id)
     }
     shot(page, "markup-cluster")
     for name, chart in charts.items():
         assert chart["links"] == 0 and chart["bold"] == 0, (name, chart)
     assert LINK in charts["prefix-chart"]["text"]  # the prefix, as an axis label
-    assert MARKUP in charts["workers-chart"]["text"]  # the worker, in the legend
+    assert MARKUP in charts["workers-charts"]["text"]  # the worker, in the legend
     assert KEY in charts[graph_id]["text"]  # the group's label
     assert MARKUP in charts["flamegraph"]["text"]  # the frame, in its box and the path bar
 
