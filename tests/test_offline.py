@@ -37,14 +37,12 @@ needs_chromium = pytest.mark.skipif(
 from daskscope.web import create_app  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def cdn_report(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+def make_cdn_report(path: Path) -> bytes:
     """A real performance report of a small computation, saved in Bokeh's default CDN
     mode by ``distributed.performance_report`` on a LocalCluster."""
     import dask.array as da
     from distributed import Client, LocalCluster, performance_report
 
-    path = tmp_path_factory.mktemp("report") / "dask-report.html"
     with (
         LocalCluster(
             n_workers=1,
@@ -58,8 +56,13 @@ def cdn_report(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     ):
         da.ones((400, 400), chunks=100).sum().compute()
     content = path.read_bytes()
-    assert b"https://cdn.bokeh.org/bokeh/release/bokeh-" in content  # CDN mode
+    assert b'<script src="https://cdn.bokeh.org/bokeh/release/bokeh-' in content  # CDN mode
     return content
+
+
+@pytest.fixture(scope="module")
+def cdn_report(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    return make_cdn_report(tmp_path_factory.mktemp("report") / "dask-report.html")
 
 
 @pytest.fixture(scope="module")

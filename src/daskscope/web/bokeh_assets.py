@@ -25,6 +25,11 @@ _CDN = re.compile(
     rb"(?P<name>bokeh(?:-[a-z]+)?)-(?P<version>[0-9][0-9A-Za-z.+-]*?)(?:\.min)?\.js(?=[\"'])",
     re.IGNORECASE,
 )
+#: A link to an icon on another site, as distributed writes in its reports' head
+_ICON = re.compile(
+    rb"(?P<lead><link\b[^>]*?\brel=[\"'](?:shortcut )?icon[\"'][^>]*?\bhref=[\"'])https?://[^\"']*",
+    re.IGNORECASE,
+)
 #: Only Bokeh's own bundles are served, by name
 _SCRIPT = re.compile(r"^bokeh(?:-[a-z]+)?\.min\.js$")
 INLINE_HINT = (
@@ -97,8 +102,11 @@ def offline(content: bytes) -> Offline:
 
 
 def rewrite(content: bytes) -> bytes:
-    """The report with its Bokeh CDN scripts pointing at this server, when it has them;
-    else unchanged (its page then says why it stays blank, see :func:`offline`)."""
+    """The report with its Bokeh CDN scripts pointing at this server, when it has them
+    (else left: its page says why it stays blank, see :func:`offline`), and its icon
+    (Dask's, on docs.dask.org) made empty: the sandbox's policy would refuse it anyway,
+    with an error in the console."""
+    content = _ICON.sub(rb"\g<lead>data:,", content)
     state = offline(content)
     if state.cdn_version is None or not state.renders:
         return content
