@@ -295,7 +295,7 @@ def test_memory_split_per_worker_against_its_limit(
 
     # Axis titles that plotly draws, legend entries and ticks in binary units
     total = _CHART.format("memory-total")
-    assert texts(page, f"{total} .g-ytitle") == ["memory, all workers (bytes)"]
+    assert texts(page, f"{total} .g-ytitle") == ["memory (bytes)"]
     assert texts(page, f"{total} .g-xtitle") == ["time (UTC)"]
     assert texts(page, f"{total} .legendtext") == [
         "managed",
@@ -334,12 +334,13 @@ def test_memory_split_per_worker_against_its_limit(
     timeline = _CHART.format("timeline")
     titles = texts(page, timeline + _Y_TITLES)
     assert titles[:2] == ["CPU (% of a core)", "executing (tasks)"]
-    assert titles[2].startswith("network (bytes/s)") and titles[3].startswith("disk (bytes/s)")
+    assert all(t.isdigit() for t in texts(page, f"{timeline} .y2tick text"))  # whole tasks
+    assert titles[2:] == ["network (bytes/s)", "disk (bytes/s)"]
     assert all(_BINARY_TICK.match(t) for t in texts(page, f"{timeline} .y3tick text"))
     short = [w.split("://")[-1] for w in workers]
     legend = texts(page, f"{timeline} .legendtext")
     # the workers, then what the departure marks mean (they closed with the cluster)
-    assert legend == [*short, "worker left (closed, retired, restarted)"]
+    assert legend == [*short, "read", "write", "worker left (closed, retired, restarted)"]
     colours = page.evaluate(
         """() => {
         const swatch = [...document.querySelectorAll("#test-workers .dsw-worker")].map((f) =>

@@ -67,9 +67,10 @@ window.dsMetrics = (() => {
       : ds.axis(TITLES[unit] || `by activity (${unit})`, { rangemode: "tozero", ticksuffix: unit === "seconds" ? " s" : "" });
     await Plotly.newPlot(div, traces, ds.layout({
       barmode: "stack", height: 26 * shown.length + 150, xaxis,
-      yaxis: ds.axis("task prefix", { autorange: "reversed", type: "category" }),
+      yaxis: ds.axis("task prefix", { autorange: "reversed", type: "category", automargin: false }),
       legend: { orientation: "h", y: -60 / (26 * shown.length + 150) - 0.12, traceorder: "normal" },
-      margin: { l: 10, r: 20, t: 10, b: 60 },
+      // room for the longest prefix and the axis title (plotly's automargin overlaps them)
+      margin: { l: Math.min(300, 7 * Math.max(...shown.map((r) => r.prefix.length)) + 40), r: 20, t: 10, b: 60 },
     }), ds.config);
   }
 

@@ -39,6 +39,11 @@ window.dsWorkers = (() => {
                             range: t.range, rangemode: "tozero", ...extra });
   };
   const hover = (values, format) => values.map((v) => format(v));
+  // One time range for every chart, so that panels and workers line up
+  const span = (body) => {
+    const ts = [...Object.values(body.workers).flatMap((s) => s.t), ...body.departures.map((d) => d.at)];
+    return [ds.utc(Math.min(...ts), true), ds.utc(Math.max(...ts), true)];
+  };
 
   // Stacked memory split and the limit line of one worker (or of the cluster's sum)
   function memoryTraces(t, parts, limit, showlegend) {
@@ -88,9 +93,9 @@ window.dsWorkers = (() => {
     const m = body.memory;
     const stacked = m.managed_bytes.map((v, i) => (v || 0) + (m.unmanaged_bytes[i] || 0) + (m.spilled_bytes[i] || 0));
     await plot(div, memoryTraces(m.t, m, m.memory_limit, true), {
-      height: 260, xaxis: xaxis(), yaxis: bytesAxis("memory, all workers (bytes)", maxOf(stacked, m.memory_limit)),
-      shapes: departureShapes(body.departures), legend: { orientation: "h", y: -0.3 },
-      margin: { l: 70, r: 20, t: 10, b: 40 },
+      height: 280, xaxis: xaxis({ range: span(body) }), yaxis: bytesAxis("memory (bytes)", maxOf(stacked, m.memory_limit)),
+      shapes: departureShapes(body.departures), legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
+      margin: { l: 70, r: 20, t: 30, b: 40 },
     });
   }
 
@@ -98,7 +103,7 @@ window.dsWorkers = (() => {
     const s = body.workers[worker];
     const parts = { managed_bytes: s.managed, unmanaged_bytes: s.unmanaged, spilled_bytes: s.spilled };
     await plot(div, memoryTraces(s.t, parts, s.memory_limit, false), {
-      height: 200, xaxis: xaxis({ title: { text: "" } }), yaxis: bytesAxis("memory (bytes)", max),
+      height: 200, xaxis: xaxis({ title: { text: "" }, range: span(body) }), yaxis: bytesAxis("memory (bytes)", max),
       shapes: departureShapes(body.departures.filter((d) => d.worker === worker)),
       margin: { l: 70, r: 10, t: 6, b: 30 },
     });
@@ -134,16 +139,23 @@ window.dsWorkers = (() => {
       traces.push(line(s.disk_read_bps, "y4", bps, f.disk_read_bps.label));
       traces.push(line(s.disk_write_bps, "y4", bps, f.disk_write_bps.label, { dash: "dot" }));
     });
+    // What solid and dotted mean in the I/O panels
+    for (const [label, dash] of [["read", "solid"], ["write", "dot"]]) {
+      traces.push({ type: "scatter", mode: "lines", x: [null], y: [null], yaxis: "y3", name: label,
+                    line: { color: "#555", dash, width: 1.5 }, hoverinfo: "skip" });
+    }
     traces.push(...departureTraces(body.departures, "y"));
     const all = (key) => names.map((w) => body.workers[w][key]);
+    const busiest = maxOf(...all("executing"));
     const net = maxOf(...all("net_read_bps"), ...all("net_write_bps"));
     const disk = maxOf(...all("disk_read_bps"), ...all("disk_write_bps"));
     await plot(div, traces, {
-      height: 620, xaxis: xaxis({ anchor: "y4" }),
-      yaxis: ds.axis(`${f.cpu_percent.label} (% of a core)`, { domain: [0.78, 1], rangemode: "tozero", ticksuffix: " %" }),
-      yaxis2: ds.axis(`${f.executing.label} (tasks)`, { domain: [0.52, 0.74], rangemode: "tozero" }),
-      yaxis3: bytesAxis("network (bytes/s): read —, write ┈", net, "/s", { domain: [0.26, 0.48] }),
-      yaxis4: bytesAxis("disk (bytes/s): read —, write ┈", disk, "/s", { domain: [0, 0.22] }),
+      height: 760, xaxis: xaxis({ anchor: "y4", range: span(body) }),
+      yaxis: ds.axis(`${f.cpu_percent.label} (% of a core)`, { domain: [0.79, 1], rangemode: "tozero", ticksuffix: " %" }),
+      yaxis2: ds.axis(`${f.executing.label} (tasks)`, { domain: [0.53, 0.74], rangemode: "tozero", tick0: 0,
+                                                        dtick: Math.max(1, Math.ceil(busiest / 4)) }),
+      yaxis3: bytesAxis("network (bytes/s)", net, "/s", { domain: [0.27, 0.48] }),
+      yaxis4: bytesAxis("disk (bytes/s)", disk, "/s", { domain: [0, 0.22] }),
       shapes: departureShapes(body.departures), legend: { orientation: "h", y: -0.1 },
       margin: { l: 80, r: 20, t: 10, b: 40 },
     });
@@ -168,7 +180,7 @@ window.dsWorkers = (() => {
     });
     const used = maxOf(...names.map((w) => body.workers[w].gpu_memory_used || []));
     await plot(div, traces, {
-      height: 320, xaxis: xaxis({ anchor: "y2" }),
+      height: 340, xaxis: xaxis({ anchor: "y2", range: span(body) }),
       yaxis: ds.axis(`${body.figures.gpu_utilization.label} (%)`, { domain: [0.56, 1], rangemode: "tozero", ticksuffix: " %" }),
       yaxis2: bytesAxis(`${body.figures.gpu_memory_used.label} (bytes)`, used, "", { domain: [0, 0.44] }),
       shapes: departureShapes(body.departures), margin: { l: 80, r: 20, t: 10, b: 40 },
@@ -205,8 +217,8 @@ window.dsWorkers = (() => {
     const gpu = el("div", { className: "dsw-chart" });
     gpu.dataset.chart = "gpu";
     const memoryNote = el("p", { className: "muted dsw-note" },
-      `Dask's memory split: ${body.figures.managed_bytes.label} (keys held in RAM) and ${body.figures.unmanaged_bytes.label} (the rest of the process) stack to the process memory; ${body.figures.spilled_bytes.label} is on disk. The dashed line is the ${body.figures.memory_limit.label}.`);
-    const parts = [el("h3", {}, "Memory"), memoryNote, total];
+      `Dask's memory split: ${body.figures.managed_bytes.label} (keys held in RAM) and ${body.figures.unmanaged_bytes.label} (the rest of the process) stack to the process memory; ${body.figures.spilled_bytes.label} is on disk. The dashed line is the ${body.figures.memory_limit.label}. Vertical lines: workers leaving (red: lost).`);
+    const parts = [el("h3", {}, "Memory"), memoryNote, el("p", { className: "dsw-caption" }, "All workers"), total];
     let selector = null;
     if (names.length > SMALL_MULTIPLES) {
       selector = el("select", { id: "worker-select" }, ...names.map((w) => el("option", { value: w }, short(w))));
