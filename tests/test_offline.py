@@ -103,6 +103,8 @@ def offline_page(browser: Any) -> Iterator[Any]:
     opened.set_default_timeout(30_000)
     errors: list[str] = []
     opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    # a request refused by a page's policy (CSP) is an error in the console
+    opened.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     opened.left = left
     opened.errors = errors
     yield opened
@@ -171,7 +173,7 @@ def test_a_cdn_mode_report_renders_offline(
     title = frame.get_by_text("Task Stream", exact=True).first.bounding_box()
     assert title is not None and title["width"] > 0 and title["height"] > 0
     assert page.left == [], page.left
-    assert page.errors == []
+    assert page.errors == [], page.errors
 
 
 @needs_chromium
