@@ -178,6 +178,11 @@ def reports_json(request: Request) -> dict[str, Any]:
     "/reports",
     status_code=201,
     summary="Upload a Dask performance report",
+    responses={
+        411: {"description": "no Content-Length"},
+        413: {"description": "past daskscope.max-report-bytes (or the account's quota)"},
+        422: {"description": "not a Dask performance report; `accepted` says what is"},
+    },
     description="multipart/form-data with the HTML file in field `file` and optionally a "
     "cluster id (or unique prefix) in field `cluster`. 413 past `daskscope.max-report-bytes`; "
     "422 for a file that is not a Dask performance report.",
