@@ -72,14 +72,14 @@ def runs_command(state: Any, as_json: bool, search: str | None, **asked: Any) ->
         click.echo(to_pretty_json(listing))
         return
     table = Table(title="workflow runs")
-    for col in ("id", "name", "status", "started (UTC)", "wall time", "events", "event rate",
-                "data rate", "cluster"):  # fmt: skip
+    for col in ("id", "name", "user", "status", "started (UTC)", "wall time", "events",
+                "event rate", "data rate", "cluster"):  # fmt: skip
         table.add_column(col)
     for run in listing.runs:
         table.add_row(
-            run.id[:8], Text(run.name), run.status, timestamp_text(run.started_at),
-            duration_text(run.wall_time_s), *(f.text for f in run.headline),
-            (run.cluster_id or MISSING)[:8],
+            run.id[:8], Text(run.name), Text(run.user or MISSING), run.status,
+            timestamp_text(run.started_at), duration_text(run.wall_time_s),
+            *(f.text for f in run.headline), (run.cluster_id or MISSING)[:8],
         )  # fmt: skip
     shown = f"{listing.query.offset + 1:,} to {listing.query.offset + len(listing.runs):,}"
     table.caption = f"runs {shown} of {listing.total:,}"
