@@ -234,50 +234,28 @@ def shot(page: Any, name: str, selector: str) -> None:
     page.locator(selector).screenshot(path=str(SHOTS / f"cluster-{name}-{page.size_name}.png"))
 
 
-# Our scripts and containers on the cluster page, whether or not cluster.html has them
-_MOUNT = """async () => {
-  for (const name of ["cluster_workers.js", "cluster_metrics.js"]) {
-    if (document.querySelector(`script[src="/static/${name}"]`)) continue;
-    await new Promise((ok, fail) => {
-      const tag = Object.assign(document.createElement("script"), {src: `/static/${name}`});
-      tag.onload = ok; tag.onerror = fail; document.head.appendChild(tag);
-    });
-  }
-  const main = document.querySelector("main");
-  for (const id of ["test-workers", "test-metrics"]) {
-    const div = Object.assign(document.createElement("section"), {id});
-    main.prepend(div);
-  }
-}"""
-
-
-def open_cluster(page: Any, base: str, cluster_id: str, query: str = "") -> None:
-    page.goto(f"{base}/clusters/{cluster_id}{query}")
-    page.evaluate(_MOUNT)
-
-
-def render_workers(page: Any, cluster_id: str) -> None:
-    page.evaluate(
-        "(id) => dsWorkers.render(document.getElementById('test-workers'), id, ds.data())",
-        cluster_id,
-    )
-    page.wait_for_selector("#test-workers[data-ready='1']")
+def open_tab(page: Any, base: str, cluster_id: str, tab: str, query: str = "") -> None:
+    """The cluster page on a tab; cluster.js draws our charts when the tab shows."""
+    page.goto(f"{base}/clusters/{cluster_id}?tab={tab}{query}")
+    ready = {"workers": "#workers-charts", "spans": "#fine-metrics"}[tab]
+    page.wait_for_selector(f"{ready}[data-ready='1']")
 
 
 def render_metrics(page: Any, cluster_id: str, span_id: str | None = None) -> None:
+    """What cluster.js does when the span filter changes."""
     page.evaluate(
-        """([id, spanId]) => dsMetrics.render(document.getElementById('test-metrics'), id,
+        """([id, spanId]) => dsMetrics.render(document.getElementById('fine-metrics'), id,
             ds.data(), {spanId})""",
         [cluster_id, span_id],
     )
-    page.wait_for_selector("#test-metrics[data-ready='1']")
+    page.wait_for_selector("#fine-metrics[data-ready='1']")
 
 
 def texts(page: Any, selector: str) -> list[str]:
     return [t.strip() for t in page.locator(selector).all_text_contents()]
 
 
-_CHART = "#test-workers [data-chart='{}']"
+_CHART = "#workers-charts [data-chart='{}']"
 #: every y axis title of a chart, in axis order (plotly: g-ytitle, g-y2title, ...)
 _Y_TITLES = " .infolayer [class^='g-y'][class$='title']"
 _BINARY_TICK = re.compile(r"^\d+(\.\d+)? (B|KiB|MiB|GiB|TiB)(/s)?$")
@@ -288,8 +266,7 @@ def test_memory_split_per_worker_against_its_limit(
     recorded: dict[str, Any], base: str, page: Any
 ) -> None:
     cid = recorded["spilling"]
-    open_cluster(page, base, cid)
-    render_workers(page, cid)
+    open_tab(page, base, cid, "workers")
     rows = worker_samples(open_store(recorded["url"]), cid)
     workers = sorted({r["worker"] for r in rows})
 
@@ -308,9 +285,9 @@ def test_memory_split_per_worker_against_its_limit(
     assert ticks[0].startswith("0 ")  # from 0
 
     # One small chart per worker: its split as stored, its limit, spilled where stored
-    cards = page.locator("#test-workers .dsw-worker")
+    cards = page.locator("#workers-charts .dsw-worker")
     assert cards.count() == len(workers)
-    assert texts(page, "#test-workers .dsw-worker figcaption") == [
+    assert texts(page, "#workers-charts .dsw-worker figcaption") == [
         w.replace("tcp://", "").replace("inproc://", "") for w in workers
     ]
     for worker in workers:
@@ -343,10 +320,10 @@ def test_memory_split_per_worker_against_its_limit(
     assert legend == [*short, "read", "write", "worker left (closed, retired, restarted)"]
     colours = page.evaluate(
         """() => {
-        const swatch = [...document.querySelectorAll("#test-workers .dsw-worker")].map((f) =>
+        const swatch = [...document.querySelectorAll("#workers-charts .dsw-worker")].map((f) =>
           [f.querySelector(".dsw-chart").dataset.worker,
            getComputedStyle(f.querySelector("i")).backgroundColor]);
-        const gd = document.querySelector("#test-workers [data-chart='timeline']");
+        const gd = document.querySelector("#workers-charts [data-chart='timeline']");
         const legend = [...gd.querySelectorAll(".legend .traces")].map((t) =>
           [t.querySelector(".legendtext").textContent,
            (t.querySelector(".legendlines path") || {style: {}}).style.stroke]);
@@ -369,7 +346,7 @@ def test_memory_split_per_worker_against_its_limit(
     gpu = _CHART.format("gpu")
     assert texts(page, gpu + _Y_TITLES) == ["GPU utilisation (%)", "GPU memory used (bytes)"]
     assert all(_BINARY_TICK.match(t) for t in texts(page, f"{gpu} .y2tick text"))
-    shot(page, "workers-memory", "#test-workers")
+    shot(page, "workers-memory", "#panel-workers")
 
 
 def _rgb(hex_colour: str) -> str:
@@ -382,12 +359,11 @@ def test_a_closed_worker_is_not_drawn_as_lost(
     recorded: dict[str, Any], base: str, page: Any
 ) -> None:
     cid = recorded["departures"]
-    open_cluster(page, base, cid)
-    render_workers(page, cid)
+    open_tab(page, base, cid, "workers")
     timeline = _CHART.format("timeline")
     drawn = page.evaluate(
         """() => {
-        const gd = document.querySelector("#test-workers [data-chart='timeline']");
+        const gd = document.querySelector("#workers-charts [data-chart='timeline']");
         return {
           shapes: gd.layout.shapes.map((s) => [s.name.split(" ")[0], s.line.color]),
           markers: gd.data.filter((t) => t.mode === "markers")
@@ -406,24 +382,23 @@ def test_a_closed_worker_is_not_drawn_as_lost(
     assert _rgb(left[0]) != LOST_RED and left[1] >= 1
     legend = texts(page, f"{timeline} .legendtext")
     assert "worker lost" in legend and "worker left (closed, retired, restarted)" in legend
-    assert page.locator("#test-workers #no-gpu").inner_text() == "No GPU metrics recorded."
-    lost_items = page.locator("#test-workers .dsw-departures li.bad")
+    assert page.locator("#workers-charts #no-gpu").inner_text() == "No GPU metrics recorded."
+    lost_items = page.locator("#workers-charts .dsw-departures li.bad")
     assert lost_items.count() == 1 and lost_items.get_attribute("data-reason") == "lost"
-    page.locator("#test-workers .dsw-departures summary").click()
-    shot(page, "workers-departures", "#test-workers")
+    page.locator("#workers-charts .dsw-departures summary").click()
+    shot(page, "workers-departures", "#panel-workers")
 
 
 @browser_only
 def test_fine_metrics_as_stacked_bars(recorded: dict[str, Any], base: str, page: Any) -> None:
     cid, url = recorded["spilling"], recorded["url"]
-    open_cluster(page, base, cid)
-    render_metrics(page, cid)
-    chart = "#test-metrics [data-chart='fine-metrics']"
+    open_tab(page, base, cid, "spans")
+    chart = "#fine-metrics [data-chart='fine-metrics']"
 
     def bars() -> dict[str, Any]:
         return page.evaluate(
             """() => {
-              const gd = document.querySelector("#test-metrics [data-chart='fine-metrics']");
+              const gd = document.querySelector("#fine-metrics [data-chart='fine-metrics']");
               const traces = gd.data.map((t) => [t.name, t.x, t.marker.color]);
               return {prefixes: gd.data[0].y, traces}; }"""
         )
@@ -452,37 +427,36 @@ def test_fine_metrics_as_stacked_bars(recorded: dict[str, Any], base: str, page:
             [expected.get((p, name), 0.0) for p in drawn["prefixes"]], rel=1e-9
         )
     # what "duration" and "active CPU" mean, and each activity, from the catalogue
-    assert SPAN_FIGURES_NOTE in page.locator("#test-metrics .dsm-note").inner_text()
-    page.locator("#test-metrics .dsm-activities summary").click()
+    assert SPAN_FIGURES_NOTE in page.locator("#fine-metrics .dsm-note").inner_text()
+    page.locator("#fine-metrics .dsm-activities summary").click()
     meaning = activity("thread-cpu")
     assert meaning is not None
-    assert meaning.meaning in page.locator("#test-metrics .dsm-activities").inner_text()
+    assert meaning.meaning in page.locator("#fine-metrics .dsm-activities").inner_text()
     colours = {n: c for n, _, c in drawn["traces"]}
-    shot(page, "fine-metrics-seconds", "#test-metrics")
+    shot(page, "fine-metrics-seconds", "#fine-metrics")
 
     # bytes: the axis says so, ticks in binary units, the URL keeps it across a reload
-    page.locator("#test-metrics button[data-unit='bytes']").click()
-    page.wait_for_selector("#test-metrics[data-unit='bytes'][data-ready='1']")
+    page.locator("#fine-metrics button[data-unit='bytes']").click()
+    page.wait_for_selector("#fine-metrics[data-unit='bytes'][data-ready='1']")
     assert "metrics_unit=bytes" in page.url
     assert texts(page, f"{chart} .g-xtitle") == ["data by activity (bytes)"]
     assert all(_BINARY_TICK.match(t) for t in texts(page, f"{chart} .xtick text"))
     assert "disk-write" in texts(page, f"{chart} .legendtext")  # it spilled
     for name, _, colour in bars()["traces"]:
         assert colours.get(name, colour) == colour  # one colour per activity
-    shot(page, "fine-metrics-bytes", "#test-metrics")
-    open_cluster(page, base, cid, "?metrics_unit=bytes")
-    render_metrics(page, cid)
+    shot(page, "fine-metrics-bytes", "#fine-metrics")
+    open_tab(page, base, cid, "spans", "&metrics_unit=bytes")
     assert texts(page, f"{chart} .g-xtitle") == ["data by activity (bytes)"]
 
     # a span's subtree: the bars hold that subtree's sums
-    page.locator("#test-metrics button[data-unit='seconds']").click()
-    page.wait_for_selector("#test-metrics[data-unit='seconds'][data-ready='1']")
+    page.locator("#fine-metrics button[data-unit='seconds']").click()
+    page.wait_for_selector("#fine-metrics[data-unit='seconds'][data-ready='1']")
     assert "metrics_unit" not in page.url
     load = _span_named(url, cid, "load")
     render_metrics(page, cid, load["span_id"])
-    assert page.locator("#test-metrics").get_attribute("data-span") == load["span_id"]
+    assert page.locator("#fine-metrics").get_attribute("data-span") == load["span_id"]
     assert (
-        "span load and the spans below it" in page.locator("#test-metrics .dsm-scope").inner_text()
+        "span load and the spans below it" in page.locator("#fine-metrics .dsm-scope").inner_text()
     )
     subtree = _subtree_seconds(url, cid, load["span_id"])
     drawn = bars()
@@ -496,4 +470,4 @@ def test_fine_metrics_as_stacked_bars(recorded: dict[str, Any], base: str, page:
     assert "metrics_table=1" in page.url
     cells = texts(page, "#fine-metrics-table tbody td.num")
     assert cells and all(c == "" or re.search(r"\d (ms|s|µs|min|h)", c) for c in cells), cells
-    shot(page, "fine-metrics-table", "#test-metrics")
+    shot(page, "fine-metrics-table", "#fine-metrics")

@@ -184,6 +184,7 @@ window.dsWorkers = (() => {
       yaxis: ds.axis(`${body.figures.gpu_utilization.label} (%)`, { domain: [0.56, 1], rangemode: "tozero", ticksuffix: " %" }),
       yaxis2: bytesAxis(`${body.figures.gpu_memory_used.label} (bytes)`, used, "", { domain: [0, 0.44] }),
       shapes: departureShapes(body.departures), margin: { l: 80, r: 20, t: 10, b: 40 },
+      legend: { orientation: "h", y: -0.28 }, // below the time axis' title
     });
   }
 
