@@ -1,120 +1,163 @@
-// Account page: weekly usage bars (click a bin: filter the listing; double-click: clear)
-// and the sortable cluster listing.
+// Account page: every choice is in the URL (ds.state) — the usage figure, the selected
+// member and week, the listing's search, filters, sort and page — so a reload or a
+// shared link shows the same view and Back/Forward step through the choices. The range
+// of the statistics is drawn by the server: changing it loads the page for it.
 "use strict";
 (() => {
   const data = ds.data();
-  // The range form submits on change (no inline handlers: the CSP forbids them).
-  const days = document.getElementById("range-days");
-  if (days) days.addEventListener("change", () => days.form.submit());
-  const table = document.getElementById("cluster-listing");
-  const filterLabel = document.getElementById("listing-filter");
-  let rows = data.clusters;
-  let sort = { key: null, desc: false };
+  const figures = JSON.parse(document.getElementById("usage-figures").textContent);
+  const currency = data.statistics.currency || "USD";
+  const $ = (id) => document.getElementById(id);
+  const table = $("cluster-listing");
+  const pageSize = Number(table.dataset.pageSize);
+  const chart = $("usage-chart");
+  const metricSelect = $("usage-metric");
+  const DEFAULT_ORDER = { user: "asc", name: "asc" }; // the rest: largest/newest first
 
-  function renderListing() {
-    if (!table) return;
-    const tbody = table.tBodies[0];
-    tbody.replaceChildren();
-    for (const c of rows) {
-      const tr = document.createElement("tr");
-      const st = c.statistics;
-      tr.dataset.id = c.id;
-      tr.append(
-        ds.cell(c.user), ds.cell(c.name, { href: `/clusters/${encodeURIComponent(c.id)}` }),
-        ds.cell(ds.utc(c.started_at)), ds.cell(ds.utc(c.stopped_at)),
-        ds.cell(ds.duration(st.duration_s), { cls: "num" }), ds.cell(ds.num(st.workers_peak), { cls: "num" }),
-        ds.cell(ds.money(st.cost && st.cost.total, st.cost && st.cost.currency), { cls: "num" }),
-        ds.cell(ds.num(st.tasks_executed), { cls: "num" }),
-        ds.cell(ds.num(st.tasks_erred), { cls: st.tasks_erred ? "num bad" : "num" }),
-        ds.cell(ds.bytes(st.bytes_processed), { cls: "num" }));
-      tbody.appendChild(tr);
-    }
-    if (!rows.length) {
-      const tr = document.createElement("tr");
-      const td = ds.cell("No clusters in this selection.", { cls: "empty" });
-      td.colSpan = 10; tr.appendChild(td); tbody.appendChild(tr);
-    }
+  // The selector shows the range the numbers are for, also when the browser restores
+  // the page or its form from history
+  const days = $("range-days");
+  const showRange = () => { days.value = String(data.range.days); };
+  showRange();
+  window.addEventListener("pageshow", showRange);
+  days.addEventListener("change", () => {
+    const params = new URLSearchParams(window.location.search);
+    params.set("days", days.value);
+    params.delete("since"); params.delete("until");
+    window.location.assign(`/?${params}`);
+  });
+
+  function read() {
+    const metric = ds.state.get("metric", "cluster_hours");
+    return {
+      metric: Object.prototype.hasOwnProperty.call(figures, metric) ? metric : "cluster_hours",
+      user: ds.state.get("user"), week: ds.state.get("week"), q: ds.state.get("q", ""),
+      start: ds.state.get("start"), end: ds.state.get("end"),
+      errors: ["1", "true"].includes(ds.state.get("errors")),
+      running: ["1", "true"].includes(ds.state.get("running")),
+      sort: ds.state.get("sort", "started"), order: ds.state.get("order", "desc"),
+      offset: Math.max(0, Number(ds.state.get("offset", "0")) || 0),
+    };
   }
 
-  // What each column sorts by: a field of the listing's rows or of their statistics.
-  const columns = {
-    workers: (c) => c.statistics.workers_peak,
-    cost: (c) => (c.statistics.cost ? c.statistics.cost.total : null),
-  };
-  const valueAt = (row, key) => (columns[key] ? columns[key](row) : key in row ? row[key] : row.statistics[key]);
-
-  function applySort() {
-    if (!sort.key) return;
-    const k = sort.key;
-    rows = [...rows].sort((a, b) => {
-      const x = valueAt(a, k) ?? null; const y = valueAt(b, k) ?? null;
-      const cmp = x === y ? 0 : x === null ? -1 : y === null ? 1 : x < y ? -1 : 1;
-      return sort.desc ? -cmp : cmp;
-    });
+  // Change the state (a history entry) and show it
+  function change(values, options) {
+    ds.state.set(values, options);
+    apply();
   }
+  const listingChange = (values, options) => change({ ...values, offset: null }, options);
 
-  if (table) {
-    for (const th of table.tHead.rows[0].cells) {
-      th.addEventListener("click", () => {
-        sort = { key: th.dataset.key, desc: sort.key === th.dataset.key ? !sort.desc : false };
-        for (const other of table.tHead.rows[0].cells) other.classList.remove("sorted-asc", "sorted-desc");
-        th.classList.add(sort.desc ? "sorted-desc" : "sorted-asc");
-        applySort(); renderListing();
-      });
-    }
-  }
-
-  // A double-click also fires a click: only the latest request may fill the table.
+  // -- the listing --------------------------------------------------------------------
+  const fields = { q: $("filter-q"), user: $("filter-user"), start: $("filter-start"), end: $("filter-end") };
+  const checks = { errors: $("filter-errors"), running: $("filter-running") };
+  const weekChip = $("filter-week");
+  const listingKey = (s) => accountListing.params(s, pageSize).toString();
+  let shownKey = listingKey(read()); // the server drew this one
   let latest = 0;
-  async function loadListing(user, weekStart) {
-    const params = new URLSearchParams();
-    if (user !== null) { params.set("user", user); params.set("week_start", weekStart); }
+  let total = data.listing.total;
+
+  async function loadListing(s) {
+    const key = listingKey(s);
+    if (key === shownKey) return;
+    shownKey = key;
     const mine = ++latest;
-    const body = await ds.json(`/api/v1/clusters?${params}`);
+    table.setAttribute("aria-busy", "true");
+    const body = await ds.json(`/api/v1/clusters?${key}`);
     if (mine !== latest) return;
-    rows = body.clusters; applySort(); renderListing();
-    if (user !== null) {
-      filterLabel.textContent = `${user}, week of ${ds.utc(weekStart).slice(0, 10)} (double-click the chart to clear)`;
-      document.body.dataset.filter = `${user}|${weekStart}`;
-    } else {
-      filterLabel.textContent = "the 100 most recent";
-      document.body.dataset.filter = "";
-    }
+    accountListing.render(table, body);
+    total = body.total;
+    $("page-info").textContent = accountListing.pageText(body);
+    showPager(s);
+    table.setAttribute("aria-busy", "false");
   }
 
-  const chart = document.getElementById("usage-chart");
-  const metricSelect = document.getElementById("usage-metric");
-  function drawUsage() {
+  function showPager(s) {
+    $("page-prev").disabled = s.offset <= 0;
+    $("page-next").disabled = s.offset + pageSize >= total;
+  }
+
+  function showControls(s) {
+    metricSelect && (metricSelect.value = s.metric);
+    for (const [key, input] of Object.entries(fields)) {
+      const value = s[key] || "";
+      if (input !== document.activeElement && input.value !== value) input.value = value;
+    }
+    for (const [key, box] of Object.entries(checks)) box.checked = s[key];
+    weekChip.hidden = !s.week;
+    weekChip.textContent = s.week ? `week of ${s.week} ✕` : "";
+    weekChip.setAttribute("aria-label", s.week ? `Clear the week of ${s.week}` : "");
+    for (const th of table.tHead.rows[0].cells) {
+      if (!th.dataset.key) continue;
+      const sorted = th.dataset.key === s.sort;
+      th.setAttribute("aria-sort", sorted ? (s.order === "asc" ? "ascending" : "descending") : "none");
+    }
+    $("listing-filter").textContent = accountListing.describe(s);
+    showPager(s);
+  }
+
+  for (const th of table.tHead.rows[0].cells) {
+    const button = th.querySelector("button.sort");
+    if (!button) continue;
+    button.addEventListener("click", () => {
+      const s = read();
+      const key = th.dataset.key;
+      const order = s.sort === key ? (s.order === "asc" ? "desc" : "asc") : DEFAULT_ORDER[key] || "desc";
+      listingChange({ sort: key, order });
+    });
+  }
+
+  // Typing: one history entry per pause, not per key
+  let typing = null;
+  const typed = () => {
+    clearTimeout(typing);
+    typing = null;
+    listingChange({ q: fields.q.value.trim(), user: fields.user.value.trim() });
+  };
+  for (const input of [fields.q, fields.user]) {
+    input.addEventListener("input", () => { clearTimeout(typing); typing = setTimeout(typed, 400); });
+  }
+  $("listing-filters").addEventListener("submit", (ev) => { ev.preventDefault(); typed(); });
+  for (const key of ["start", "end"]) {
+    fields[key].addEventListener("change", () => listingChange({ [key]: fields[key].value }));
+  }
+  for (const [key, box] of Object.entries(checks)) {
+    box.addEventListener("change", () => listingChange({ [key]: box.checked ? "1" : null }));
+  }
+  weekChip.addEventListener("click", () => listingChange({ week: null }));
+  $("filter-clear").addEventListener("click", () => listingChange(
+    { q: null, user: null, week: null, start: null, end: null, errors: null, running: null }));
+  $("page-prev").addEventListener("click", () => {
+    const s = read();
+    change({ offset: Math.max(0, s.offset - pageSize) || null });
+  });
+  $("page-next").addEventListener("click", () => {
+    const s = read();
+    change({ offset: s.offset + pageSize });
+  });
+
+  // -- the usage heat map -------------------------------------------------------------
+  function drawUsage(s) {
     if (!chart) return;
-    const metric = metricSelect.value;
-    const weeks = data.usage.weeks.map((w) => new Date(w * 1000).toISOString().slice(0, 10));
-    const traces = data.usage.members.map((m) => ({
-      type: "bar", name: ds.text(m.user), x: weeks, y: m[metric], meta: m.user,
-      customdata: data.usage.weeks.map((w, i) => [w, m.clusters[i], ds.text(m.user)]),
-      hovertemplate: `<b>%{customdata[2]}</b><br>week of %{x}<br>%{y:.2f} ${metric.replace("_", " ")}<br>%{customdata[1]} clusters<extra></extra>`,
-    }));
-    Plotly.react(chart, traces, ds.layout({
-      barmode: "stack", xaxis: { type: "category", title: "week (Monday, UTC)" },
-      yaxis: { title: metric.replace("_", " ") }, showlegend: true,
-    }), ds.config).then(() => { chart.dataset.ready = "1"; });
-  }
-  if (chart) {
-    drawUsage();
-    metricSelect.addEventListener("change", drawUsage);
-    // Plotly reports a double-click as click, doubleclick, click: wait out the
-    // double-click window before filtering, and ignore the click that trails it.
-    let pending = null;
-    let ignoreUntil = 0;
-    chart.on("plotly_click", (ev) => {
-      const p = ev.points[0];
-      if (!p || !(p.y > 0) || Date.now() < ignoreUntil) return;
-      clearTimeout(pending);
-      pending = setTimeout(() => loadListing(p.data.meta, p.customdata[0]), 350);
-    });
-    chart.on("plotly_doubleclick", () => {
-      clearTimeout(pending);
-      ignoreUntil = Date.now() + 500;
-      loadListing(null, null);
+    accountUsage.draw({
+      chart, tableEl: $("usage-table"), usage: data.usage, figure: figures[s.metric], metric: s.metric,
+      sel: { user: s.user, week: s.week }, currency,
+      select: (user, week) => listingChange({ user, week }),
+      clear: () => listingChange({ user: null, week: null }),
     });
   }
+  if (metricSelect) metricSelect.addEventListener("change", () => change({ metric: metricSelect.value }));
+
+  function apply() {
+    const wanted = ds.state.get("days");
+    if (wanted !== null && wanted !== String(data.range.days)) {
+      window.location.reload(); // another range: the server draws its numbers
+      return;
+    }
+    const s = read();
+    showControls(s);
+    drawUsage(s);
+    loadListing(s).catch((err) => { $("listing-filter").textContent = `could not load: ${err.message}`; });
+  }
+  ds.state.onChange(apply);
+  apply();
 })();

@@ -1,0 +1,375 @@
+"""The account page in Chromium with 100 members over 12 weeks (some weeks idle): the
+member x week heat map as drawn (axis titles, every week's tick, colour bar, top members
+and "others"), selecting a cell and the listing that follows, the state in the URL
+through reload and Back, search, sort and paging by real clicks and typing, and the
+keyboard. Screenshots at 1440x900 and 390x844."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from daskscope import model
+from daskscope.store import open_store, write_records
+from factories import make_cluster
+from webutil import GIB, monday, serving
+
+CHROMIUM = Path("/usr/bin/chromium")
+SHOTS = Path(
+    os.environ.get("DASKSCOPE_SCREENSHOTS")
+    or Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots"
+)
+FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="Debian's chromium is not installed (./dev test installs it)"
+)
+pytest.importorskip("fastapi")
+sync_api = pytest.importorskip("playwright.sync_api")
+
+from daskscope.web import create_app  # noqa: E402
+
+MEMBERS = 100
+WEEKS = 12
+IDLE_WEEK = 5  # nobody ran anything in this week (counted back from last week)
+WEEK = 7 * 86400
+DASH = "\u2013"  # the pager writes "1\u201350 of 700"
+SIZES = {"wide": (1440, 900), "narrow": (390, 844)}
+
+
+def user_name(i: int) -> str:
+    return f"user-{i:03d}"
+
+
+def many_members(now: float) -> list[model.ClusterRecord]:
+    """100 members over the last 12 weeks; member i runs (100 - i) x 6 minutes a week on
+    the weeks where (i + w) % 3 != 0, so user-000 uses the most; one week is idle for
+    all; every 7th cluster has errors; account "research" has no prices of its own."""
+    rows = []
+    this_monday = monday(now)
+    for w in range(WEEKS):
+        if w == IDLE_WEEK:
+            continue
+        week = this_monday - (w + 1) * WEEK
+        for i in range(MEMBERS):
+            if (i + w) % 3 == 0:
+                continue
+            start = week + 86400 + i * 600 + w
+            seconds = (MEMBERS - i) * 360.0
+            rows.append(
+                make_cluster(
+                    f"{'etl nightly' if i % 10 == 0 else 'analysis'} {user_name(i)} w{w}",
+                    start=start,
+                    id=model.stable_id("account-page", i, w),
+                    account="research" if i % 2 else "default",
+                    user=user_name(i),
+                    stopped_at=start + seconds,
+                    last_seen_at=start + seconds,
+                    workers_peak=1 + i % 8,
+                    threads_peak=4,
+                    memory_limit_peak=8 * GIB,
+                    core_seconds=4 * seconds,
+                    memory_limit_byte_seconds=8 * GIB * seconds,
+                    tasks_executed=1000 + 37 * i + w,
+                    tasks_erred=1 if (i + w) % 7 == 0 else 0,
+                    compute_seconds=2 * seconds,
+                    bytes_processed=(i + 1) * 2**20,
+                )
+            )
+    running = make_cluster(
+        "still running", start=now - 600, id="running-cluster", account="default",
+        user="user-000", stopped_at=None, last_seen_at=now,
+    )  # fmt: skip
+    return [*rows, running]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('account-page') / 'daskscope.db'}"
+    now = time.time()
+    rows = many_members(now)
+    with open_store(url) as store:
+        write_records(store, rows)
+    app = create_app(url)
+    with serving(app) as base:
+        yield {"base": base, "rows": rows, "now": now}
+    app.state.store.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        yield launched
+        launched.close()
+
+
+def open_page(browser: Any, size: str = "wide") -> Any:
+    width, height = SIZES[size]
+    context = browser.new_context(
+        viewport={"width": width, "height": height}, reduced_motion="reduce"
+    )
+    context.add_init_script("window.daskscopeAnimations = false;")
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    page.errors = []
+    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+    return page
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    opened = open_page(browser)
+    yield opened
+    opened.context.close()
+    assert not opened.errors, opened.errors
+
+
+def shot(page: Any, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def state(page: Any) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+
+def ready(page: Any) -> None:
+    page.wait_for_selector("#usage-chart[data-ready='1']")
+    page.wait_for_function(
+        "() => document.getElementById('cluster-listing').getAttribute('aria-busy') !== 'true'"
+    )
+
+
+def pager_reads(page: Any, text: str, *, start: bool = False) -> None:
+    """Wait until the pager says ``text`` (or starts with it)."""
+    test = "startsWith" if start else "endsWith"
+    if not start:
+        page.wait_for_function(
+            "(t) => document.getElementById('page-info').textContent === t", arg=text
+        )
+        return
+    page.wait_for_function(
+        f"(t) => document.getElementById('page-info').textContent.{test}(t)", arg=text
+    )
+
+
+def column(page: Any, n: int) -> list[str]:
+    return page.locator(f"#cluster-listing tbody tr td:nth-child({n})").all_inner_texts()
+
+
+def mondays(now: float, weeks: int = 26) -> list[str]:
+    last = monday(now)
+    return [
+        time.strftime("%Y-%m-%d", time.gmtime(last - (weeks - 1 - i) * WEEK)) for i in range(weeks)
+    ]
+
+
+# Texts of the elements as a person reads them down the screen
+TOP_TO_BOTTOM = """(selector) => [...document.querySelectorAll(selector)]
+    .map((e) => [e.getBoundingClientRect().top, e.textContent])
+    .sort((a, b) => a[0] - b[0]).map((p) => p[1])"""
+
+
+def ranking(rows: list[model.ClusterRecord]) -> list[str]:
+    """Members by cluster hours, most first (ties by name), as the heat map ranks them."""
+    hours: dict[str, float] = {}
+    for r in rows:
+        hours[r.user] = hours.get(r.user, 0.0) + ((r.stopped_at or r.last_seen_at) - r.started_at)
+    return sorted(hours, key=lambda u: (-hours[u], u))
+
+
+def cell(page: Any, user_row: int, week_col: int) -> dict[str, float]:
+    """The page coordinates of a heat-map cell's centre."""
+    return page.evaluate(
+        """([row, col]) => {
+        const gd = document.getElementById('usage-chart');
+        const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+        const box = gd.getBoundingClientRect();
+        return {x: box.left + xa._offset + xa.l2p(col), y: box.top + ya._offset + ya.l2p(row)};
+    }""",
+        [user_row, week_col],
+    )
+
+
+def test_heat_map_reads_at_100_members(site: dict[str, Any], browser: Any) -> None:
+    for size in SIZES:
+        page = open_page(browser, size)
+        page.goto(site["base"] + "/?days=0")
+        ready(page)
+        chart = page.locator("#usage-chart")
+        assert chart.locator(".g-xtitle").text_content() == "week (Monday, UTC)"
+        assert chart.locator(".g-ytitle").text_content() == "member"
+        assert chart.locator(".cbtitle").text_content() == "cluster hours (h)"
+        # every week of the 26 on the axis, idle ones too, as dates
+        ticks = chart.locator(".xaxislayer-above .xtick text").all_text_contents()
+        assert ticks == mondays(site["now"])
+        rows = page.evaluate(TOP_TO_BOTTOM, "#usage-chart .yaxislayer-above .ytick text")
+        assert rows == [*ranking(site["rows"])[:15], "others (85 members)"]
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        shot(page, f"account-{size}")
+        # the cost figure: its unit in the colour bar
+        page.select_option("#usage-metric", "cost")
+        page.wait_for_function("() => new URL(location).searchParams.get('metric') === 'cost'")
+        ready(page)
+        assert chart.locator(".cbtitle").text_content() == "cost (USD)"
+        page.context.close()
+        assert not page.errors, page.errors
+
+
+def test_a_cell_filters_the_listing_and_the_url_keeps_it(site: dict[str, Any], page: Any) -> None:
+    page.goto(site["base"] + "/?days=0")
+    ready(page)
+    weeks = mondays(site["now"])
+    col = weeks.index(time.strftime("%Y-%m-%d", time.gmtime(monday(site["now"]) - 2 * WEEK)))
+    # user-001 ran a cluster in the week w=1 (two weeks before this one)
+    at = cell(page, ranking(site["rows"]).index("user-001"), col)
+    page.mouse.click(at["x"], at["y"])
+    page.wait_for_function("() => new URL(location).searchParams.get('user') === 'user-001'")
+    assert state(page)["week"] == weeks[col]
+    ready(page)
+    pager_reads(page, f"1{DASH}1 ", start=True)
+    assert column(page, 1) == ["user-001"]
+    assert column(page, 3)[0].startswith(
+        time.strftime("%Y-%m-%d", time.gmtime(monday(site["now"]) - 2 * WEEK + 86400))
+    )
+    # the cell is outlined in red, the filter says what it keeps
+    stroke = page.locator("#usage-chart .shapelayer path").first.evaluate("p => p.style.stroke")
+    assert stroke == "rgb(214, 39, 40)"
+    assert page.locator("#listing-filter").inner_text() == f"user-001 · week of {weeks[col]}"
+    shot(page, "account-selected-wide")
+
+    page.reload()
+    ready(page)
+    assert column(page, 1) == ["user-001"]
+    assert page.locator("#usage-chart .shapelayer path").count() == 1
+    assert page.locator("#filter-user").input_value() == "user-001"
+
+    page.go_back()  # to the page as first loaded
+    page.wait_for_function("() => !new URL(location).searchParams.has('user')")
+    ready(page)
+    pager_reads(page, f"1{DASH}50 of", start=True)
+    assert page.locator("#usage-chart .shapelayer path").count() == 0
+    page.go_forward()
+    page.wait_for_function("() => new URL(location).searchParams.get('user') === 'user-001'")
+    pager_reads(page, f"1{DASH}1 ", start=True)
+
+    # double-click clears the selection
+    ready(page)
+    page.mouse.dblclick(at["x"], at["y"])
+    page.wait_for_function("() => !new URL(location).searchParams.has('user')")
+    pager_reads(page, f"1{DASH}50 of", start=True)
+
+
+def test_range_selector_agrees_with_the_numbers_after_back(site: dict[str, Any], page: Any) -> None:
+    page.goto(site["base"] + "/?days=0")
+    everything = page.locator('[data-stat="clusters"]').inner_text()
+    assert everything == f"{len(site['rows']):,}"
+    page.select_option("#range-days", "7")
+    page.wait_for_url("**/?days=7")
+    week = [r for r in site["rows"] if r.started_at >= site["now"] - 7 * 86400]
+    assert page.locator('[data-stat="clusters"]').inner_text() == f"{len(week):,}" != everything
+    page.go_back()
+    page.wait_for_function("() => new URL(location).searchParams.get('days') === '0'")
+    assert page.locator("#range-days").input_value() == "0"
+    assert page.locator('[data-stat="clusters"]').inner_text() == everything
+    # one basis for the two accounts priced by the same rates
+    basis = page.locator("#cost-basis .rates").all_inner_texts()
+    assert len(basis) == 1 and "default, research" in basis[0], basis
+
+
+def test_search_sort_and_pages(site: dict[str, Any], page: Any) -> None:
+    rows = site["rows"]
+    page.goto(site["base"] + "/?days=0")
+    ready(page)
+    assert page.locator("#page-info").inner_text() == f"1{DASH}50 of {len(rows):,}"
+    # the running cluster is first (newest) and says so
+    assert (
+        page.locator("#cluster-listing tbody tr").first.locator(".badge.running").inner_text()
+        == "running"
+    )
+
+    page.click("#filter-q")
+    page.keyboard.type("nightly")
+    page.wait_for_function("() => new URL(location).searchParams.get('q') === 'nightly'")
+    nightly = [r for r in rows if "nightly" in r.name]
+    page.wait_for_function(
+        "(t) => document.getElementById('page-info').textContent.endsWith(t)",
+        arg=f"of {len(nightly)}",
+    )
+    assert all("nightly" in name for name in column(page, 2))
+
+    page.click("#cluster-listing th[data-key='tasks'] button")
+    page.wait_for_function("() => new URL(location).searchParams.get('sort') === 'tasks'")
+    ready(page)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#cluster-listing tbody tr td:nth-child(8)')]"
+        ".map((td) => +td.textContent.replace(/,/g, '')).every((v, i, a) => !i || a[i - 1] >= v)"
+    )
+    tasks = [int(t.replace(",", "")) for t in column(page, 8)]
+    assert tasks == sorted((r.tasks_executed for r in nightly), reverse=True)[:50]
+    assert (
+        page.locator("#cluster-listing th[data-key='tasks']").get_attribute("aria-sort")
+        == "descending"
+    )
+
+    # the keyboard: a header sorts with Enter, a filter toggles with Space
+    page.locator("#cluster-listing th[data-key='workers'] button").focus()
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => new URL(location).searchParams.get('sort') === 'workers'")
+    page.locator("#filter-errors").focus()
+    page.keyboard.press("Space")
+    page.wait_for_function("() => new URL(location).searchParams.get('errors') === '1'")
+    erred = [r for r in nightly if r.tasks_erred]
+    page.wait_for_function(
+        "(t) => document.getElementById('page-info').textContent.endsWith(t)",
+        arg=f"of {len(erred)}",
+    )
+    assert all(int(t) > 0 for t in column(page, 9))
+
+    page.click("#filter-clear")
+    page.wait_for_function("() => !new URL(location).searchParams.has('q')")
+    page.click("#page-next")
+    page.wait_for_function("() => new URL(location).searchParams.get('offset') === '50'")
+    pager_reads(page, f"51{DASH}100 of {len(rows):,}")
+    page.click("#page-next")
+    pager_reads(page, f"101{DASH}150 of {len(rows):,}")
+    workers = [int(t) for t in column(page, 6)]
+    assert workers == sorted(workers, reverse=True)
+    shot(page, "account-paged-wide")
+    page.reload()
+    ready(page)
+    assert page.locator("#page-info").inner_text() == f"101{DASH}150 of {len(rows):,}"
+    page.go_back()
+    pager_reads(page, f"51{DASH}100 of {len(rows):,}")
+    assert state(page)["offset"] == "50" and state(page)["sort"] == "workers"
+
+
+def test_usage_table_is_the_keyboards_way_to_the_cells(site: dict[str, Any], page: Any) -> None:
+    page.goto(site["base"] + "/?days=0&metric=compute_hours")
+    ready(page)
+    assert page.locator("#usage-metric").input_value() == "compute_hours"
+    page.locator("#usage-table-box summary").focus()
+    page.keyboard.press("Enter")
+    top = ranking(site["rows"])[0]
+    first = min(r.started_at for r in site["rows"] if r.user == top)
+    week = time.strftime("%Y-%m-%d", time.gmtime(monday(first)))
+    button = page.locator(f"#usage-table tbody tr:first-child button[data-week='{week}']")
+    button.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_function(f"() => new URL(location).searchParams.get('user') === '{top}'")
+    assert state(page)["week"] == week
+    assert button.get_attribute("aria-pressed") == "true"
+    page.wait_for_function(
+        f"() => document.getElementById('listing-filter').textContent.startsWith('{top}')"
+    )
+    assert set(column(page, 1)) == {top}
+    shot(page, "account-table-wide")
