@@ -162,12 +162,17 @@ def count_runs(store: Store | sa.Engine, where: RunFilter) -> int:
         return int(conn.execute(query).scalar_one())
 
 
-def run_users(store: Store | sa.Engine, where: RunFilter, limit: int = 500) -> list[str]:
-    """The users who have runs in ``where``'s scope, by name (for the user filter)."""
+def run_users(store: Store | sa.Engine, where: RunFilter, recent: int = 2_000) -> list[str]:
+    """The users of the newest ``recent`` runs in ``where``'s scope, by name (a filter's
+    suggestions: read through the start-time index, not a scan of every run)."""
     c = s.workflow_runs.c
+    newest = (
+        sa.select(c.user.label("user")).where(where.where())
+        .order_by(c.started_at.desc()).limit(recent).subquery()
+    )  # fmt: skip
     query = (
-        sa.select(c.user).where(where.where(), c.user.is_not(None))
-        .group_by(c.user).order_by(c.user).limit(limit)
+        sa.select(newest.c.user).where(newest.c.user.is_not(None))
+        .group_by(newest.c.user).order_by(newest.c.user)
     )  # fmt: skip
     with as_engine(store).connect() as conn:
         return [str(u) for u in conn.execute(query).scalars()]

@@ -215,7 +215,7 @@ class RunList:
     #: runs that match the query, of which ``runs`` are those from ``query.offset`` on
     total: int = 0
     query: RunQuery = RunQuery()
-    #: the users who have runs (for a filter), by name
+    #: the users of the newest 2,000 runs (a filter's suggestions), by name
     users: tuple[str, ...] = ()
 
 
