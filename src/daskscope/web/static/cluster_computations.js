@@ -111,7 +111,11 @@ window.dsComputations = (() => {
     const td = document.createElement("td");
     td.append(button);
     row.append(td, ds.cell(ds.utc(comp.started_at), { cls: "start" }),
-      ...[0, 1, 2, 3].map(() => ds.cell("", { cls: "num" })), code);
+      ...["Duration", "Tasks", "Errors", "Groups"].map((label) => {
+        const td = ds.cell("", { cls: "num" });
+        td.dataset.label = label;
+        return td;
+      }), code);
     const detail = document.createElement("tr");
     detail.className = "computation-detail";
     detail.dataset.id = comp.id;
