@@ -25,8 +25,9 @@ from distributed import Client, LocalCluster, span, wait
 import daskscope
 from daskscope.catalogue import SPAN_FIGURES_NOTE, activity
 from daskscope.format import bytes_text
-from daskscope.store import open_store, worker_samples
+from daskscope.store import open_store, worker_samples, write_records
 from daskscope.store import schema as s
+from factories import make_cluster, make_worker_sample
 from webutil import busy, call, serving
 
 pytest.importorskip("fastapi")
@@ -125,14 +126,47 @@ def _record_departures(url: str) -> str:
     return cid
 
 
+MANY = 12
+
+
+def _many_workers(url: str) -> str:
+    """A stored cluster of 12 workers (past the small multiples): a selector instead."""
+    cluster = make_cluster("twelve workers", start=time.time() - 600)
+    samples = [
+        make_worker_sample(
+            cluster,
+            f"tcp://10.0.0.{w}:4000",
+            cluster.started_at + 10 * i,
+            memory_limit=4 * 2**30,
+            managed_bytes=(w + 1) * 100 * MIB,
+            unmanaged_bytes=200 * MIB,
+            spilled_bytes=i * MIB,
+            cpu_percent=10.0 * (w % 5),
+            executing=w % 3,
+        )
+        for w in range(MANY)
+        for i in range(20)
+    ]
+    with open_store(url) as store:
+        write_records(store, [cluster, *samples])
+    return cluster.id
+
+
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     url = f"sqlite:///{tmp_path_factory.mktemp('cluster-charts') / 'daskscope.db'}"
     spilling = _record_spilling(url)
     departures = _record_departures(url)
+    many = _many_workers(url)
     app = create_app(url)
     try:
-        yield {"url": url, "app": app, "spilling": spilling, "departures": departures}
+        yield {
+            "url": url,
+            "app": app,
+            "spilling": spilling,
+            "departures": departures,
+            "many": many,
+        }
     finally:
         app.state.store.close()
 
@@ -471,3 +505,35 @@ def test_fine_metrics_as_stacked_bars(recorded: dict[str, Any], base: str, page:
     cells = texts(page, "#fine-metrics-table tbody td.num")
     assert cells and all(c == "" or re.search(r"\d (ms|s|µs|min|h)", c) for c in cells), cells
     shot(page, "fine-metrics-table", "#fine-metrics")
+
+
+@browser_only
+def test_many_workers_get_a_selector_kept_in_the_url(
+    recorded: dict[str, Any], base: str, page: Any
+) -> None:
+    cid = recorded["many"]
+    open_tab(page, base, cid, "workers")
+    options = page.locator("#worker-select option").all_inner_texts()
+    assert len(options) == MANY and options[0] == "10.0.0.0:4000"
+    assert page.locator("#workers-charts .dsw-worker").count() == 1  # one at a time
+    timeline = _CHART.format("timeline")
+    legend = texts(page, f"{timeline} .legendtext")
+    assert legend[:MANY] == sorted(f"10.0.0.{w}:4000" for w in range(MANY))
+    colours = page.evaluate(
+        """() => document.querySelector("#workers-charts [data-chart='timeline']").data
+            .filter((t) => t.yaxis === "y" && t.legendgroup.includes("://"))
+            .map((t) => t.line.color)"""
+    )
+    assert len(set(colours)) == MANY  # one colour each, none recycled
+    page.select_option("#worker-select", "tcp://10.0.0.7:4000")
+    page.wait_for_selector("#workers-charts [data-worker='tcp://10.0.0.7:4000']")
+    assert "worker=tcp" in page.url and "10.0.0.7" in page.url
+    managed = page.evaluate(
+        """() => document.querySelector("[data-worker='tcp://10.0.0.7:4000']").data
+            .find((t) => t.name === "managed").y"""
+    )
+    assert managed == [800 * MIB] * 20
+    shot(page, "workers-selector", "#panel-workers")
+    page.reload()
+    page.wait_for_selector("#workers-charts[data-ready='1']")
+    assert page.locator("#worker-select").input_value() == "tcp://10.0.0.7:4000"

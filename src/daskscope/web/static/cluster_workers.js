@@ -180,7 +180,7 @@ window.dsWorkers = (() => {
     });
     const used = maxOf(...names.map((w) => body.workers[w].gpu_memory_used || []));
     await plot(div, traces, {
-      height: 340, xaxis: xaxis({ anchor: "y2", range: span(body) }),
+      height: 400, xaxis: xaxis({ anchor: "y2", range: span(body) }),
       yaxis: ds.axis(`${body.figures.gpu_utilization.label} (%)`, { domain: [0.56, 1], rangemode: "tozero", ticksuffix: " %" }),
       yaxis2: bytesAxis(`${body.figures.gpu_memory_used.label} (bytes)`, used, "", { domain: [0, 0.44] }),
       shapes: departureShapes(body.departures), margin: { l: 80, r: 20, t: 10, b: 40 },
