@@ -120,7 +120,7 @@ window.dsWorkers = (() => {
   // CPU, executing tasks, network and disk I/O over time, one line per worker
   async function drawTimeline(div, body, colours) {
     const f = body.figures;
-    const names = Object.keys(body.workers);
+    const names = Object.keys(colours);
     const traces = [];
     const bps = (v) => ds.value(v, "bytes/s");
     names.forEach((w) => {
@@ -162,7 +162,7 @@ window.dsWorkers = (() => {
   }
 
   async function drawGpu(div, body, colours) {
-    const names = Object.keys(body.workers).filter((w) => body.workers[w].gpu_utilization || body.workers[w].gpu_memory_used);
+    const names = Object.keys(colours).filter((w) => body.workers[w].gpu_utilization || body.workers[w].gpu_memory_used);
     const traces = [];
     names.forEach((w) => {
       const s = body.workers[w];
@@ -203,7 +203,8 @@ window.dsWorkers = (() => {
     stylesheet();
     element.dataset.ready = "";
     const body = await ds.json(`/api/v1/clusters/${encodeURIComponent(clusterId)}/workers`);
-    const names = Object.keys(body.workers);
+    // 10.0.0.2 before 10.0.0.10
+    const names = Object.keys(body.workers).sort((a, b) => a.localeCompare(b, "en", { numeric: true }));
     if (!names.length) {
       element.replaceChildren(el("p", { className: "empty" }, "No worker samples recorded."));
       element.dataset.ready = "1";
