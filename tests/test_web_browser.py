@@ -13,7 +13,7 @@ import pytest
 
 from daskscope.format import duration_text
 from daskscope.store import list_clusters, open_store, write_records
-from webutil import USERS, record_cluster, serving, synthetic_clusters
+from webutil import record_cluster, serving, synthetic_clusters
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
@@ -103,41 +103,14 @@ def test_account_statistics_and_weekly_bin_filter(filled: dict[str, Any], page: 
     assert page.locator("#cluster-listing tbody tr").count() == len(rows)
     shot(page, "account")
 
-    # Click bob's tallest bin: the listing shows only bob's clusters of that week.
-    box = page.evaluate(
-        """() => {
-        const gd = document.getElementById('usage-chart');
-        const i = gd.data.findIndex((t) => t.name === 'bob');
-        const ys = gd.data[i].y;
-        const j = ys.indexOf(Math.max(...ys));
-        const path = gd.querySelectorAll('.barlayer .trace')[i].querySelectorAll('.point')[j];
-        const r = path.getBoundingClientRect();
-        return {x: r.x + r.width / 2, y: r.y + r.height / 2, week: gd.data[i].customdata[j][0]};
-    }"""
-    )
-    page.mouse.click(box["x"], box["y"])
-    page.wait_for_function(f"() => document.body.dataset.filter === 'bob|{box['week']}'")
-    users = page.locator("#cluster-listing tbody tr td:first-child").all_inner_texts()
-    expected = [r for r in rows if r["user"] == "bob" and box["week"] <= r["started_at"]]
-    expected = [r for r in expected if r["started_at"] < box["week"] + 7 * 86400]
-    assert users == ["bob"] * len(expected) and expected
-    shot(page, "account-filtered")
-
-    # Double-click clears the selection.
-    page.mouse.dblclick(box["x"], box["y"])
-    page.wait_for_function("() => document.body.dataset.filter === ''")
-    page.wait_for_function(
-        f"() => document.querySelectorAll('#cluster-listing tbody tr').length === {len(rows)}"
-    )
-    assert set(USERS) <= set(
-        page.locator("#cluster-listing tbody tr td:first-child").all_inner_texts()
-    )
+    # the heat map, its selection and the URL: tests/test_account_page_browser.py
 
 
 def test_listing_sorts(filled: dict[str, Any], page: Any) -> None:
     page.goto(filled["base"] + "/?days=0")
-    page.click("#cluster-listing th[data-key='tasks_executed']")
-    page.click("#cluster-listing th[data-key='tasks_executed']")  # descending
+    page.click("#cluster-listing th[data-key='tasks'] button")  # descending
+    page.wait_for_function("() => new URL(location).searchParams.get('sort') === 'tasks'")
+    page.wait_for_selector("#cluster-listing[aria-busy='false']")
     tasks = page.locator("#cluster-listing tbody tr td:nth-child(8)").all_inner_texts()
     numbers = [int(t.replace(",", "")) for t in tasks]
     assert numbers == sorted(numbers, reverse=True)
