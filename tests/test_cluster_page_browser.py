@@ -268,10 +268,10 @@ def test_span_click_filters_prefixes_and_computations(site: dict[str, Any], page
     assert page.locator("#span-filter-name").inner_text() == "data load"
     # The inner span is part of it: both rows marked
     assert page.locator("#spans tr.selected").count() == len(subtree)
-    if page.evaluate("Boolean(window.dsMetrics)"):
-        page.wait_for_function(
-            "(t) => document.getElementById('fine-metrics').innerText !== t", arg=before
-        )
+    # The fine metrics are drawn again for the span (by cluster_metrics.js)
+    page.wait_for_selector(f"#fine-metrics[data-span='{load['span_id']}'][data-ready='1']")
+    metrics = page.locator("#fine-metrics").inner_text()
+    assert metrics != before and "span data load and the spans below it" in metrics
     page.click("#tab-overview")
     page.wait_for_selector("#prefix-chart[data-ready='1']")
     ticks = texts(page.locator("#prefix-chart .yaxislayer-above .ytick text"))
@@ -295,7 +295,11 @@ def test_span_click_filters_prefixes_and_computations(site: dict[str, Any], page
     page.click("#tab-spans")
     page.select_option("#span-tag", "work")
     page.wait_for_function("() => document.body.dataset.spanApplied === 'work'")
+    assert query(page)["span"] == "work"
     assert page.locator("#span-filter-name").inner_text() == "tagged “work”"
+    page.wait_for_function(
+        "() => document.getElementById('fine-metrics').innerText.includes('spans tagged work')"
+    )
 
 
 def test_launching_line_marked_innermost_frame_first(site: dict[str, Any], page: Any) -> None:
