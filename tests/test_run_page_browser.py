@@ -410,3 +410,45 @@ def test_pages_fit_a_phone(recorded: dict[str, Any], many: dict[str, Any], brows
         page.goto(f"{recorded['base']}/runs/{recorded['run_id']}")
         page.wait_for_selector("#chunk-chart[data-ready='1']")
         no_page_overflow(page)
+
+
+def test_a_failed_run_and_its_failed_chunk_read_as_failed(tmp_path: Path, desktop: Any) -> None:
+    from factories import make_workflow_chunk
+
+    url = f"sqlite:///{tmp_path / 'failed.db'}"
+    run = make_workflow_run(
+        None, id="run-failed", name="broken", chunk_count=3,
+        info={"status": "failed", "error": "ValueError: no such branch 'Jet_pt'"},
+    )  # fmt: skip
+    chunks = [
+        make_workflow_chunk(
+            run, i, cluster_id=None, started_at=T0 + i, wall_s=[0.25, 1.5, 75.0][i],
+            events=[1000, 2000, None][i],
+            detail={"status": "failed", "error": "OSError: file gone"} if i == 1 else {},
+        )
+        for i in range(3)
+    ]  # fmt: skip
+    with open_store(url) as store:
+        write_records(store, [run, *chunks])
+    app = create_app(url)
+    try:
+        with serving(app) as base:
+            page = desktop
+            page.goto(f"{base}/runs/run-failed")
+            page.wait_for_selector("#chunk-chart[data-ready='1']")
+            assert page.locator("#run-status").inner_text() == "failed"
+            assert "no such branch 'Jet_pt'" in page.locator("#run-error").inner_text()
+            badges = page.locator("#run-chunks tbody .run-badge")
+            assert texts(badges) == ["ok", "failed", "ok"]
+            assert badges.nth(1).get_attribute("title") == "OSError: file gone"
+            walls = texts(page.locator("#run-chunks tbody td:nth-child(9)"))
+            assert walls == ["250 ms", "1.5 s", "1 min 15 s"]
+            # the failed attempt's bar is drawn red, the others blue
+            fills = page.locator("#chunk-chart .barlayer .point path").evaluate_all(
+                "paths => paths.map((p) => getComputedStyle(p).fill)"
+            )
+            assert fills[1] == "rgb(198, 40, 40)" and fills[0] == fills[2] != fills[1]
+            ticks = drawn(page.locator("#chunk-chart .ytick text"))
+            assert ticks[0] == "0 s" and "1 min 0 s" in ticks, ticks
+    finally:
+        app.state.store.close()
