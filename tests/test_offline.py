@@ -275,3 +275,37 @@ def test_plotly_is_compressed_once_not_per_request(site: dict[str, Any]) -> None
             sizes.add(int(response.headers["content-length"]))
     # 4.8 MB of plotly.js travels as about a third of it, the same bytes each time
     assert len(sizes) == 1 and sizes.pop() < 2_000_000
+
+
+@needs_chromium
+def test_the_browser_keeps_assets_and_revalidates_them(site: dict[str, Any], browser: Any) -> None:
+    # A context of its own: routing requests (as offline_page does) turns the cache off
+    context = browser.new_context()
+    page = context.new_page()
+    seen: list[tuple[str, int, str | None]] = []
+
+    def note(response: Any) -> None:
+        name = urlsplit(response.url).path
+        if name in ("/assets/plotly.min.js", "/static/style.css", "/static/common.js"):
+            seen.append((name, response.status, response.headers.get("content-encoding")))
+
+    page.on("response", note)
+    page.goto(site["base"] + "/")
+    page.wait_for_load_state("networkidle")
+    first = sorted(seen)
+    assert first == [
+        ("/assets/plotly.min.js", 200, "gzip"),
+        ("/static/common.js", 200, "gzip"),
+        ("/static/style.css", 200, "gzip"),
+    ]
+    page.goto(site["base"] + "/runs")
+    page.wait_for_load_state("networkidle")
+    seen.clear()
+    page.goto(site["base"] + "/")  # the next visit asks whether they changed: 304
+    page.wait_for_load_state("networkidle")
+    assert sorted(seen) == [
+        ("/assets/plotly.min.js", 304, None),
+        ("/static/common.js", 304, None),
+        ("/static/style.css", 304, None),
+    ]
+    context.close()
