@@ -326,7 +326,7 @@ def test_listing_pages_searches_filters_and_sorts_with_state_in_the_url(
     page.keyboard.press("Enter")
     page.wait_for_url("**/runs?q=gamma")
     assert _listed(page) == [n for n in newest if n.startswith("gamma")]
-    assert page.locator("#run-count").inner_text() == "Runs 1\N{EN DASH}40 of 40"
+    assert page.locator("#run-count").inner_text() == "40 runs"
     # and a user, a status and a date range (keyboard: Tab to Apply, Enter)
     page.locator('#run-filters input[name="user"]').fill("ben")
     page.locator('#run-filters select[name="status"]').select_option("failed")
