@@ -400,6 +400,9 @@ def test_screenshots_of_every_tab(
                 page.goto(f"{site['base']}/clusters/{cluster}?tab={tab}")
                 if tab == "overview":
                     page.wait_for_selector("#prefix-chart[data-ready='1']")
+                    chart = page.locator("#prefix-chart").bounding_box()
+                    below = page.locator("#task-groups").bounding_box()
+                    assert chart["y"] + chart["height"] <= below["y"], (cluster, size)
                 if tab == "profile" and page.locator("#flamegraph").count():
                     page.wait_for_selector("#flamegraph[data-ready='1']")
                 if tab == "reports":
