@@ -96,7 +96,7 @@ const accountUsage = (() => {
     const pick = (r, week) => select(r.user, week);
     table(tableEl, drawn, weeks, at, fmt, pick);
     const text = drawn.map((r) => r.values.map((v, i) =>
-      `<b>${ds.text(r.label)}</b><br>week of ${weeks[i]}<br>${ds.text(fmt(v))}<br>${ds.count(r.clusters[i])} clusters`));
+      `<b>${ds.text(r.label)}</b><br>week of ${weeks[i]}<br>${ds.text(fmt(v))}<br>${ds.count(r.clusters[i])} ${r.clusters[i] === 1 ? "cluster" : "clusters"}`));
     // the scale spans the members' cells: the others' sums (of many members) would
     // make every member's cell pale, so theirs show at most the darkest colour
     const max = Math.max(0, ...drawn.filter((r) => r.user !== null).flatMap((r) => r.values));
@@ -106,12 +106,16 @@ const accountUsage = (() => {
       colorscale: SCALE, xgap: 1, ygap: 1,
       colorbar: { title: { text: ds.text(`${figure.label} (${unit})`), side: "right" }, thickness: 14, len: 1 },
     };
-    chart.style.minWidth = `${weeks.length * 26 + 220}px`;
+    // every week keeps a column wide enough for its label; past the screen the box
+    // scrolls sideways (narrow screens get narrower columns and smaller labels)
+    const narrow = window.innerWidth < 640;
+    chart.style.minWidth = `${weeks.length * (narrow ? 15 : 26) + 200}px`;
     const height = Math.max(240, drawn.length * 24 + 150);
     chart.style.height = `${height}px`;
     const layout = ds.layout({
       height, margin: { l: 10, r: 10, t: 10, b: 10 },
-      xaxis: ds.axis("week (Monday, UTC)", { type: "category", tickmode: "array", tickvals: weeks, ticktext: weeks, tickangle: -60 }),
+      xaxis: ds.axis("week (Monday, UTC)", { type: "category", tickmode: "array", tickvals: weeks, ticktext: weeks, tickangle: -60,
+        tickfont: { size: narrow ? 9 : 11 } }),
       yaxis: ds.axis("member", { type: "category", autorange: "reversed" }),
       shapes: shapes(drawn, weeks, at),
     });
