@@ -417,3 +417,23 @@ def test_screenshots_of_every_tab(
     finally:
         context.close()
     assert not errors, errors
+
+
+def test_reports_tab_lists_this_clusters_reports(site: dict[str, Any], page: Any) -> None:
+    from daskscope.store.reports import save_report
+
+    report = (
+        b"<html><head><title>Dask Performance Report</title></head><body>"
+        b'<script type="application/json">{}</script></body></html>'
+    )
+    store = site["app"].state.store
+    mine = save_report(store, report, name="mine.html", cluster_id="c0ffee00-many-prefixes")
+    save_report(store, report, name="another cluster's.html", cluster_id=site["cluster_id"])
+    page.goto(f"{site['base']}/clusters/c0ffee00-many-prefixes")
+    page.click("#tab-reports")
+    page.wait_for_selector("#report-listing")
+    assert page.locator("#report-listing tbody tr td:first-child").all_inner_texts() == [
+        "mine.html"
+    ]
+    page.click("#report-listing a")
+    page.wait_for_url(f"{site['base']}/reports/{mine['id']}")
