@@ -310,6 +310,8 @@ def test_launching_line_marked_innermost_frame_first(site: dict[str, Any], page:
     assert row.locator("td.code-summary code").inner_text() == "failing.compute()"
     codes = page.locator("tr.computation td.code-summary code").all_inner_texts()
     assert "(x + 1).sum().compute()" in codes  # code, not group names
+    starts = page.locator("tr.computation td.start").all_inner_texts()
+    assert len(set(starts)) == len(starts)  # to the millisecond: told apart
     row.locator("td.start").click()
     frames = page.locator(f"tr.computation-detail[data-id='{failing['id']}'] .frame")
     assert frames.count() >= 1

@@ -110,7 +110,7 @@ window.dsComputations = (() => {
     else code.append(Object.assign(document.createElement("span"), { className: "muted", textContent: comp.code.length ? "code without its calling line" : "code not captured" }));
     const td = document.createElement("td");
     td.append(button);
-    row.append(td, ds.cell(ds.utc(comp.started_at), { cls: "start" }),
+    row.append(td, ds.cell(ds.utc(comp.started_at, true), { cls: "start" }),
       ...["Duration", "Tasks", "Errors", "Groups"].map((label) => {
         const td = ds.cell("", { cls: "num" });
         td.dataset.label = label;
