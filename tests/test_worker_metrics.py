@@ -355,11 +355,12 @@ def test_browser_draws_memory_against_the_limit(recorded: dict[str, Any], tmp_pa
             try:
                 page = browser.new_page(viewport={"width": 1300, "height": 900})
                 page.set_default_timeout(20_000)
-                page.goto(f"{base}/clusters/{cid}")
-                page.wait_for_selector("#workers-chart[data-ready='1']")
+                page.goto(f"{base}/clusters/{cid}?tab=workers")
+                page.wait_for_selector("#workers-charts[data-ready='1']")
                 drawn = page.evaluate(
-                    """() => Object.fromEntries(document.getElementById("workers-chart").data
-                        .filter((t) => t.yaxis === "y").map((t) => [t.name, t.y]))"""
+                    """() => Object.fromEntries(document.querySelector(
+                        "#workers-charts [data-chart='memory-total']").data
+                        .map((t) => [t.name, t.y]))"""
                 )
                 page.screenshot(path=str(tmp_path / "workers.png"))
             finally:
@@ -369,7 +370,7 @@ def test_browser_draws_memory_against_the_limit(recorded: dict[str, Any], tmp_pa
     assert drawn == {
         "managed": series["managed_bytes"],
         "unmanaged": series["unmanaged_bytes"],
-        "spilled (on disk)": series["spilled_bytes"],
+        "spilled": series["spilled_bytes"],
         "memory limit": series["memory_limit"],
     }
 
