@@ -64,7 +64,7 @@ const accountListing = (() => {
     if (s.start || s.end) parts.push(`started ${s.start || "…"} to ${s.end || "…"}`);
     if (s.errors) parts.push("with errors");
     if (s.running) parts.push("running");
-    return parts.length ? parts.join(" · ") : "all, newest first";
+    return parts.length ? parts.join(" · ") : "all";
   }
 
   return { params, render, pageText, describe };
