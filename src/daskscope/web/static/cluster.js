@@ -82,7 +82,7 @@
     showTab(tabOf());
     window.dsComputations.show(ds.state.get("computation"));
     applySpan();
-    if (shown.has("profile")) window.dsProfile.sync();
+    if (tabOf() !== "profile" && shown.has("profile")) window.dsProfile.sync();
   }
 
   // --- reports ----------------------------------------------------------------------

@@ -5,6 +5,7 @@ window.dsProfile = (() => {
   let base = "";
   let drawn = null; // the scope drawn ("" for the whole cluster)
   let drawing = null;
+  let wanted = null; // the scope being drawn
 
   const flame = () => document.getElementById("flamegraph");
 
@@ -46,12 +47,14 @@ window.dsProfile = (() => {
     const zoom = ds.state.get("flame", "");
     const select = document.getElementById("profile-scope");
     select.value = [...select.options].some((o) => o.value === scope) ? scope : "";
-    if (drawn !== scope) {
+    if (drawn !== scope && wanted !== scope) {
+      wanted = scope; // one draw per scope, however often this is called meanwhile
       drawing = draw(scope, zoom);
       await drawing;
       return;
     }
     await drawing;
+    if (drawn !== scope) return;
     if ((div.dataset.zoom || "") !== zoom) {
       const level = div.data[0].ids.includes(zoom) ? zoom : "";
       await Plotly.restyle(div, { level: [level] });
