@@ -205,6 +205,8 @@ def test_every_page(which: str, request: pytest.FixtureRequest, page: Any) -> No
         frame.get_by_text("Task Stream", exact=True).first.wait_for()
         page.screenshot(path=str(SHOTS / f"{which}-report-drawn-{page.size_name}.png"))
     look(page, base + "/login", f"{which}-login")
+    look(page, base + "/api/docs", f"{which}-api-docs")
+    assert page.locator(".opblock").count() > 10  # Swagger UI drew the operations
     look(page, base + "/clusters/0000000000", f"{which}-error", status=404)
 
 
