@@ -65,12 +65,27 @@ window.dsMetrics = (() => {
     const xaxis = unit === "bytes"
       ? ds.axis(TITLES.bytes, (({ tickvals, ticktext, range }) => ({ tickvals, ticktext, range }))(ds.bytesTicks(max)))
       : ds.axis(TITLES[unit] || `by activity (${unit})`, { rangemode: "tozero", ticksuffix: unit === "seconds" ? " s" : "" });
+    // Narrow screens: long prefixes cut (whole in the tooltip), so the bars keep room
+    const width = div.clientWidth || 800;
+    const longest = width < 640 ? 16 : 40;
+    const cut = (p) => (p.length > longest ? `${p.slice(0, longest - 1)}…` : p);
+    const left = 7 * Math.max(...shown.map((r) => cut(r.prefix).length)) + 40;
+    // The legend below the axis title, across the whole width: as many rows as it takes
+    let legendRows = 1;
+    let used = 0;
+    for (const a of activities) {
+      const w = 40 + 7 * a.name.length;
+      if (used + w > width - 20 && used > 0) { legendRows += 1; used = 0; }
+      used += w;
+    }
+    const bottom = 70 + 22 * legendRows;
     await Plotly.newPlot(div, traces, ds.layout({
-      barmode: "stack", height: 26 * shown.length + 150, xaxis,
-      yaxis: ds.axis("task prefix", { autorange: "reversed", type: "category", automargin: false }),
-      legend: { orientation: "h", y: -60 / (26 * shown.length + 150) - 0.12, traceorder: "normal" },
+      barmode: "stack", height: 26 * shown.length + 40 + bottom, xaxis,
+      yaxis: ds.axis("task prefix", { autorange: "reversed", type: "category", automargin: false,
+                                      tickvals: labels, ticktext: shown.map((r) => ds.text(cut(r.prefix))) }),
+      legend: { orientation: "h", xref: "container", x: 0, yref: "container", y: 0, yanchor: "bottom", traceorder: "normal" },
       // room for the longest prefix and the axis title (plotly's automargin overlaps them)
-      margin: { l: Math.min(300, 7 * Math.max(...shown.map((r) => r.prefix.length)) + 40), r: 20, t: 10, b: 60 },
+      margin: { l: left, r: 20, t: 10, b: bottom },
     }), ds.config);
   }
 
