@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,12 @@ from daskscope.store.reports import list_reports, reports_dir
 from webutil import serving
 
 CHROMIUM = Path("/usr/bin/chromium")
+SHOTS = Path(
+    os.environ.get(
+        "DASKSCOPE_SCREENSHOTS",
+        Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots",
+    )
+)
 FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -192,8 +199,11 @@ def test_a_report_for_another_bokeh_says_why_it_stays_blank(
     notice = page.locator("#report-offline")
     assert notice.is_visible()
     text = notice.inner_text()
-    assert "Bokeh 2.4.3" in text and f"installed bokeh is {bokeh.__version__}" in text
+    assert "saved in CDN mode: it loads Bokeh 2.4.3 from cdn.bokeh.org" in text
+    assert f"the installed bokeh is {bokeh.__version__}: install bokeh==2.4.3" in text
     assert "mode='inline'" in text
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "report-other-bokeh-1300x900.png"))
     raw = httpx.get(f"{base}/reports/{response.json()['id']}/raw").text
     assert "https://cdn.bokeh.org/bokeh/release/bokeh-2.4.3.min.js" in raw  # left as is
     assert all(urlsplit(u).hostname == "cdn.bokeh.org" for u in page.left), page.left

@@ -7,6 +7,7 @@ ring for the keyboard."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
@@ -239,7 +240,8 @@ def members(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         create_account(store, "atlas")
         add_user(store, "ana", account="atlas")
         token = create_token(store, "ana")
-        write_records(store, synthetic_clusters(time.time(), weeks=1))
+        clusters = synthetic_clusters(time.time(), weeks=2)
+        write_records(store, [dataclasses.replace(c, account="atlas") for c in clusters])
     app = create_app(url, auth=True)
     with serving(app) as base:
         yield {"base": base, "token": token}

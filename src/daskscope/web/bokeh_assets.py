@@ -35,6 +35,7 @@ _SCRIPT = re.compile(r"^bokeh(?:-[a-z]+)?\.min\.js$")
 INLINE_HINT = (
     "save the report with its scripts inline: performance_report(filename=..., mode='inline')"
 )
+_INLINE_SENTENCE = INLINE_HINT[0].upper() + INLINE_HINT[1:] + "."
 
 
 @functools.cache
@@ -77,27 +78,23 @@ def offline(content: bytes) -> Offline:
     versions = sorted({version for _, version in found})
     wanted = versions[0]
     installed = _installed()
+    saved = (
+        f"It was saved in CDN mode: it loads Bokeh {', '.join(versions)} from cdn.bokeh.org, "
+        "which needs the internet"
+    )
     if installed is None:
-        reason = (
-            f"this report was saved in CDN mode: it loads Bokeh {wanted} from cdn.bokeh.org, "
-            "which this dashboard does not reach, and no bokeh package is installed beside "
-            f"it to serve instead; {INLINE_HINT}"
-        )
-        return Offline(wanted, False, reason)
+        reason = f"{saved}, and no bokeh is installed beside daskscope to serve instead. "
+        return Offline(wanted, False, reason + _INLINE_SENTENCE)
     if len(versions) > 1 or installed[0] != wanted:
         reason = (
-            f"this report was saved in CDN mode: it loads Bokeh {', '.join(versions)} from "
-            f"cdn.bokeh.org, which this dashboard does not reach, and the installed bokeh is "
-            f"{installed[0]}; install bokeh=={wanted} beside daskscope or {INLINE_HINT}"
+            f"{saved}, and the installed bokeh is {installed[0]}: install bokeh=={wanted} "
+            "beside daskscope, or "
         )
-        return Offline(wanted, False, reason)
+        return Offline(wanted, False, reason + INLINE_HINT + ".")
     missing = [name for name, _ in found if script(wanted, f"{name}.min.js") is None]
     if missing:
-        reason = (
-            f"this report loads Bokeh scripts the installed bokeh does not ship "
-            f"({', '.join(missing)}); {INLINE_HINT}"
-        )
-        return Offline(wanted, False, reason)
+        reason = f"{saved}, and the installed bokeh lacks {', '.join(missing)}. "
+        return Offline(wanted, False, reason + _INLINE_SENTENCE)
     return Offline(wanted, True)
 
 
