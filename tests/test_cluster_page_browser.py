@@ -312,7 +312,9 @@ def test_launching_line_marked_innermost_frame_first(site: dict[str, Any], page:
     assert "(x + 1).sum().compute()" in codes  # code, not group names
     starts = page.locator("tr.computation td.start").all_inner_texts()
     assert len(set(starts)) == len(starts)  # to the millisecond: told apart
-    row.locator("td.start").click()
+    row.locator("button.expand").focus()  # by keyboard
+    page.keyboard.press("Enter")
+    assert query(page)["computation"] == failing["id"]
     frames = page.locator(f"tr.computation-detail[data-id='{failing['id']}'] .frame")
     assert frames.count() >= 1
     first = frames.first
