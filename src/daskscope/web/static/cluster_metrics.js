@@ -78,6 +78,7 @@ window.dsMetrics = (() => {
       if (used + w > width - 20 && used > 0) { legendRows += 1; used = 0; }
       used += w;
     }
+    if (width < 640) legendRows = activities.length; // plotly stacks a narrow legend
     const bottom = 70 + 22 * legendRows;
     await Plotly.newPlot(div, traces, ds.layout({
       barmode: "stack", height: 26 * shown.length + 40 + bottom, xaxis,
