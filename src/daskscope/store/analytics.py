@@ -104,15 +104,27 @@ def _sums() -> list[Any]:
     ]
 
 
-def _plain(row: Any) -> Row:
-    out = dict(row._mapping)
-    for key in ("clusters", "bytes_processed", "tasks_executed", "tasks_erred", "week"):
-        if key in out and out[key] is not None:
-            out[key] = int(out[key])
-    for key in ("cluster_seconds", "core_seconds", "compute_seconds", "memory_limit_byte_seconds"):
-        if key in out and out[key] is not None:
-            out[key] = float(out[key])
-    return out
+_INTEGERS = ("clusters", "bytes_processed", "tasks_executed", "tasks_erred", "week")
+_FLOATS = ("cluster_seconds", "core_seconds", "compute_seconds", "memory_limit_byte_seconds")
+
+
+def _plain_rows(result: sa.CursorResult[Any]) -> list[Row]:
+    """Rows as dicts with the sums' Python types (keys read once: a row's own mapping
+    would build them again, which costs more than the query for thousands of bins)."""
+    keys = list(result.keys())
+    ints = [k for k in _INTEGERS if k in keys]
+    floats = [k for k in _FLOATS if k in keys]
+    rows = []
+    for values in result.all():
+        out = dict(zip(keys, values, strict=True))
+        for key in ints:
+            if out[key] is not None:
+                out[key] = int(out[key])
+        for key in floats:
+            if out[key] is not None:
+                out[key] = float(out[key])
+        rows.append(out)
+    return rows
 
 
 def account_totals(
@@ -130,7 +142,7 @@ def account_totals(
     if account is not None:
         query = query.where(c.account == account)
     with as_engine(store).connect() as conn:
-        return [_plain(r) for r in conn.execute(query.order_by(c.account))]
+        return _plain_rows(conn.execute(query.order_by(c.account)))
 
 
 def weekly_usage(
@@ -156,12 +168,10 @@ def weekly_usage(
         query = query.where(c.user == user)
     # Only non-negative offsets are binned, so the dialect-specific floor is exact.
     query = query.where(c.started_at >= MONDAY).group_by(c.user, c.account, week)
-    rows = []
     with as_engine(store).connect() as conn:
-        for row in conn.execute(query.order_by(week, c.user, c.account)):
-            out = _plain(row)
-            out["week_start"] = MONDAY + out["week"] * WEEK
-            rows.append(out)
+        rows = _plain_rows(conn.execute(query.order_by(week, c.user, c.account)))
+    for row in rows:
+        row["week_start"] = MONDAY + row["week"] * WEEK
     return rows
 
 
@@ -279,12 +289,13 @@ def cluster_page(
                 "bytes": c.bytes_processed,
             }[sort]
         first = (key.desc() if descending else key.asc()).nulls_last()
-        query = (
-            sa.select(s.clusters).where(*where).order_by(first, c.started_at.desc(), c.id.desc())
-        )
-        query = query.offset(offset)
+        order = (first, c.started_at.desc(), c.id.desc())
+        # Order and page the ids alone, then read the page's full rows: the sort then
+        # carries a few columns per cluster, not all of them
+        page = sa.select(c.id).where(*where).order_by(*order).offset(offset)
         if limit is not None:
-            query = query.limit(limit)
+            page = page.limit(limit)
+        query = sa.select(s.clusters).where(c.id.in_(page.scalar_subquery())).order_by(*order)
         rows = [dict(r._mapping) for r in conn.execute(query)]
     for row in rows:
         row["duration_s"] = elapsed(row["started_at"], row["stopped_at"], row["last_seen_at"])
