@@ -526,6 +526,8 @@ def test_many_workers_get_a_selector_kept_in_the_url(
             .map((t) => t.line.color)"""
     )
     assert len(set(colours)) == MANY  # one colour each, none recycled
+    # these samples hold no I/O: the panels say so
+    assert texts(page, f"{timeline} .annotation-text") == ["not recorded", "not recorded"]
     page.select_option("#worker-select", "tcp://10.0.0.7:4000")
     page.wait_for_selector("#workers-charts [data-worker='tcp://10.0.0.7:4000']")
     assert "worker=tcp" in page.url and "10.0.0.7" in page.url

@@ -149,6 +149,11 @@ window.dsWorkers = (() => {
     const busiest = maxOf(...all("executing"));
     const net = maxOf(...all("net_read_bps"), ...all("net_write_bps"));
     const disk = maxOf(...all("disk_read_bps"), ...all("disk_write_bps"));
+    // A panel whose samples hold no value says so, rather than a flat line at 0
+    const blank = (keys, yref) => (keys.flatMap(all).flat().every((v) => v === null)
+      ? [{ text: "not recorded", xref: "paper", x: 0.5, yref: `${yref} domain`, y: 0.5, showarrow: false,
+           font: { color: "#6b7385" } }] : []);
+    const annotations = [...blank(["net_read_bps", "net_write_bps"], "y3"), ...blank(["disk_read_bps", "disk_write_bps"], "y4")];
     await plot(div, traces, {
       height: 760, xaxis: xaxis({ anchor: "y4", range: span(body) }),
       yaxis: ds.axis(`${f.cpu_percent.label} (% of a core)`, { domain: [0.79, 1], rangemode: "tozero", ticksuffix: " %" }),
@@ -156,7 +161,7 @@ window.dsWorkers = (() => {
                                                         dtick: Math.max(1, Math.ceil(busiest / 4)) }),
       yaxis3: bytesAxis("network (bytes/s)", net, "/s", { domain: [0.27, 0.48] }),
       yaxis4: bytesAxis("disk (bytes/s)", disk, "/s", { domain: [0, 0.22] }),
-      shapes: departureShapes(body.departures), legend: { orientation: "h", y: -0.1 },
+      shapes: departureShapes(body.departures), annotations, legend: { orientation: "h", y: -0.1 },
       margin: { l: 80, r: 20, t: 10, b: 40 },
     });
   }
