@@ -18,10 +18,6 @@ window.dsMetrics = (() => {
     return node;
   };
 
-  function stylesheet() {
-    if (document.querySelector('link[href="/static/cluster_charts.css"]')) return;
-    document.head.appendChild(Object.assign(document.createElement("link"), { rel: "stylesheet", href: "/static/cluster_charts.css" }));
-  }
 
   // Per prefix and activity the values of one unit; prefixes by total, largest first
   function pivot(body, unit) {
@@ -133,7 +129,6 @@ window.dsMetrics = (() => {
   }
 
   async function render(element, clusterId, pageData, options) {
-    stylesheet();
     const { spanId, tag } = options || {};
     current = { element, clusterId, pageData, options };
     const mine = ++drawing;

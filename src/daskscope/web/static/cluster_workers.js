@@ -15,12 +15,6 @@ window.dsWorkers = (() => {
   const LOST = "#c62828";
   const LEFT = "#757575";
 
-  // Stylesheet of these charts, once (cluster.html may link it itself)
-  function stylesheet() {
-    if (document.querySelector('link[href="/static/cluster_charts.css"]')) return;
-    const link = Object.assign(document.createElement("link"), { rel: "stylesheet", href: "/static/cluster_charts.css" });
-    document.head.appendChild(link);
-  }
 
   const colourOf = (i) => (i < PALETTE.length ? PALETTE[i] : `hsl(${(i * 137.5) % 360}, 55%, 42%)`);
   const short = (w) => w.replace(/^[a-z]+:\/\//, "");
@@ -205,7 +199,6 @@ window.dsWorkers = (() => {
   }
 
   async function render(element, clusterId) {
-    stylesheet();
     element.dataset.ready = "";
     const body = await ds.json(`/api/v1/clusters/${encodeURIComponent(clusterId)}/workers`);
     // 10.0.0.2 before 10.0.0.10

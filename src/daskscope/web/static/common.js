@@ -162,7 +162,8 @@ const ds = (() => {
       const top = Math.max(max / scale, 1);
       const rough = top / 4;
       const pow = 10 ** Math.floor(Math.log10(rough));
-      const step = [1, 2, 2.5, 5, 10].map((m) => m * pow).find((m) => m >= rough);
+      // whole bytes never split: a flat zero series gets 0, 1 B, ... not 0.25 B
+      const step = Math.max(i === 0 ? 1 : 0, [1, 2, 2.5, 5, 10].map((m) => m * pow).find((m) => m >= rough));
       const tickvals = [];
       const ticktext = [];
       for (let v = 0; v <= top + step / 2; v += step) {
