@@ -307,7 +307,7 @@ def test_upload_report_command(filled: dict[str, Any], tmp_path: Path) -> None:
 def test_empty_store(tmp_path: Path) -> None:
     app = create_app(f"sqlite:///{tmp_path / 'empty.db'}")
     body = get(app, "/api/v1/account").json()
-    assert body["statistics"]["clusters"] == 0 and body["clusters"] == []
+    assert body["statistics"]["clusters"] == 0 and body["listing"]["clusters"] == []
     assert body["usage"]["members"] == []
     assert "No clusters recorded yet" in get(app, "/").text
     assert "No performance reports uploaded yet" in get(app, "/reports").text
