@@ -302,6 +302,13 @@ def test_upload_report_command(filled: dict[str, Any], tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     report_id = result.output.split()[1]
     assert get(filled["app"], f"/api/v1/reports/{report_id}").json()["name"] == report.name
+    # a file that is not a performance report is refused, as by the page, and not stored
+    before = get(filled["app"], "/api/v1/reports").json()
+    script = tmp_path / "analysis.py"
+    script.write_text("import dask\n")
+    result = CliRunner().invoke(cli, ["--database", filled["url"], "upload-report", str(script)])
+    assert result.exit_code == 2 and "not a Dask performance report" in result.output
+    assert get(filled["app"], "/api/v1/reports").json() == before
 
 
 def test_empty_store(tmp_path: Path) -> None:

@@ -172,12 +172,17 @@ def serve_command(
 def upload_report_command(state: Any, file: Path, cluster: str | None) -> None:
     """Keep a Dask performance report (HTML) with the store, shown under /reports."""
     from daskscope.store import open_store, resolve_cluster_id
-    from daskscope.store.reports import ReportTooLarge, save_report
+    from daskscope.store.reports import NotAReport, ReportTooLarge, check_report, save_report
 
+    content = file.read_bytes()
+    try:
+        check_report(content, file.name)  # the same guard as the page's upload form
+    except NotAReport as exc:
+        raise click.BadParameter(str(exc), param_hint="FILE") from None
     with open_store(state.database) as store:
         cluster_id = resolve_cluster_id(store, cluster) if cluster else None
         try:
-            info = save_report(store, file.read_bytes(), name=file.name, cluster_id=cluster_id)
+            info = save_report(store, content, name=file.name, cluster_id=cluster_id)
         except ReportTooLarge as exc:
             raise click.ClickException(f"{exc} (config daskscope.max-report-bytes)") from None
     size = bytes_text(info["size"])

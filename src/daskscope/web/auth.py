@@ -28,7 +28,8 @@ from daskscope.web.tokencache import REVERIFIED_PATHS, cached_identity, remember
 __all__ = ["COOKIE", "authenticate", "pages", "viewer_of"]
 
 COOKIE = "daskscope_session"
-PUBLIC_PREFIXES = ("/login", "/logout", "/static/", "/assets/", "/openapi.json")
+# /api/docs shows only /openapi.json, which is public too
+PUBLIC_PREFIXES = ("/login", "/logout", "/static/", "/assets/", "/openapi.json", "/api/docs")
 
 pages = APIRouter(include_in_schema=False)
 
