@@ -68,7 +68,7 @@ const accountUsage = (() => {
         const button = document.createElement("button");
         button.type = "button";
         button.className = v > 0 ? "bin" : "bin idle";
-        button.textContent = fmt(v);
+        button.textContent = v > 0 ? fmt(v) : "0"; // idle weeks: short, the unit is above
         button.dataset.week = weeks[j];
         button.setAttribute("aria-label", `${r.label}, week of ${weeks[j]}: ${fmt(v)}`);
         button.setAttribute("aria-pressed", String(i === at.row && j === at.col));
