@@ -165,7 +165,7 @@ def test_login_sets_a_session_and_logout_ends_it(world: World) -> None:
 
 
 def test_public_routes_need_no_token(world: World) -> None:
-    for path in ("/login", "/openapi.json", "/assets/plotly.min.js"):
+    for path in ("/login", "/openapi.json", "/api/docs", "/assets/plotly.min.js"):
         assert get(world, None, path).status_code == 200, path
 
 
