@@ -68,8 +68,21 @@ def routes(app: Any, rng: random.Random, repeat: int) -> dict[str, list[str]]:
         "GET /api/v1/clusters/{id}/metrics?tag": [
             f"/api/v1/clusters/{c['id']}/metrics?tag=data%20load" for c in picks
         ],
+        "GET /api/v1/clusters/{id}/metrics?span": [
+            # span 0 is the parent of the seeded cluster's other four
+            f"/api/v1/clusters/{c['id']}/metrics?span={stable_id(c['id'], 'span', 0)}"
+            for c in picks
+        ],
+        "GET /api/v1/clusters?q&sort=duration": [
+            f"/api/v1/clusters?q={c['user']}&sort=duration&order=asc" for c in picks
+        ],
+        "GET /api/v1/clusters?errors&offset=5000": ["/api/v1/clusters?errors=true&offset=5000"]
+        * repeat,
+        "GET /api/v1/clusters?running": ["/api/v1/clusters?running=true"] * repeat,
         "GET /api/v1/reports": ["/api/v1/reports"] * repeat,
         "GET /api/v1/runs": ["/api/v1/runs"] * repeat,
+        "GET /api/v1/runs?q&sort": ["/api/v1/runs?q=analysis&sort=wall&order=desc"] * repeat,
+        "GET /api/docs": ["/api/docs"] * repeat,
     }
 
 

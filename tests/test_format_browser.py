@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from daskscope import format as fmt
-from daskscope.web.routes.assets import common_js
+from daskscope.web.routes.assets import common_js_asset
 from webutil import call, serving
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -87,7 +87,7 @@ def test_the_script_is_served_with_the_formatter_definitions(tmp_path: Path) -> 
     app.state.store.close()
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/javascript")
-    assert response.content == common_js().body
+    assert response.content == common_js_asset().body  # the file with SPEC before it
     assert response.text.startswith("const DS_FORMAT = {")
     assert '"missing": "\u2013"' in response.text.splitlines()[0]
 

@@ -134,7 +134,7 @@ def code_css(request: Request) -> Response:
 
 
 @functools.cache
-def _common_js() -> Asset:
+def common_js_asset() -> Asset:
     # The page helpers format numbers from format.SPEC itself, put before the script
     script = Path(__file__).parents[1].joinpath("static", "common.js").read_text("utf-8")
     spec = json.dumps(format.SPEC, ensure_ascii=False, sort_keys=True)
@@ -145,7 +145,7 @@ def _common_js() -> Asset:
 def common_js(request: Request) -> Response:
     """``static/common.js`` after ``const DS_FORMAT = <format.SPEC>;`` (this route comes
     before the static mount, see ``web/app.py``)."""
-    return send(request, _common_js())
+    return send(request, common_js_asset())
 
 
 class StaticAssets(StaticFiles):
