@@ -68,7 +68,8 @@ def test_live_and_stored_runs_give_equal_views(stored: dict[str, Any]) -> None:
     assert live.run.backend == "dask" and live.run.span_id is not None
     events = live.figure("total_events")
     assert events is not None and events.value == 300 and events.why is None
-    assert [c.events for c in live.chunks] == [100, 150, 50]
+    # chunks run on two workers: they arrive in whichever order they finish
+    assert sorted(c.events for c in live.chunks) == [50, 100, 150]
     assert {s.name for s in live.sections} == {"loop", "alloc"}
     assert sum(w.chunks for w in live.workers) == 3 and len(live.workers) <= 2
     wall = next(s for s in live.chunk_stats if s.key == "wall_s")
@@ -98,10 +99,10 @@ def test_chunks_keep_one_form_through_the_store(stored: dict[str, Any]) -> None:
     with open_store(stored["url"]) as store:
         rows = run_detail(store, run.run_id)["chunks"]
     assert [Chunk.from_row(row) for row in rows] == run.chunks
-    assert run.chunks[0].fields["label"] == [0, 100]
+    assert sorted(c.fields["label"] for c in run.chunks) == [[0, 100], [100, 250], [250, 300]]
     # the seed's dict is derived from the one form
-    seed = stored["collector"].chunk_metrics[0]
-    assert seed["duration"] == seed["wall_s"] and seed["label"] == [0, 100]
+    seed = next(m for m in stored["collector"].chunk_metrics if m["label"] == [0, 100])
+    assert seed["duration"] == seed["wall_s"]
 
 
 def test_a_stored_run_prints_the_summary_of_the_live_one(stored: dict[str, Any]) -> None:
