@@ -1,0 +1,177 @@
+"""Stored profiles as a speedscope file (https://www.speedscope.app/file-format-schema.json).
+
+Dask keeps its statistical profile as a tree of frames with sample counts; speedscope's
+"sampled" profile wants a shared table of frames, then stacks (lists of frame indices,
+outermost first) with a weight each. A node's own samples (its count minus its
+children's) become one stack weighing ``self count x interval`` seconds, so the weights
+of a profile add up to its samples x interval, as the flame graph on the cluster page.
+
+The file holds the whole cluster first, then one profile per computation (from the
+profile windows that overlap it: windows are a second or more, so a short computation
+shares its window's samples with its neighbours; the profile's name says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dask.config
+from dask.utils import parse_timedelta
+
+from daskscope.analysis.flamegraph import merge_trees
+from daskscope.export.common import NothingRecorded, UnknownComputation, call_line, check_window
+from daskscope.store import Store, cluster_detail, profile_trees
+
+__all__ = ["SCHEMA_URL", "NamedTree", "speedscope_document", "speedscope_file"]
+
+SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
+#: computations given a profile of their own (the longest ones); the cluster's profile
+#: holds every sample whatever their number
+MAX_COMPUTATION_PROFILES = 50
+
+
+@dataclass(frozen=True, slots=True)
+class NamedTree:
+    """One profile to write: a name and Dask's merged tree."""
+
+    name: str
+    tree: Mapping[str, Any]
+
+
+def profile_interval() -> float:
+    """Seconds between two samples of a worker's profiler (Dask's setting)."""
+    interval = parse_timedelta(dask.config.get("distributed.worker.profile.interval", "10ms"))
+    return float(interval or 0.01)
+
+
+class _Frames:
+    """The shared frame table: one entry per (function, file, line)."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self._index: dict[tuple[str, str, int], int] = {}
+
+    def index(self, node: Mapping[str, Any]) -> int:
+        desc = node.get("description") or {}
+        name = str(desc.get("name") or node.get("identifier") or "?")
+        file = str(desc.get("filename") or "")
+        line = int(desc.get("line_number") or 0)
+        key = (name, file, line)
+        found = self._index.get(key)
+        if found is None:
+            found = self._index[key] = len(self.rows)
+            frame: dict[str, Any] = {"name": name}
+            if file:
+                frame["file"] = file
+            if line:
+                frame["line"] = line
+            self.rows.append(frame)
+        return found
+
+
+def _sampled(
+    name: str, tree: Mapping[str, Any], frames: _Frames, interval: float
+) -> dict[str, Any]:
+    samples: list[list[int]] = []
+    weights: list[float] = []
+    # depth first with an explicit stack: Dask's stacks go 100 frames deep, and a
+    # merged tree may hold tens of thousands of nodes
+    pending: list[tuple[Mapping[str, Any], list[int]]] = [(tree, [])]
+    while pending:
+        node, stack = pending.pop()
+        children = node.get("children") or {}
+        own = int(node.get("count") or 0) - sum(int(c.get("count") or 0) for c in children.values())
+        if own > 0:
+            samples.append(stack)
+            weights.append(own * interval)
+        for ident in sorted(children, reverse=True):  # popped in sorted order
+            child = children[ident]
+            pending.append((child, [*stack, frames.index(child)]))
+    return {
+        "type": "sampled",
+        "name": name,
+        "unit": "seconds",
+        "startValue": 0,
+        "endValue": sum(weights),
+        "samples": samples,
+        "weights": weights,
+    }
+
+
+def speedscope_file(
+    profiles: Sequence[NamedTree], *, name: str, interval: float, exporter: str = "daskscope"
+) -> dict[str, Any]:
+    """The speedscope document for the profiles given, which share one frame table."""
+    frames = _Frames()
+    rendered = [_sampled(p.name, p.tree, frames, interval) for p in profiles]
+    return {
+        "$schema": SCHEMA_URL,
+        "name": name,
+        "exporter": exporter,
+        "activeProfileIndex": 0,
+        "shared": {"frames": frames.rows},
+        "profiles": rendered,
+    }
+
+
+def _overlapping(windows: Iterable[Mapping[str, Any]], start: float, stop: float) -> list[Any]:
+    return [w["tree"] for w in windows if w["stopped_at"] >= start and w["started_at"] <= stop]
+
+
+def speedscope_document(
+    store: Store,
+    cluster_id: str,
+    *,
+    computation: str | None = None,
+    start: float | None = None,
+    stop: float | None = None,
+) -> dict[str, Any]:
+    """A cluster's stored profiles as a speedscope document: the cluster (or the window
+    ``[start, stop]``) first, then its computations; with ``computation`` only that
+    one. Raises UnknownCluster, UnknownComputation, and NothingRecorded when the
+    cluster (or the window) holds no profile sample."""
+    from daskscope import __version__
+
+    check_window(start, stop)
+    detail = cluster_detail(store, cluster_id, max_groups=0)
+    cluster = detail["cluster"]
+    computations = detail["computations"]
+    if computation is not None:
+        computations = [c for c in computations if c["id"] == computation]
+        if not computations:
+            raise UnknownComputation(cluster_id, computation)
+    windows = [w for w in profile_trees(store, cluster_id, start=start, stop=stop) if w["samples"]]
+    if not windows:
+        raise NothingRecorded(
+            f"cluster {cluster_id} has no profile sample"
+            + (" in this window" if start is not None or stop is not None else "")
+            + ": the recorder stores Dask's profiles in windows of daskscope.profile.interval "
+            "(a cluster shorter than that may have none)"
+        )
+    label = cluster["name"] or cluster_id
+    profiles: list[NamedTree] = []
+    if computation is None:
+        profiles.append(NamedTree(f"cluster {label}", merge_trees(w["tree"] for w in windows)))
+        longest = sorted(computations, key=_duration, reverse=True)[:MAX_COMPUTATION_PROFILES]
+        computations = sorted(longest, key=lambda c: c["started_at"])
+    for comp in computations:
+        trees = _overlapping(
+            windows, comp["started_at"], comp["stopped_at"] or cluster["last_seen_at"]
+        )
+        if trees or computation is not None:
+            line = call_line(comp)
+            title = f"computation {comp['id']}" + (f": {line[:80]}" if line else "")
+            title += f" ({len(trees)} profile window{'s' if len(trees) != 1 else ''})"
+            profiles.append(NamedTree(title, merge_trees(trees)))
+    return speedscope_file(
+        profiles,
+        name=f"daskscope profile of {label}",
+        interval=profile_interval(),
+        exporter=f"daskscope {__version__}",
+    )
+
+
+def _duration(comp: Mapping[str, Any]) -> float:
+    return float((comp["stopped_at"] or comp["started_at"]) - comp["started_at"])
