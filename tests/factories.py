@@ -27,6 +27,7 @@ from daskscope.model import (
     SpanRecord,
     TaskGroupRecord,
     TaskPrefixRecord,
+    TaskSegmentRecord,
     WorkerSampleRecord,
     WorkflowChunkRecord,
     WorkflowRunRecord,
@@ -45,6 +46,7 @@ __all__ = [
     "make_profile",
     "make_span",
     "make_span_metric",
+    "make_task_segment",
     "make_worker_sample",
     "make_workflow_chunk",
     "make_workflow_run",
@@ -386,11 +388,39 @@ def recorded_cluster(cluster: ClusterRecord) -> list[model.Record]:
     ]  # fmt: skip
 
 
+def make_task_segment(
+    cluster: Cluster = "cluster-1", segment: int = 0, **over: Any
+) -> TaskSegmentRecord:
+    """Segment ``segment`` of the cluster's task log; its payload is opaque bytes here
+    (tests of the task log build real ones with ``daskscope.store.segments``)."""
+    cid = _cid(cluster)
+    start = _start(cluster) + segment
+    values: dict[str, Any] = dict(
+        cluster_id=cid,
+        segment=segment,
+        first_start=start,
+        last_stop=start + 1.0,
+        executions=3,
+        format="opaque",
+        payload=bytes(range(256)) + b"\x00 not text",
+        groups=["inc-1"],
+        summary=b"\x01\x02",
+        key_filter=b"",
+    )
+    return TaskSegmentRecord(**_with_id(values, over, cid, "task_segment", segment))
+
+
 def one_of_each_kind() -> list[model.Record]:
     """A record of every kind, once each, all of one cluster."""
     cluster = make_cluster()
     run = make_workflow_run(cluster)
     first: dict[type, model.Record] = {}
-    for record in [*recorded_cluster(cluster), run, make_workflow_chunk(run)]:
+    records = [
+        *recorded_cluster(cluster),
+        run,
+        make_workflow_chunk(run),
+        make_task_segment(cluster),
+    ]
+    for record in records:
         first.setdefault(type(record), record)
     return list(first.values())

@@ -35,6 +35,7 @@ __all__ = [
     "SpanRecord",
     "TaskGroupRecord",
     "TaskPrefixRecord",
+    "TaskSegmentRecord",
     "WorkerSampleRecord",
     "WorkflowChunkRecord",
     "WorkflowRunRecord",
@@ -342,6 +343,32 @@ class WorkflowChunkRecord:
     detail: dict[str, Any] = col(Column.JSON, default_factory=dict)
 
 
+@dataclass(slots=True, kw_only=True)
+class TaskSegmentRecord:
+    """A run of task executions of one cluster, encoded column-wise in ``payload``
+    (``format`` names the encoding: ``daskscope.store.segments`` reads it).
+
+    Segments are numbered from 0 in the order the recorder sealed them; the id is the
+    cluster and the number, so a segment sent twice is stored once. ``first_start`` and
+    ``last_stop`` bound its executions in time, ``groups`` names the task groups in it,
+    ``summary`` holds its busy time per worker thread in coarse bins and ``key_filter``
+    a filter of its keys: what lets a query skip segments without decoding them.
+    """
+
+    KIND: ClassVar[str] = "task_segment"
+    id: str = _id()
+    cluster_id: str = _ref()
+    segment: int = col(Column.INTEGER, nonnegative=True)
+    first_start: float = col(Column.TIME)
+    last_stop: float = col(Column.TIME)
+    executions: int = col(Column.BIGINT, nonnegative=True)
+    format: str = col(Column.STRING)
+    payload: bytes = col(Column.BYTES)
+    groups: list[str] = col(Column.JSON, default_factory=list)
+    summary: bytes = col(Column.BYTES, default=b"")
+    key_filter: bytes = col(Column.BYTES, default=b"")
+
+
 Record = (
     ClusterRecord
     | ComputationRecord
@@ -355,6 +382,7 @@ Record = (
     | ProfileRecord
     | WorkflowRunRecord
     | WorkflowChunkRecord
+    | TaskSegmentRecord
 )
 
 RECORD_TYPES: dict[str, type] = {
@@ -372,6 +400,7 @@ RECORD_TYPES: dict[str, type] = {
         ProfileRecord,
         WorkflowRunRecord,
         WorkflowChunkRecord,
+        TaskSegmentRecord,
     )
 }
 

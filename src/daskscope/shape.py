@@ -38,6 +38,9 @@ class Column(enum.Enum):
     TIME = "time"
     BOOLEAN = "boolean"
     JSON = "json"  # JSONB on PostgreSQL
+    #: opaque bytes (BLOB; bytea on PostgreSQL): encoded task-log segments; base64 on
+    #: the wire's JSON
+    BYTES = "bytes"
 
 
 @dataclass(frozen=True, slots=True)

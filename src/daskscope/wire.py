@@ -102,6 +102,9 @@ _MAX_TEXT = 10_000_000
 #: Short text (ids, owners: what the store indexes): a PostgreSQL btree entry holds
 #: about 2,700 bytes, so longer text would fail the insert instead of being refused here
 _MAX_SHORT_TEXT = 512
+#: Bytes of one binary field (a task-log segment: ~50,000 executions at tens of bytes
+#: each, with room to spare); a server's body limit applies as well
+MAX_BYTES_FIELD = 64 * 2**20
 #: Integers a BIGINT column holds
 _MAX_INT = 2**63 - 1
 #: No measured quantity comes near this (a million cores for a million years is 3e19
@@ -128,6 +131,8 @@ def _constrained(f: RecordField) -> Any:
         rules.setdefault("ge", -_MAX_FLOAT)
     if kind in (str, str | None):
         rules["max_length"] = _MAX_SHORT_TEXT if shape.short else _MAX_TEXT
+    if kind is bytes:
+        return Annotated[bytes, msgspec.Meta(max_length=MAX_BYTES_FIELD)]
     if kind == dict[str, float]:
         return dict[str, Annotated[float, msgspec.Meta(ge=-_MAX_FLOAT, le=_MAX_FLOAT)]]
     if kind == dict[str, int]:

@@ -8,6 +8,7 @@ comparison finds no difference).
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import sqlalchemy as sa
@@ -30,6 +31,19 @@ __all__ = [
 
 # JSONB on PostgreSQL (smaller, indexable); JSON text elsewhere.
 JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+
+
+class Blob(sa.TypeDecorator[bytes]):
+    """BLOB (bytea on PostgreSQL) that also takes the base64 text JSON gives bytes: the
+    recorder's store process writes wire batches without decoding them into records."""
+
+    impl = sa.LargeBinary
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> Any:
+        return base64.b64decode(value) if isinstance(value, str) else value
+
+
 # Epoch seconds need double precision: REAL/FLOAT(24) would lose sub-second detail.
 Time = sa.Double
 
@@ -42,6 +56,7 @@ _TYPES: dict[Column, sa.types.TypeEngine[Any] | type[sa.types.TypeEngine[Any]]] 
     Column.TIME: Time,
     Column.BOOLEAN: sa.Boolean,
     Column.JSON: JSON,
+    Column.BYTES: Blob,
 }
 
 metadata = sa.MetaData()
@@ -101,6 +116,11 @@ workflow_chunks = _record_table(
     ("cluster_id",),
 )
 
+# Segments are read by cluster and time range (store.timeline)
+task_segments = _record_table(
+    model.TaskSegmentRecord, "task_segments", ("cluster_id", "first_start")
+)
+
 TABLE_FOR: dict[type, sa.Table] = {
     model.ClusterRecord: clusters,
     model.ComputationRecord: computations,
@@ -114,6 +134,7 @@ TABLE_FOR: dict[type, sa.Table] = {
     model.ProfileRecord: profiles,
     model.WorkflowRunRecord: workflow_runs,
     model.WorkflowChunkRecord: workflow_chunks,
+    model.TaskSegmentRecord: task_segments,
 }
 
 #: The record kinds' tables by name
