@@ -1,0 +1,629 @@
+"""The task timeline of a cluster (or of one computation, span or task group): one row
+per worker thread, what it ran and when, as the timeline page, its JSON
+(``/api/v1/clusters/{id}/timeline``) and ``daskscope timeline`` show it.
+
+A window holding few executions comes with every task (``raw``); a larger one comes as
+bins per thread, each with its busy seconds by activity and the group that computed
+most in it. Zooming in asks for a narrower window, until the tasks themselves come back.
+
+Colours: compute is coloured by the task's prefix, as Dask's task stream colours it (so
+a loop's hundred groups of the same prefix read as one colour), the other activities as
+the task stream and the computation graph colour them (transfer red, disk orange,
+deserialisation grey).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from dask.utils import key_split
+
+from daskscope.analysis.graph import ACTIVITY_COLOURS, OTHER_COLOUR
+from daskscope.analysis.timeline import Interval, clipped_seconds, idle_gaps, spread
+from daskscope.store import Store
+from daskscope.store.series import span_tree_rows
+from daskscope.store.timeline import (
+    Lane,
+    TaskExecution,
+    TimelineExtent,
+    TimelineWindow,
+    slowest_tasks,
+    task_executions,
+    timeline_extent,
+    timeline_window,
+)
+
+__all__ = [
+    "DEFAULT_BINS",
+    "MAX_BINS",
+    "MAX_RAW_TASKS",
+    "PREFIX_PALETTE",
+    "ActivityKey",
+    "IdleGap",
+    "PrefixKey",
+    "TaskAction",
+    "TaskDetailView",
+    "TimelineBin",
+    "TimelineFilters",
+    "TimelineLane",
+    "TimelineTask",
+    "TimelineTotals",
+    "TimelineView",
+    "UtilisationBin",
+    "activity_colour",
+    "prefix_colour",
+    "span_of_tag",
+    "task_detail_view",
+    "timeline_view",
+]
+
+#: Bins per thread when the window holds more than :data:`MAX_RAW_TASKS` executions:
+#: about one per pixel of a wide screen
+DEFAULT_BINS = 1000
+MAX_BINS = 4000
+#: Windows holding at most this many executions come with every task
+MAX_RAW_TASKS = 5000
+#: Points of the utilisation series, whatever the window
+UTILISATION_BINS = 100
+#: Gaps and slowest tasks listed
+LISTED = 10
+
+#: Compute colours, one per task prefix (by a hash of its name, stable across pages and
+#: windows); none of them red, orange or grey, which mean transfer, disk and
+#: deserialisation
+PREFIX_PALETTE = (
+    "#1f77b4", "#2ca02c", "#9467bd", "#17becf", "#8c564b", "#e377c2", "#bcbd22",
+    "#393b79", "#637939", "#7b4173", "#3182bd", "#31a354", "#756bb1", "#6baed6",
+    "#74c476", "#a55194", "#5254a3", "#8ca252", "#ce6dbd", "#0b6e4f",
+)  # fmt: skip
+COMPUTE = "compute"
+
+
+def prefix_colour(prefix: str) -> str:
+    """The compute colour of a task prefix: the same on every page and in every window."""
+    return PREFIX_PALETTE[zlib.crc32(prefix.encode()) % len(PREFIX_PALETTE)]
+
+
+def activity_colour(action: str) -> str:
+    """The colour of an activity other than compute (the computation graph's)."""
+    return ACTIVITY_COLOURS.get(action, OTHER_COLOUR)
+
+
+@dataclass(frozen=True)
+class TimelineFilters:
+    computation: str | None
+    span: str | None
+    group: str | None
+
+
+@dataclass(frozen=True)
+class TaskAction:
+    """One start/stop pair Dask reported for an execution; ``source``: where a
+    transfer came from."""
+
+    action: str
+    start: float
+    stop: float
+    source: str | None
+
+
+@dataclass(frozen=True)
+class TimelineTask:
+    """One execution, drawn on row ``lane`` of :attr:`TimelineView.lanes`."""
+
+    key: str
+    group: str
+    prefix: str
+    lane: int
+    start: float
+    stop: float
+    #: seconds of its compute actions
+    compute_s: float
+    state: str
+    nbytes: int | None
+    computation_id: str | None
+    span_id: str | None
+    actions: list[TaskAction]
+
+
+@dataclass(frozen=True)
+class TimelineBin:
+    """A thread's time in ``[start, stop)``: seconds by activity, executions overlapping
+    it, and the group that computed most in it (its prefix's colour)."""
+
+    start: float
+    stop: float
+    busy_s: dict[str, float]
+    tasks: int
+    top_group: str | None
+    #: the top group's prefix, and its colour
+    prefix: str | None
+    colour: str | None
+
+
+@dataclass(frozen=True)
+class TimelineLane:
+    """One worker thread that ran tasks in the cluster: ``label`` is "worker · thread
+    number" (threads numbered from 1 within their worker, by Dask's thread ident)."""
+
+    label: str
+    worker: str
+    thread: int
+    #: compute seconds in the window
+    busy_s: float
+    #: empty when the window is raw
+    bins: list[TimelineBin]
+
+
+@dataclass(frozen=True)
+class PrefixKey:
+    """A colour of the legend: compute of tasks of this prefix."""
+
+    prefix: str
+    colour: str
+
+
+@dataclass(frozen=True)
+class ActivityKey:
+    """An activity in the window, its colour and its seconds there (compute: the colour
+    of its prefix, ``colour`` is None)."""
+
+    name: str
+    colour: str | None
+    seconds: float
+
+
+@dataclass(frozen=True)
+class IdleGap:
+    """Time in the window when no thread computed (``lane`` None), or when one thread
+    (``lane`` its label) did not."""
+
+    start: float
+    stop: float
+    duration_s: float
+    lane: str | None
+
+
+@dataclass(frozen=True)
+class UtilisationBin:
+    """Busy thread-seconds in ``[start, stop)`` over what the threads could give."""
+
+    start: float
+    stop: float
+    busy_s: float
+    fraction: float
+
+
+@dataclass(frozen=True)
+class TimelineTotals:
+    """``tasks``: executions overlapping the window; ``busy_s``: their compute seconds
+    in it; ``utilisation``: ``busy_s / (threads * window)``; ``executions``, ``first``,
+    ``last``: of the whole cluster (or computation)."""
+
+    tasks: int
+    workers: int
+    threads: int
+    busy_s: float
+    utilisation: float | None
+    executions: int
+    first: float | None
+    last: float | None
+
+
+@dataclass(frozen=True)
+class TimelineView:
+    """What the cluster's threads did in ``[start, stop)``.
+
+    ``recorded`` is false when the cluster has no task recorded (recorded with
+    ``daskscope.tasks.enabled`` off, or before the task log existed). ``raw``: ``tasks``
+    holds every execution overlapping the window; else ``lanes`` hold bins.
+    ``resolution_s`` is how exact the gaps are: 0 when raw, else a bin's width."""
+
+    cluster_id: str
+    start: float | None
+    stop: float | None
+    filters: TimelineFilters
+    recorded: bool
+    raw: bool
+    resolution_s: float
+    totals: TimelineTotals
+    lanes: list[TimelineLane]
+    tasks: list[TimelineTask]
+    prefixes: list[PrefixKey]
+    activities: list[ActivityKey]
+    idle_gaps: list[IdleGap]
+    lane_gaps: list[IdleGap]
+    utilisation: list[UtilisationBin]
+    #: the longest executions (by compute time) of the cluster with the filters, in
+    #: any window
+    slowest: list[TimelineTask]
+
+
+@dataclass(frozen=True)
+class TaskDetailView:
+    """Every execution of one key (a recomputation after a worker loss is another)."""
+
+    cluster_id: str
+    key: str
+    lanes: list[TimelineLane]
+    executions: list[TimelineTask]
+    prefixes: list[PrefixKey]
+
+
+# -- lanes -----------------------------------------------------------------------------
+
+_lane_cache: dict[tuple[int, str], tuple[tuple[int, float | None], list[tuple[str, int]]]] = {}
+
+
+def _cluster_lanes(store: Store, cluster_id: str, extent: TimelineExtent) -> list[tuple[str, int]]:
+    """Every (worker, thread) that ran a task in the cluster, sorted; kept per cluster
+    until it records more executions (one binned query over the whole cluster)."""
+    cache_key = (id(store), cluster_id)
+    version = (extent.executions, extent.last)
+    kept = _lane_cache.get(cache_key)
+    if kept is not None and kept[0] == version:
+        return kept[1]
+    whole = timeline_window(store, cluster_id, max_tasks=0, bins=1)
+    found = sorted({(lane.worker, lane.thread) for lane in whole.lanes})
+    if len(_lane_cache) > 256:
+        _lane_cache.clear()
+    _lane_cache[cache_key] = (version, found)
+    return found
+
+
+def _labels(lanes: Sequence[tuple[str, int]]) -> list[str]:
+    numbered: dict[str, int] = defaultdict(int)
+    labels = []
+    for worker, _ in lanes:  # sorted: threads of a worker in ident order
+        numbered[worker] += 1
+        labels.append(f"{worker.split('://', 1)[-1]} · {numbered[worker]}")
+    return labels
+
+
+def _lanes_with(
+    cluster_lanes: list[tuple[str, int]], extra: Iterable[tuple[str, int]]
+) -> list[tuple[str, int]]:
+    missing = set(extra) - set(cluster_lanes)
+    return sorted([*cluster_lanes, *missing]) if missing else cluster_lanes
+
+
+# -- tasks -----------------------------------------------------------------------------
+
+
+def _compute_intervals(task: TaskExecution) -> list[Interval]:
+    found = [(a.start, a.stop) for a in task.actions if a.action == COMPUTE]
+    if not found and not task.actions:  # no startstops reported: its whole span
+        found = [(task.start, task.stop)]
+    return found
+
+
+def _task(task: TaskExecution, lane: int) -> TimelineTask:
+    return TimelineTask(
+        key=task.key,
+        group=task.group,
+        prefix=task.prefix,
+        lane=lane,
+        start=task.start,
+        stop=task.stop,
+        compute_s=sum(b - a for a, b in _compute_intervals(task)),
+        state=task.state,
+        nbytes=task.nbytes,
+        computation_id=task.computation_id,
+        span_id=task.span_id,
+        actions=[TaskAction(a.action, a.start, a.stop, a.source) for a in task.actions],
+    )
+
+
+def _prefix_keys(seconds: dict[str, float]) -> list[PrefixKey]:
+    ordered = sorted(seconds, key=lambda p: (-seconds[p], p))
+    return [PrefixKey(p, prefix_colour(p)) for p in ordered]
+
+
+# -- the window ------------------------------------------------------------------------
+
+
+def timeline_view(
+    store: Store,
+    cluster_id: str,
+    start: float | None = None,
+    stop: float | None = None,
+    *,
+    computation_id: str | None = None,
+    span_id: str | None = None,
+    group: str | None = None,
+    width_bins: int = DEFAULT_BINS,
+    max_tasks: int = MAX_RAW_TASKS,
+) -> TimelineView:
+    """The window ``[start, stop)`` (None: from the first task / to the last one) of
+    the tasks that pass the filters; raises :class:`~daskscope.store.UnknownCluster`."""
+    if start is not None and stop is not None and stop <= start:
+        raise ValueError(f"the window's stop ({stop}) must be after its start ({start})")
+    if not 1 <= width_bins <= MAX_BINS:
+        raise ValueError(f"bins must be between 1 and {MAX_BINS}, got {width_bins}")
+    filters = TimelineFilters(computation_id, span_id, group)
+    extent = timeline_extent(store, cluster_id, computation_id=computation_id)
+    window = timeline_window(
+        store,
+        cluster_id,
+        start,
+        stop,
+        computation_id=computation_id,
+        span_id=span_id,
+        group=group,
+        max_tasks=max_tasks,
+        bins=width_bins,
+    )
+    if extent.executions == 0 and window.total_tasks == 0 and not window.lanes:
+        return _empty(cluster_id, start, stop, filters, extent)
+    pairs = _lanes_with(
+        _cluster_lanes(store, cluster_id, extent),
+        [(lane.worker, lane.thread) for lane in window.lanes]
+        + [(t.worker, t.thread) for t in window.tasks],
+    )
+    index = {pair: i for i, pair in enumerate(pairs)}
+    slowest = slowest_tasks(
+        store, cluster_id, group=group, computation_id=computation_id, limit=LISTED
+    )
+    pairs = _lanes_with(pairs, [(t.worker, t.thread) for t in slowest])
+    index = {pair: i for i, pair in enumerate(pairs)}
+    labels = _labels(pairs)
+    if window.raw:
+        shown = _raw_parts(window, index, labels)
+    else:
+        shown = _binned_parts(window, index, labels)
+    threads = len(pairs)
+    span = window.stop - window.start
+    busy = sum(lane.busy_s for lane in shown.lanes)
+    return TimelineView(
+        cluster_id=cluster_id,
+        start=window.start,
+        stop=window.stop,
+        filters=filters,
+        recorded=True,
+        raw=window.raw,
+        resolution_s=shown.resolution,
+        totals=TimelineTotals(
+            tasks=window.total_tasks,
+            workers=len({w for w, _ in pairs}),
+            threads=threads,
+            busy_s=busy,
+            utilisation=busy / (threads * span) if threads and span > 0 else None,
+            executions=extent.executions,
+            first=extent.first,
+            last=extent.last,
+        ),
+        lanes=shown.lanes,
+        tasks=shown.tasks,
+        prefixes=shown.prefixes,
+        activities=shown.activities,
+        idle_gaps=shown.idle_gaps,
+        lane_gaps=shown.lane_gaps,
+        utilisation=_utilisation(shown.weighted, window.start, window.stop, threads),
+        slowest=[
+            _task(t, index[(t.worker, t.thread)])
+            for t in sorted(slowest, key=lambda t: -sum(b - a for a, b in _compute_intervals(t)))
+        ],
+    )
+
+
+@dataclass
+class _Parts:
+    lanes: list[TimelineLane]
+    tasks: list[TimelineTask]
+    prefixes: list[PrefixKey]
+    activities: list[ActivityKey]
+    idle_gaps: list[IdleGap]
+    lane_gaps: list[IdleGap]
+    #: (start, stop, compute seconds) to spread over the utilisation bins
+    weighted: list[tuple[float, float, float]]
+    resolution: float
+
+
+def _activity_keys(seconds: dict[str, float]) -> list[ActivityKey]:
+    order = sorted(seconds, key=lambda a: (a != COMPUTE, -seconds[a], a))
+    return [ActivityKey(a, None if a == COMPUTE else activity_colour(a), seconds[a]) for a in order]
+
+
+def _gaps(
+    busy_by_lane: dict[int, list[Interval]], labels: list[str], start: float, stop: float
+) -> tuple[list[IdleGap], list[IdleGap]]:
+    every = [iv for ivs in busy_by_lane.values() for iv in ivs]
+    whole = [IdleGap(a, b, b - a, None) for a, b in idle_gaps(every, start, stop)[:LISTED]]
+    per_lane = [
+        IdleGap(a, b, b - a, labels[i])
+        for i in range(len(labels))
+        for a, b in idle_gaps(busy_by_lane.get(i, []), start, stop)[:LISTED]
+    ]
+    per_lane.sort(key=lambda g: (-g.duration_s, g.start, g.lane or ""))
+    return whole, per_lane[:LISTED]
+
+
+def _raw_parts(
+    window: TimelineWindow, index: dict[tuple[str, int], int], labels: list[str]
+) -> _Parts:
+    start, stop = window.start, window.stop
+    tasks = [_task(t, index[(t.worker, t.thread)]) for t in window.tasks]
+    tasks.sort(key=lambda t: (t.start, t.lane, t.key))
+    busy_by_lane: dict[int, list[Interval]] = defaultdict(list)
+    activity: dict[str, float] = defaultdict(float)
+    by_prefix: dict[str, float] = defaultdict(float)
+    for t in tasks:
+        for a in t.actions:
+            activity[a.action] += max(0.0, min(a.stop, stop) - max(a.start, start))
+        computing = [(a.start, a.stop) for a in t.actions if a.action == COMPUTE] or (
+            [] if t.actions else [(t.start, t.stop)]
+        )
+        if not t.actions:
+            activity[COMPUTE] += clipped_seconds(computing, start, stop)
+        busy_by_lane[t.lane].extend(computing)
+        by_prefix[t.prefix] += clipped_seconds(computing, start, stop)
+    lanes = [
+        TimelineLane(labels[i], w, th, clipped_seconds(busy_by_lane.get(i, []), start, stop), [])
+        for (w, th), i in index.items()
+    ]
+    whole, per_lane = _gaps(busy_by_lane, labels, start, stop)
+    weighted = [(a, b, b - a) for ivs in busy_by_lane.values() for a, b in ivs]
+    return _Parts(
+        lanes,
+        tasks,
+        _prefix_keys(by_prefix),
+        _activity_keys(activity),
+        whole,
+        per_lane,
+        weighted,
+        0.0,
+    )
+
+
+def _binned_parts(
+    window: TimelineWindow, index: dict[tuple[str, int], int], labels: list[str]
+) -> _Parts:
+    start, stop = window.start, window.stop
+    given: dict[int, Lane] = {index[(lane.worker, lane.thread)]: lane for lane in window.lanes}
+    busy_by_lane: dict[int, list[Interval]] = defaultdict(list)
+    activity: dict[str, float] = defaultdict(float)
+    by_prefix: dict[str, float] = defaultdict(float)
+    weighted: list[tuple[float, float, float]] = []
+    widest = 0.0
+    lanes = []
+    for (worker, thread), i in index.items():
+        bins = []
+        busy = 0.0
+        lane = given.get(i)
+        for b in lane.bins if lane is not None else ():
+            widest = max(widest, b.stop - b.start)
+            computing = b.busy_s.get(COMPUTE, 0.0)
+            for name, seconds in b.busy_s.items():
+                activity[name] += seconds
+            if computing > 0:
+                busy += computing
+                busy_by_lane[i].append((b.start, b.stop))
+                weighted.append((b.start, b.stop, computing))
+            prefix = key_split(b.top_group) if b.top_group else None
+            if prefix is not None:
+                by_prefix[prefix] += computing
+            if b.tasks or any(b.busy_s.values()):
+                bins.append(
+                    TimelineBin(
+                        b.start,
+                        b.stop,
+                        dict(b.busy_s),
+                        b.tasks,
+                        b.top_group,
+                        prefix,
+                        prefix_colour(prefix) if prefix is not None else None,
+                    )
+                )
+        lanes.append(TimelineLane(labels[i], worker, thread, busy, bins))
+    whole, per_lane = _gaps(busy_by_lane, labels, start, stop)
+    return _Parts(
+        lanes,
+        [],
+        _prefix_keys(by_prefix),
+        _activity_keys(activity),
+        whole,
+        per_lane,
+        weighted,
+        widest,
+    )
+
+
+def _utilisation(
+    weighted: list[tuple[float, float, float]], start: float, stop: float, threads: int
+) -> list[UtilisationBin]:
+    if stop <= start or threads == 0:
+        return []
+    busy = spread(weighted, start, stop, UTILISATION_BINS)
+    width = (stop - start) / UTILISATION_BINS
+    return [
+        UtilisationBin(
+            start + i * width,
+            start + (i + 1) * width,
+            seconds,
+            min(1.0, seconds / (threads * width)),
+        )
+        for i, seconds in enumerate(busy)
+    ]
+
+
+def _empty(
+    cluster_id: str,
+    start: float | None,
+    stop: float | None,
+    filters: TimelineFilters,
+    extent: TimelineExtent,
+) -> TimelineView:
+    return TimelineView(
+        cluster_id=cluster_id,
+        start=start,
+        stop=stop,
+        filters=filters,
+        recorded=False,
+        raw=True,
+        resolution_s=0.0,
+        totals=TimelineTotals(0, 0, 0, 0.0, None, extent.executions, extent.first, extent.last),
+        lanes=[],
+        tasks=[],
+        prefixes=[],
+        activities=[],
+        idle_gaps=[],
+        lane_gaps=[],
+        utilisation=[],
+        slowest=[],
+    )
+
+
+# -- one key ---------------------------------------------------------------------------
+
+
+def task_detail_view(store: Store, cluster_id: str, key: str) -> TaskDetailView | None:
+    """Every execution of ``key`` (None: the cluster recorded no task of that key)."""
+    found = task_executions(store, cluster_id, key)
+    if not found:
+        return None
+    # numbered as on the timeline: among all the cluster's threads
+    extent = timeline_extent(store, cluster_id)
+    pairs = _lanes_with(
+        _cluster_lanes(store, cluster_id, extent), [(t.worker, t.thread) for t in found]
+    )
+    index = {pair: i for i, pair in enumerate(pairs)}
+    labels = _labels(pairs)
+    executions = [_task(t, index[(t.worker, t.thread)]) for t in found]
+    executions.sort(key=lambda t: t.start)
+    lanes = [
+        TimelineLane(labels[i], w, th, sum(t.compute_s for t in executions if t.lane == i), [])
+        for (w, th), i in index.items()
+    ]
+    seconds: dict[str, float] = defaultdict(float)
+    for t in executions:
+        seconds[t.prefix] += t.compute_s
+    return TaskDetailView(cluster_id, key, lanes, executions, _prefix_keys(seconds))
+
+
+# -- spans -----------------------------------------------------------------------------
+
+
+def span_of_tag(store: Store, cluster_id: str, tag_or_id: str) -> str:
+    """The id of the span named by ``tag_or_id``: a span id, or a tag carried by one
+    span (with the spans below it, which carry their parents' tags too). Raises
+    ``LookupError`` saying which spans there are when none or several match."""
+    spans, _ = span_tree_rows(store, cluster_id)
+    ids = {r["span_id"] for r in spans}
+    if tag_or_id in ids:
+        return tag_or_id
+    tagged = {r["span_id"]: r for r in spans if tag_or_id in (r["name"] or ())}
+    # the tagged spans whose parent is not tagged: the tops of the tagged subtrees
+    tops = [r for r in tagged.values() if r["parent_span_id"] not in tagged]
+    if len(tops) == 1:
+        return str(tops[0]["span_id"])
+    tags = sorted({t for r in spans for t in (r["name"] or ())})
+    if not tops:
+        known = ", ".join(repr(t) for t in tags[:20]) or "none: the cluster recorded no span"
+        raise LookupError(
+            f"no span of cluster {cluster_id} has the tag {tag_or_id!r} (tags: {known})"
+        )
+    listed = ", ".join(f"{r['span_id']} ({' / '.join(r['name'])})" for r in tops[:10])
+    raise LookupError(f"{len(tops)} spans carry the tag {tag_or_id!r}: give one's id ({listed})")
