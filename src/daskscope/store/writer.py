@@ -16,7 +16,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from daskscope import model
 from daskscope.store.engine import IMMEDIATE, Store, as_engine, display_url, short_reason
 from daskscope.store.errors import RecordConflict, WriteFailed
-from daskscope.store.schema import TABLE_FOR
+from daskscope.store.schema import TABLE_FOR, Blob
 from daskscope.text import escape_rows
 
 __all__ = ["Rejected", "write_records", "write_rows"]
@@ -333,8 +333,15 @@ def _json_upsert_sql(table: sa.Table) -> str:
     guard = " AND ".join(
         f"{name}.{quote(o)} IS NOT DISTINCT FROM excluded.{quote(o)}" for o in _owner_columns(table)
     )
+    # bytes travel as base64 text, which bytea takes as those characters: decode them
+    selected = ", ".join(
+        f"decode(encode({quote(c.name)}, 'escape'), 'base64')"
+        if isinstance(c.type, Blob)
+        else quote(c.name)
+        for c in table.columns
+    )
     return (
-        f"INSERT INTO {name} ({listed}) SELECT {listed} "
+        f"INSERT INTO {name} ({listed}) SELECT {selected} "
         f"FROM jsonb_populate_recordset(NULL::{name}, %s::jsonb) "
         f"ON CONFLICT (id) DO UPDATE SET {updates} WHERE {guard}"
     )
