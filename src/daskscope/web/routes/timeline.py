@@ -14,6 +14,7 @@ from daskscope.views import to_data
 from daskscope.views.timeline import (
     DEFAULT_BINS,
     MAX_BINS,
+    MAX_RAW_TASKS,
     TaskDetailView,
     TimelineView,
     task_detail_view,
@@ -33,6 +34,12 @@ _STOP = Query(None, description="Window stop, UTC epoch seconds (default: the la
 _COMPUTATION = Query(None, description="Only this computation's tasks.")
 _SPAN = Query(None, description="Only the tasks of this span (its id).")
 _GROUP = Query(None, description="Only this task group's tasks.")
+_MAX_TASKS = Query(
+    MAX_RAW_TASKS,
+    ge=0,
+    le=4 * MAX_RAW_TASKS,
+    description="Send every task when the window holds at most this many, else bins.",
+)
 _BINS = Query(
     DEFAULT_BINS,
     ge=1,
@@ -50,6 +57,7 @@ def _view(
     span: str | None,
     group: str | None,
     bins: int,
+    max_tasks: int,
 ) -> TimelineView:
     store = store_of(request)
     cluster_id = visible_cluster_id(request, cluster_id)
@@ -63,6 +71,7 @@ def _view(
             span_id=span or None,
             group=group or None,
             width_bins=bins,
+            max_tasks=max_tasks,
         )
     except ValueError as exc:
         raise BadRequest(str(exc), hint="start and stop are UTC epoch seconds.") from None
@@ -83,8 +92,11 @@ def timeline_page(
     computation: str | None = _COMPUTATION,
     span: str | None = _SPAN,
     group: str | None = _GROUP,
+    max_tasks: int = _MAX_TASKS,
 ) -> HTMLResponse:
-    view = _view(request, cluster_id, start, stop, computation, span, group, DEFAULT_BINS)
+    view = _view(
+        request, cluster_id, start, stop, computation, span, group, DEFAULT_BINS, max_tasks
+    )
     name = _cluster_name(store_of(request), view.cluster_id)
     return page(request, "timeline.html", title=f"Timeline · {name}", name=name, data=to_data(view))
 
@@ -104,10 +116,12 @@ def timeline_json(
     span: str | None = _SPAN,
     group: str | None = _GROUP,
     bins: int = _BINS,
+    max_tasks: int = _MAX_TASKS,
 ) -> Response:
     """The same JSON as ``daskscope timeline ID --json``. A window holding few tasks
     lists each (``raw``); a larger one bins each thread's time (``lanes[].bins``)."""
-    return view_response(_view(request, cluster_id, start, stop, computation, span, group, bins))
+    view = _view(request, cluster_id, start, stop, computation, span, group, bins, max_tasks)
+    return view_response(view)
 
 
 @api.get(

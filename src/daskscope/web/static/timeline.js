@@ -168,7 +168,7 @@
   const number = (v) => (v === null || v === undefined ? null : Number(v).toFixed(6));
   function wanted() {
     const p = new URLSearchParams();
-    for (const key of [...FILTERS, "start", "stop"]) {
+    for (const key of [...FILTERS, "start", "stop", "max_tasks"]) {
       const v = ds.state.get(key);
       if (v) p.set(key, v);
     }

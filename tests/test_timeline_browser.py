@@ -1,0 +1,211 @@
+"""The task timeline page in Debian's Chromium, on a real recorded run: one row per worker
+thread (the y tick labels against Dask's task stream), axis titles and legend, a zoom
+that asks the server for a narrower window and draws its tasks, a hover naming the task,
+the window in the URL and Back restoring it, and the links from the cluster page.
+Screenshots at 1440x900 and 390x844 go to test-artifacts/screenshots/."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlsplit
+
+import pytest
+
+from test_timeline_view import record_run
+from webutil import serving
+
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = Path(
+    os.environ.get(
+        "DASKSCOPE_SCREENSHOTS",
+        Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots",
+    )
+)
+FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="Debian's chromium is not installed (./dev test installs it)"
+)
+sync_api = pytest.importorskip("playwright.sync_api")
+
+from daskscope.web import create_app  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('timeline-page') / 'store.db'}"
+    recorded = record_run(url)
+    app = create_app(url)
+    with serving(app) as base:
+        yield {**recorded, "base": base}
+    app.state.store.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def open_page(browser: Any) -> Iterator[Any]:
+    contexts, errors = [], []
+
+    def opener(width: int = 1440, height: int = 900) -> Any:
+        context = browser.new_context(
+            viewport={"width": width, "height": height}, reduced_motion="reduce"
+        )
+        context.add_init_script("window.daskscopeAnimations = false")
+        contexts.append(context)
+        page = context.new_page()
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.set_default_timeout(20_000)
+        return page
+
+    yield opener
+    for context in contexts:
+        context.close()
+    assert not errors, errors
+
+
+def texts(page: Any, selector: str) -> list[str]:
+    return list(page.locator(selector).evaluate_all("els => els.map((e) => e.textContent)"))
+
+
+def query(page: Any) -> dict[str, str]:
+    return dict(parse_qsl(urlsplit(page.url).query))
+
+
+def drawn(page: Any) -> None:
+    page.wait_for_selector("#timeline .main-svg")
+    page.wait_for_function("document.body.dataset.window !== undefined")
+
+
+def shot(page: Any, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def lanes_of(site: dict[str, Any]) -> set[tuple[str, int]]:
+    return {(t["worker"], t["thread"]) for t in site["stream"]}
+
+
+def test_one_row_per_thread_with_titles_and_legend(site: dict[str, Any], open_page: Any) -> None:
+    page = open_page()
+    page.goto(f"{site['base']}/clusters/{site['cluster_id']}/timeline")
+    drawn(page)
+    labels = texts(page, "#timeline .yaxislayer-above .ytick text")
+    # one row per worker thread Dask's task stream saw, labelled "host:port · n"
+    truth = lanes_of(site)
+    assert len(labels) == len(truth) == 4
+    assert {label.split(" · ")[0] for label in labels} == {w.split("://")[1] for w, _ in truth}
+    assert texts(page, "#timeline .g-xtitle text")[0].startswith("Time (s after ")
+    assert "Worker thread" in texts(page, "#timeline .g-ytitle text")
+    legend = texts(page, "#timeline .legend .legendtext")
+    assert "slow" in legend and "no thread computing" in legend and "threads busy" in legend
+    assert page.evaluate("document.body.dataset.mode") == "raw"
+    stats = page.locator('[data-stat="tasks"]').inner_text()
+    assert stats == f"{len(site['stream']):,}"
+    # the slowest tasks are listed, the slowest first
+    first = page.locator("#slowest tbody tr").first.locator("button.key-link").inner_text()
+    assert first.startswith("slow-")
+    shot(page, "timeline-1440")
+
+
+def test_zoom_fetches_a_narrower_window_and_back_restores_it(
+    site: dict[str, Any], open_page: Any
+) -> None:
+    page = open_page()
+    # a window of more than 20 tasks comes as bins
+    page.goto(f"{site['base']}/clusters/{site['cluster_id']}/timeline?max_tasks=20")
+    drawn(page)
+    assert page.evaluate("document.body.dataset.mode") == "binned"
+    whole = page.evaluate("document.body.dataset.window")
+    slowest = page.evaluate("ds.data().slowest[0]")
+    origin = page.evaluate("ds.data().totals.first")
+    a, b = slowest["start"] - origin - 0.01, slowest["stop"] - origin + 0.01
+    with page.expect_response(lambda r: "/timeline?" in r.url and "/api/v1/" in r.url) as answer:
+        page.evaluate(
+            "([a, b]) => Plotly.relayout('timeline', {'xaxis.range[0]': a, 'xaxis.range[1]': b})",
+            [a, b],
+        )
+    body = answer.value.json()
+    assert body["raw"] is True
+    assert body["start"] == pytest.approx(origin + a, abs=1e-5)
+    assert body["stop"] == pytest.approx(origin + b, abs=1e-5)
+    assert slowest["key"] in {t["key"] for t in body["tasks"]}
+    page.wait_for_function("document.body.dataset.mode === 'raw'")
+    # the window is in the URL
+    asked = query(page)
+    assert float(asked["start"]) == pytest.approx(origin + a, abs=1e-5)
+    assert float(asked["stop"]) == pytest.approx(origin + b, abs=1e-5)
+    # a hover over the slow task's bar names it
+    point = page.evaluate(
+        """(key) => {
+          const gd = document.getElementById('timeline');
+          const L = gd._fullLayout;
+          const v = gd.data.find((t) => t.customdata && t.customdata.includes(key));
+          const i = v.customdata.indexOf(key);
+          const x = L.xaxis.l2p(v.base[i] + v.x[i] / 2) + L._size.l;
+          const y = L.yaxis.l2p(L.yaxis.d2l(v.y[i])) + L._size.t;
+          const box = gd.getBoundingClientRect();
+          return [box.left + x, box.top + y];
+        }""",
+        slowest["key"],
+    )
+    page.mouse.move(*point)
+    page.wait_for_selector("#timeline .hoverlayer .hovertext")
+    hover = " ".join(texts(page, "#timeline .hoverlayer .hovertext text"))
+    assert slowest["key"] in hover and "compute" in hover
+    # a click shows every execution of the key
+    page.mouse.click(*point)
+    page.wait_for_selector("#task-executions")
+    assert page.locator("#task-detail .task-key code").inner_text() == slowest["key"]
+    # Back: the whole run again, as bins
+    page.go_back()
+    page.wait_for_function(f"document.body.dataset.window === {whole!r}")
+    assert page.evaluate("document.body.dataset.mode") == "binned"
+    assert "start" not in query(page)
+
+
+def test_phone_screenshot(site: dict[str, Any], open_page: Any) -> None:
+    page = open_page(390, 844)
+    page.goto(f"{site['base']}/clusters/{site['cluster_id']}/timeline")
+    drawn(page)
+    assert len(texts(page, "#timeline .yaxislayer-above .ytick text")) == 4
+    # nothing wider than the screen
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    shot(page, "timeline-390")
+
+
+def test_a_group_link_from_the_cluster_page(site: dict[str, Any], open_page: Any) -> None:
+    page = open_page()
+    cluster_id = site["cluster_id"]
+    page.goto(f"{site['base']}/clusters/{cluster_id}")
+    link = page.locator("#top-task-groups a.timeline-link").first
+    group = link.get_attribute("data-group")
+    assert group
+    link.click()
+    page.wait_for_url(f"**/clusters/{cluster_id}/timeline?group={quote(group, safe='')}")
+    drawn(page)
+    assert page.locator('.filter[data-filter="group"] .filter-value').inner_text() == group
+    keys = page.evaluate("ds.data().tasks.map((t) => t.group)")
+    assert keys and set(keys) == {group}
+    # the Timeline link of the cluster page, and the filter cleared
+    page.locator(".clear-filter[data-filter='group']").click()
+    page.wait_for_function("document.getElementById('filters').hidden")
+    assert "group" not in query(page)
+    assert page.evaluate("document.body.dataset.loads") == "1"
+    page.goto(f"{site['base']}/clusters/{cluster_id}")
+    page.locator("a#timeline-tab").click()
+    page.wait_for_url(f"**/clusters/{cluster_id}/timeline")
+    drawn(page)
+    assert page.locator('[data-stat="tasks"]').inner_text() == f"{len(site['stream']):,}"
