@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from daskscope.analysis.cost import HOUR, RatesOf, cost
+from daskscope.analysis.cost import GIB, HOUR, RatesOf, cost
 
 __all__ = ["account_statistics", "cost", "member_usage"]
 
@@ -50,35 +50,47 @@ def account_statistics(per_account: Iterable[Row], rates: RatesOf) -> dict[str, 
     return totals
 
 
+def _pricing(rates: Mapping[str, Any]) -> tuple[float, float] | None:
+    """Cost per core-second and per memory-limit byte-second at ``rates`` (what
+    :func:`cost` multiplies by), None without a core price; taken once per account."""
+    per_core = rates.get("per_core_hour")
+    if per_core is None:
+        return None
+    per_gib = rates.get("per_gib_hour")
+    return float(per_core) / HOUR, 0.0 if per_gib is None else float(per_gib) / GIB / HOUR
+
+
 def member_usage(weekly: Iterable[Row], rates: RatesOf) -> dict[str, Any]:
-    """Weekly rows of ``store.analytics.weekly_usage`` shaped for stacked bars.
+    """Weekly rows of ``store.analytics.weekly_usage`` as one series per member.
 
     Returns ``{"weeks": [week_start...], "members": [{"user", "cluster_hours",
-    "compute_hours", "cost"}]}`` where each series has one value per week (0 where the
-    member had no cluster that week). Members are the users; accounts are summed.
+    "compute_hours", "cost", "clusters"}]}`` where each series has one value per week (0
+    where the member had no cluster that week). Members are the users; accounts are
+    summed, each priced at its own rates (0 where unpriced).
     """
     rows = list(weekly)
     weeks = sorted({r["week_start"] for r in rows})
     index = {w: i for i, w in enumerate(weeks)}
     members: dict[str, dict[str, Any]] = {}
-    cache: dict[Any, Mapping[str, Any]] = {}
+    prices: dict[Any, tuple[float, float] | None] = {}
     for r in rows:
-        m = members.setdefault(
-            r["user"],
-            {
+        m = members.get(r["user"])
+        if m is None:
+            m = members[r["user"]] = {
                 "user": r["user"],
                 "cluster_hours": [0.0] * len(weeks),
                 "compute_hours": [0.0] * len(weeks),
                 "cost": [0.0] * len(weeks),
                 "clusters": [0] * len(weeks),
-            },
-        )
+            }
         i = index[r["week_start"]]
         m["cluster_hours"][i] += r["cluster_seconds"] / HOUR
         m["compute_hours"][i] += r["compute_seconds"] / HOUR
         m["clusters"][i] += r["clusters"]
-        if r["account"] not in cache:
-            cache[r["account"]] = rates(r["account"])
-        value = cost(r["core_seconds"], r["memory_limit_byte_seconds"], cache[r["account"]])
-        m["cost"][i] += value or 0.0
+        account = r["account"]
+        if account not in prices:
+            prices[account] = _pricing(rates(account))
+        price = prices[account]
+        if price is not None:
+            m["cost"][i] += r["core_seconds"] * price[0] + r["memory_limit_byte_seconds"] * price[1]
     return {"weeks": weeks, "members": sorted(members.values(), key=lambda m: m["user"])}

@@ -90,6 +90,24 @@ clusters = _record_table(
     ("user", "started_at"),
     ("started_at",),
 )
+# Covers the account page's weekly usage per member (store.analytics.weekly_usage): every
+# column it reads, so the grouping reads the index, not the wide rows (migration 0008)
+sa.Index(
+    "ix_clusters_usage",
+    *(
+        clusters.c[name]
+        for name in (
+            "user",
+            "account",
+            "started_at",
+            "stopped_at",
+            "last_seen_at",
+            "core_seconds",
+            "compute_seconds",
+            "memory_limit_byte_seconds",
+        )
+    ),
+)
 computations = _record_table(model.ComputationRecord, "computations", ("cluster_id", "started_at"))
 # Leads with cluster_id, so it also serves "all groups of a cluster".
 task_groups = _record_table(model.TaskGroupRecord, "task_groups", ("cluster_id", "computation_id"))
