@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
+from daskscope.analysis.cluster import subtree_ids
 from daskscope.store import schema as s
 from daskscope.store.engine import Store, as_engine
 
@@ -24,6 +25,8 @@ __all__ = [
     "group_page",
     "group_summary",
     "selected_groups",
+    "span_prefixes",
+    "span_scope_ids",
     "task_group_page",
 ]
 
@@ -52,11 +55,61 @@ BRIEF_COLUMNS = (
 _TOTALS = ("tasks_total", "tasks_executed", "tasks_erred", "nbytes_total", "duration_s")
 
 
-def _scope(cluster_id: str, computation_id: str | None) -> sa.ColumnElement[bool]:
+def _scope(
+    cluster_id: str, computation_id: str | None, span_ids: set[str] | None = None
+) -> sa.ColumnElement[bool]:
     where = _g.cluster_id == cluster_id
     if computation_id is not None:
         where = sa.and_(where, _g.computation_id == computation_id)
+    if span_ids is not None:
+        where = sa.and_(where, _g.span_id.in_(sorted(span_ids)))
     return where
+
+
+def span_scope_ids(
+    conn: sa.Connection, cluster_id: str, *, span_id: str | None, tag: str | None
+) -> set[str] | None:
+    """The spans a span filter stands for: ``span_id`` and its subtree, the spans tagged
+    ``tag``, or both at once (their intersection); None when ``span_id`` names no span
+    of the cluster. Groups carry the span they ran in, the innermost one, so a span's
+    groups are those of every span of its subtree."""
+    sp = s.spans.c
+    query = sa.select(sp.span_id, sp.parent_span_id, sp.name).where(sp.cluster_id == cluster_id)
+    spans = [dict(r._mapping) for r in conn.execute(query)]
+    wanted = {r["span_id"] for r in spans}
+    if span_id is not None:
+        wanted = subtree_ids(spans, span_id)
+        if not wanted:
+            return None
+    if tag is not None:
+        wanted &= {r["span_id"] for r in spans if tag in (r["name"] or ())}
+    return wanted
+
+
+def span_prefixes(conn: sa.Connection, cluster_id: str, span_ids: set[str] | None) -> Row:
+    """Of the groups that ran in ``span_ids`` (None: all groups): per prefix their count
+    and summed tasks, bytes and seconds (summed by the database), and the computations
+    they belong to."""
+    where = _scope(cluster_id, None, span_ids)
+    sums = [sa.func.coalesce(sa.func.sum(getattr(_g, c)), 0).label(c) for c in _TOTALS]
+    by_prefix = (
+        sa.select(_g.prefix.label("name"), sa.func.count().label("group_count"), *sums)
+        .where(where)
+        .group_by(_g.prefix)
+        .order_by(_g.prefix)
+    )
+    prefixes = _rows(conn, by_prefix)
+    for p in prefixes:
+        for c in _TOTALS:
+            p[c] = (float if c == "duration_s" else int)(p[c])
+        p["group_count"] = int(p["group_count"])
+    computations = conn.execute(
+        sa.select(_g.computation_id)
+        .where(where, _g.computation_id.is_not(None))
+        .group_by(_g.computation_id)
+        .order_by(_g.computation_id)
+    ).scalars()
+    return {"prefixes": prefixes, "computations": list(computations)}
 
 
 def _rows(conn: sa.Connection, query: sa.Select[Any]) -> list[Row]:
@@ -125,11 +178,13 @@ def group_page(
     offset: int,
     limit: int,
     computation_id: str | None = None,
+    span_ids: set[str] | None = None,
 ) -> Row:
-    """Groups ``offset`` to ``offset + limit`` of the full list (full rows) and ``total``."""
+    """Groups ``offset`` to ``offset + limit`` of the full list (full rows) and ``total``;
+    with ``span_ids``, only the groups that ran in those spans."""
     if offset < 0 or limit < 1:
         raise ValueError(f"offset must be >= 0 and limit >= 1, got {offset} and {limit}")
-    where = _scope(cluster_id, computation_id)
+    where = _scope(cluster_id, computation_id, span_ids)
     total = conn.execute(sa.select(sa.func.count()).where(where)).scalar_one()
     query = sa.select(s.task_groups).where(where).order_by(*GROUP_ORDER)
     groups = _rows(conn, query.offset(offset).limit(limit))
@@ -241,12 +296,25 @@ def task_group_page(
     offset: int,
     limit: int,
     computation_id: str | None = None,
+    span_id: str | None = None,
+    tag: str | None = None,
 ) -> Row | None:
-    """:func:`group_page` over a store; None when ``computation_id`` is not one of the
-    cluster's computations."""
+    """:func:`group_page` over a store, optionally of a span filter
+    (:func:`span_scope_ids`); None when ``computation_id`` or ``span_id`` names nothing
+    of the cluster's."""
     with as_engine(store).connect() as conn:
         if computation_id is not None and not find_computation(conn, cluster_id, computation_id):
             return None
+        span_ids = None
+        if span_id is not None or tag is not None:
+            span_ids = span_scope_ids(conn, cluster_id, span_id=span_id, tag=tag)
+            if span_ids is None:
+                return None
         return group_page(
-            conn, cluster_id, offset=offset, limit=limit, computation_id=computation_id
+            conn,
+            cluster_id,
+            offset=offset,
+            limit=limit,
+            computation_id=computation_id,
+            span_ids=span_ids,
         )

@@ -4,7 +4,8 @@ and the profile as a flame graph."""
 
 from __future__ import annotations
 
-from typing import Literal
+import hashlib
+from typing import Any, Literal
 from urllib.parse import quote
 
 import dask.config
@@ -15,10 +16,17 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from daskscope.analysis.flamegraph import icicle, merge_trees
 from daskscope.store import profile_trees
 from daskscope.store.groups import find_computation
-from daskscope.views import ClusterView, ComputationGraph, cluster_view, computation_view, to_data
+from daskscope.views import (
+    ClusterView,
+    ComputationGraph,
+    cluster_view,
+    computation_view,
+    to_data,
+    to_json,
+)
 from daskscope.views.computation import MAX_GRAPH_GROUPS
 from daskscope.views.fine_metrics import FineMetricsView, fine_metrics_view
-from daskscope.views.groups import GroupPage, group_page_view
+from daskscope.views.groups import GroupPage, SpanScope, group_page_view, span_scope_view
 from daskscope.views.workers import WorkersView, workers_view
 from daskscope.web.errors import NotFound
 from daskscope.web.render import page
@@ -27,7 +35,6 @@ from daskscope.web.routes.common import (
     json_response,
     label,
     store_of,
-    view_response,
     visible_cluster_id,
 )
 
@@ -38,6 +45,18 @@ api = APIRouter(tags=["clusters"])
 
 DEFAULT_GROUP_PAGE = 1000
 MAX_GROUP_PAGE = 10_000
+
+
+def _tagged_response(request: Request, view: Any) -> Response:
+    """A view as JSON with an ETag of its bytes: a live page polling with
+    If-None-Match gets an empty 304 while nothing changed."""
+    body = to_json(view)
+    etag = f'"{hashlib.blake2b(body, digest_size=16).hexdigest()}"'
+    headers = {"ETag": etag, "Cache-Control": "no-cache"}
+    sent = request.headers.get("if-none-match", "")
+    if any(tag.strip().removeprefix("W/") == etag for tag in sent.split(",")):
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
 
 
 def _view_of(request: Request, cluster_id: str, groups: int, groups_by: str) -> ClusterView:
@@ -75,7 +94,7 @@ def cluster_json(
 ) -> Response:
     """The cluster's view: the same JSON as ``daskscope show ID --json`` (which asks
     for ``groups=1000``)."""
-    return view_response(_view_of(request, cluster_id, groups, groups_by))
+    return _tagged_response(request, _view_of(request, cluster_id, groups, groups_by))
 
 
 @api.get(
@@ -89,7 +108,7 @@ def workers_json(request: Request, cluster_id: str) -> Response:
     time; for the cluster: the memory split summed over workers, against the summed
     memory limit; departures with their reason (only ``lost`` is a loss)."""
     store = store_of(request)
-    return view_response(workers_view(store, visible_cluster_id(request, cluster_id)))
+    return _tagged_response(request, workers_view(store, visible_cluster_id(request, cluster_id)))
 
 
 @api.get(
@@ -105,7 +124,7 @@ def graph_json(request: Request, cluster_id: str, computation_id: str) -> Respon
     graph = computation_view(store, cluster_id, computation_id, all_groups_url=url)
     if graph is None:
         raise NotFound(f"cluster {cluster_id} has no computation {computation_id!r}")
-    return view_response(graph)
+    return _tagged_response(request, graph)
 
 
 def _groups_url(cluster_id: str) -> str:
@@ -126,6 +145,10 @@ def task_groups_json(
         DEFAULT_GROUP_PAGE, ge=1, le=MAX_GROUP_PAGE, description="Groups in this page."
     ),
     computation: str | None = Query(None, description="Only this computation's groups."),
+    span: str | None = Query(
+        None, description="Only the groups that ran in this span or the spans below it."
+    ),
+    tag: str | None = Query(None, description="Only the groups that ran in spans with this tag."),
 ) -> Response:
     """Groups in one stable order (start, name, id), so that following ``next`` from
     offset 0 yields every group exactly once; ``total`` is how many there are."""
@@ -133,11 +156,44 @@ def task_groups_json(
     cluster_id = visible_cluster_id(request, cluster_id)
     url = _groups_url(cluster_id)
     found = group_page_view(
-        store, cluster_id, offset=offset, limit=limit, computation=computation, url=url
+        store,
+        cluster_id,
+        offset=offset,
+        limit=limit,
+        computation=computation,
+        url=url,
+        span=span,
+        tag=tag,
     )
     if found is None:
-        raise NotFound(f"cluster {cluster_id} has no computation {computation!r}")
-    return view_response(found)
+        what = f"computation {computation!r}" if span is None else f"computation or span {span!r}"
+        raise NotFound(
+            f"cluster {cluster_id} has no {what}; the cluster's page lists its spans "
+            "and computations"
+        )
+    return _tagged_response(request, found)
+
+
+@api.get(
+    "/clusters/{cluster_id}/prefixes",
+    summary="Task prefixes and computations of a span's subtree or of spans with a tag",
+    response_class=Response,
+    responses=described(SpanScope),
+)
+def prefixes_json(
+    request: Request,
+    cluster_id: str,
+    span: str | None = Query(None, description="Only this span and the spans below it."),
+    tag: str | None = Query(None, description='Only spans with this tag, e.g. "data load".'),
+) -> Response:
+    """Per task prefix, the groups that ran in the spans asked for, counted and summed
+    by the database; with neither filter, every group of the cluster."""
+    store = store_of(request)
+    cluster_id = visible_cluster_id(request, cluster_id)
+    view = span_scope_view(store, cluster_id, span=span, tag=tag)
+    if view is None:
+        raise NotFound(f"cluster {cluster_id} has no span {span!r}; its page lists its spans")
+    return _tagged_response(request, view)
 
 
 def _profile_interval() -> float:
@@ -191,4 +247,4 @@ def metrics_json(
     view = fine_metrics_view(store, cluster_id, tag=tag, span_id=span)
     if view is None:
         raise NotFound(f"cluster {cluster_id} has no span {span!r}")
-    return view_response(view)
+    return _tagged_response(request, view)

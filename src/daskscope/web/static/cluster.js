@@ -9,6 +9,7 @@
   const TABS = [...document.querySelectorAll("#tabs [role=tab]")].map((t) => t.dataset.tab);
   const shown = new Set(); // tabs drawn at least once
   let metricsKey = null; // the span filter the fine metrics were drawn for
+  let workersStale = false; // live mode has newer samples than the charts drawn
 
   // --- tabs -------------------------------------------------------------------------
   const tabOf = () => {
@@ -27,7 +28,8 @@
     const first = !shown.has(tab);
     shown.add(tab);
     if (tab === "overview") window.dsPrefixes.shown(document.getElementById("prefix-chart"));
-    if (tab === "workers" && first && window.dsWorkers) {
+    if (tab === "workers" && (first || workersStale) && window.dsWorkers) {
+      workersStale = false;
       window.dsWorkers.render(document.getElementById("workers-charts"), clusterId, data);
     }
     if (tab === "spans") drawMetrics();
@@ -35,10 +37,10 @@
     if (tab === "reports" && first) drawReports();
   }
 
-  function drawMetrics() {
+  function drawMetrics(force) {
     const options = window.dsSpans.metricsOptions();
     const key = JSON.stringify(options);
-    if (!shown.has("spans") || key === metricsKey || !window.dsMetrics) return;
+    if (!shown.has("spans") || (key === metricsKey && !force) || !window.dsMetrics) return;
     metricsKey = key;
     window.dsMetrics.render(document.getElementById("fine-metrics"), clusterId, data, options);
   }
@@ -115,7 +117,15 @@
     if (bad !== undefined) el.classList.toggle("bad", bad);
   }
 
-  function refreshFrom(view) {
+  // Workers' charts: drawn again now when in sight, else when their tab is next shown
+  async function refreshWorkers() {
+    if (!shown.has("workers")) return;
+    if (tabOf() !== "workers") { workersStale = true; return; }
+    const body = await window.dsLive.changed(`${base}/workers`);
+    if (body) await window.dsWorkers.render(document.getElementById("workers-charts"), clusterId, data, body);
+  }
+
+  async function refreshFrom(view) {
     const st = view.statistics;
     setStat("duration", ds.duration(st.duration_s));
     setStat("workers", `${ds.num(st.workers_peak)} · ${ds.num(st.threads_peak)} threads`);
@@ -127,8 +137,11 @@
     data = { ...data, ...view };
     window.dsComputations.update(view.computations, view.activity_colours);
     window.dsProfile.fillScopes(view.computations);
+    window.dsLive.update(view);
     window.dsSpans.refresh(data);
-    applySpan();
+    await window.dsSpans.apply();
+    drawMetrics(true); // new spans' metrics (only when its tab has been shown)
+    await refreshWorkers();
     if (!view.running) {
       document.getElementById("running-badge").hidden = true;
       document.getElementById("stopped-at").textContent = ds.utc(view.cluster.stopped_at);
@@ -138,16 +151,20 @@
 
   async function poll() {
     let view = null;
+    let running = true;
     try {
-      view = await ds.json(base);
+      view = await window.dsLive.changed(base); // null: unchanged since the last poll
+      if (view) {
+        running = view.running;
+        await refreshFrom(view);
+      }
+      document.getElementById("live-note").textContent = running ? " · live" : " · stopped: live updates ended";
+      document.getElementById("live-checked").textContent = running ? `, checked ${ds.utc(Date.now() / 1000)} UTC` : "";
+      document.body.dataset.livePolls = String(Number(document.body.dataset.livePolls || 0) + 1);
     } catch (err) {
       document.getElementById("live-note").textContent = ` · live update failed (${err.message}); retrying`;
     }
-    if (view) {
-      refreshFrom(view);
-      document.body.dataset.livePolls = String(Number(document.body.dataset.livePolls || 0) + 1);
-    }
-    if (!view || view.running) window.setTimeout(poll, LIVE_SECONDS * 1000);
+    if (running) window.setTimeout(poll, LIVE_SECONDS * 1000);
     else document.body.dataset.live = "stopped";
   }
 

@@ -65,22 +65,10 @@ window.dsPrefixes = (() => {
     }), ds.config).then(() => { div.dataset.ready = "1"; });
   }
 
-  // Per prefix: tasks and seconds summed over task groups (the span filter's rows)
-  function fromGroups(groups) {
-    const by = new Map();
-    for (const g of groups) {
-      const p = by.get(g.prefix) || { name: g.prefix, tasks_executed: 0, duration_s: 0 };
-      p.tasks_executed += g.tasks_executed;
-      p.duration_s += g.duration_s;
-      by.set(g.prefix, p);
-    }
-    return [...by.values()];
-  }
-
   // Its tab was shown: draw what was asked while it was hidden
   function shown(div) {
     return div && div.dataset.pending ? draw(div, div.dsPrefixes) : Promise.resolve();
   }
 
-  return { draw, shown, fromGroups, TOP };
+  return { draw, shown, TOP };
 })();

@@ -1,13 +1,10 @@
 // Cluster page: the span filter (?span= a span id or a tag). A span stands for its
-// subtree, a tag for every span carrying it; the page's prefixes and computations are
-// recomputed from the task groups that ran in those spans.
+// subtree, a tag for every span carrying it; the server sums the prefixes of the task
+// groups that ran in those spans and names their computations (/prefixes?span=|tag=).
 "use strict";
 window.dsSpans = (() => {
-  const MAX_GROUPS = 50000; // groups read for a filter (pages of 10,000)
   let data = null;
   let base = "";
-  let groups = null; // every task group's span, computation and figures, read once
-  let groupsCut = false;
 
   // {ids, name, tag} of a span= value; null when it names nothing on this page
   function resolve(value) {
@@ -26,24 +23,20 @@ window.dsSpans = (() => {
     return null;
   }
 
-  async function allGroups() {
-    if (groups) return groups;
-    const rows = [];
-    let url = `${base}/task-groups?limit=10000`;
-    while (url && rows.length < MAX_GROUPS) {
-      const page = await ds.json(url);
-      rows.push(...page.groups);
-      url = page.next;
-    }
-    groupsCut = Boolean(url);
-    groups = rows;
-    return groups;
+  let scopes = new Map(); // query -> the server's answer, until live mode brings a new view
+  let applying = 0; // the latest apply(); an earlier one still waiting draws nothing
+
+  // What ran in the selected spans, summed by the server
+  function scopeOf(selected) {
+    const query = selected.spanId ? `span=${encodeURIComponent(selected.spanId)}` : `tag=${encodeURIComponent(selected.tag)}`;
+    if (!scopes.has(query)) scopes.set(query, ds.json(`${base}/prefixes?${query}`));
+    return scopes.get(query);
   }
 
-  // A fresh view (live mode): its spans, and groups read again when needed
+  // A fresh view (live mode): its spans, and scopes asked again
   function refresh(view) {
     data = view;
-    groups = null;
+    scopes = new Map();
   }
 
   function mark(selected) {
@@ -61,6 +54,7 @@ window.dsSpans = (() => {
 
   // Apply the URL's span filter to prefixes, computations and fine metrics
   async function apply() {
+    const mine = ++applying;
     const selected = resolve(ds.state.get("span"));
     mark(selected);
     document.body.dataset.span = selected ? ds.state.get("span") : "";
@@ -73,16 +67,17 @@ window.dsSpans = (() => {
       await window.dsPrefixes.draw(chart, data.task_prefixes);
       document.getElementById("no-prefixes").hidden = data.task_prefixes.length > 0;
     } else {
-      const rows = (await allGroups()).filter((g) => selected.ids.has(g.span_id));
-      note.textContent = groupsCut ? `(from the first ${ds.count(MAX_GROUPS)} task groups)` : "";
-      const prefixes = window.dsPrefixes.fromGroups(rows);
+      const scope = await scopeOf(selected);
+      if (mine !== applying) return selected; // a later filter was asked meanwhile
+      note.textContent = "";
+      const prefixes = scope.task_prefixes;
       document.getElementById("prefix-note").textContent =
-        `Task prefixes of the ${ds.count(rows.length)} task groups that ran in span ${selected.name}.`;
-      window.dsComputations.filter(new Set(rows.map((g) => g.computation_id)), `span ${selected.name}`);
+        `Task prefixes of the ${ds.count(scope.group_count)} task groups that ran in span ${selected.name}.`;
+      window.dsComputations.filter(new Set(scope.computations), `span ${selected.name}`);
       await window.dsPrefixes.draw(chart, prefixes);
       document.getElementById("no-prefixes").hidden = prefixes.length > 0;
     }
-    document.body.dataset.spanApplied = selected ? ds.state.get("span") : "";
+    if (mine === applying) document.body.dataset.spanApplied = selected ? ds.state.get("span") : "";
     return selected;
   }
 
@@ -94,9 +89,11 @@ window.dsSpans = (() => {
   function init(pageData, apiBase, choose) {
     data = pageData;
     base = apiBase;
-    for (const b of document.querySelectorAll("button.span-link")) {
-      b.addEventListener("click", () => choose(ds.state.get("span") === b.dataset.span ? null : b.dataset.span));
-    }
+    // Delegated: live mode redraws the span table
+    document.getElementById("panel-spans").addEventListener("click", (ev) => {
+      const b = ev.target.closest("button.span-link");
+      if (b) choose(ds.state.get("span") === b.dataset.span ? null : b.dataset.span);
+    });
     const tag = document.getElementById("span-tag");
     if (tag) tag.addEventListener("change", () => choose(tag.value || null));
     document.getElementById("span-filter-clear").addEventListener("click", () => choose(null));

@@ -198,9 +198,10 @@ window.dsWorkers = (() => {
     return el("details", { className: "dsw-departures" }, el("summary", {}, `Worker departures (${body.departures.length}): red lines are losses; grey dotted lines a normal close, retirement or restart`), el("ul", {}, ...items));
   }
 
-  async function render(element, clusterId) {
+  // body: the /workers answer when the caller has it (live mode)
+  async function render(element, clusterId, _pageData, fresh) {
     element.dataset.ready = "";
-    const body = await ds.json(`/api/v1/clusters/${encodeURIComponent(clusterId)}/workers`);
+    const body = fresh || await ds.json(`/api/v1/clusters/${encodeURIComponent(clusterId)}/workers`);
     // 10.0.0.2 before 10.0.0.10
     const names = Object.keys(body.workers).sort((a, b) => a.localeCompare(b, "en", { numeric: true }));
     if (!names.length) {
