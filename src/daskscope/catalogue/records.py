@@ -143,6 +143,9 @@ FIGURES: tuple[Figure, ...] = (
            "Σ output bytes of the subtree's tasks", "`Span.nbytes_total`"),
     Figure("span", "group_count", "task groups", "count",
            "task groups of the subtree", "`Span.groups`"),
+    Figure("span", "wall_s", "wall time", "seconds",
+           "`stopped_at − started_at` (for spans matched by a tag, the latest stop − the "
+           "earliest start); absent until done", "`Span.start`, `Span.stop`", "lower"),
     # -- worker sample (one worker at one instant)
     Figure("worker", "sampled_at", "sampled", "timestamp",
            "the round's instant; every worker is sampled at the same instant of a round "

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import click
 from rich.console import Console
 
+from daskscope.cli.compare import COMMANDS as COMPARE_COMMANDS
 from daskscope.cli.export import export_group
 from daskscope.cli.identity import account_group, token_group, user_group
 from daskscope.cli.runs import run_command, runs_command
@@ -249,6 +250,8 @@ cli.add_command(export_group)  # cli/export.py
 
 
 for _command in (runs_command, run_command):  # workflow runs (cli/runs.py)
+    cli.add_command(_command)
+for _command in COMPARE_COMMANDS:  # compare, history, regressions (cli/compare.py)
     cli.add_command(_command)
 
 

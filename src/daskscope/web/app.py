@@ -15,8 +15,17 @@ from daskscope.web import errors
 from daskscope.web.auth import authenticate
 from daskscope.web.auth import pages as login_pages
 from daskscope.web.limits import BodyLimit
-from daskscope.web.routes import account, apidocs, assets, clusters, ingest, reports, runs
-from daskscope.web.routes import exports
+from daskscope.web.routes import (
+    account,
+    apidocs,
+    assets,
+    clusters,
+    compare,
+    exports,
+    ingest,
+    reports,
+    runs,
+)
 from daskscope.web.security import SecurityMiddleware, allowed_hosts
 
 __all__ = ["WORKER_APP_ENV", "create_app", "create_worker_app"]
@@ -48,7 +57,7 @@ def create_app(
     app.state.ingest_slots = asyncio.Semaphore(max(1, int(config.get("ingest.concurrency"))))
     errors.install(app)
     app.include_router(login_pages)
-    for module in (assets, apidocs, account, clusters, runs, reports, ingest, exports):
+    for module in (assets, apidocs, account, clusters, runs, reports, ingest, compare, exports):
         app.include_router(module.pages)
         app.include_router(module.api, prefix=API_PREFIX)
     # After the routes: /static/common.js is a route (assets), the rest plain files

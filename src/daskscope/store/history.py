@@ -1,0 +1,144 @@
+"""Runs of one recurring thing, oldest first: the spans carrying a tag, the workflow
+runs of a name, the clusters of a name; and the names that recur (what the regression
+check walks). Each query is bounded by ``limit`` (the newest runs)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import sqlalchemy as sa
+
+from daskscope.analysis.compare import tagged_spans
+from daskscope.store import schema as s
+from daskscope.store.engine import Store, as_engine
+
+__all__ = [
+    "HISTORY_LIMIT",
+    "cluster_runs",
+    "recurring_names",
+    "span_runs",
+    "tag_filter",
+    "workflow_runs",
+]
+
+Row = dict[str, Any]
+
+#: A history holds at most this many runs, the newest
+HISTORY_LIMIT = 200
+
+
+def tag_filter(tag: str) -> sa.ColumnElement[bool]:
+    """Spans whose JSON ``name`` may hold ``tag``: a text match on the stored JSON (both
+    dialects, escaped or not), to be confirmed on the decoded names."""
+    text = sa.cast(s.spans.c.name, sa.Text)
+    needles = {json.dumps(tag), json.dumps(tag, ensure_ascii=False)}
+    return sa.or_(*(text.contains(n, autoescape=True) for n in needles))
+
+
+def _account(account: str | None) -> sa.ColumnElement[bool]:
+    return s.clusters.c.account == account if account is not None else sa.true()
+
+
+def span_runs(
+    store: Store | sa.Engine,
+    tag: str,
+    *,
+    account: str | None = None,
+    cluster_id: str | None = None,
+    limit: int | None = HISTORY_LIMIT,
+) -> list[Row]:
+    """Spans tagged ``tag`` (the outermost of each tagged subtree), oldest first, each
+    with its cluster's ``cluster_name``; with ``cluster_id``, that cluster's only."""
+    sp, c = s.spans.c, s.clusters.c
+    query = (
+        sa.select(s.spans, c.name.label("cluster_name"))
+        .join(s.clusters, c.id == sp.cluster_id)
+        .where(tag_filter(tag), _account(account))
+        .order_by(sp.enqueued_at.desc(), sp.span_id)
+    )
+    if cluster_id is not None:
+        query = query.where(sp.cluster_id == cluster_id)
+    with as_engine(store).connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(query)]
+    found = [dict(r) for r in tagged_spans(rows, tag)]
+    found = found[:limit] if limit is not None else found
+    found.reverse()
+    return found
+
+
+def workflow_runs(
+    store: Store | sa.Engine, name: str, *, account: str | None = None,
+    limit: int = HISTORY_LIMIT,
+) -> list[Row]:  # fmt: skip
+    """Workflow runs named ``name``, oldest first."""
+    r = s.workflow_runs.c
+    query = sa.select(s.workflow_runs).where(r.name == name)
+    if account is not None:
+        mine = sa.select(s.clusters.c.id).where(s.clusters.c.account == account)
+        query = query.where(sa.or_(r.account == account, r.cluster_id.in_(mine)))
+    query = query.order_by(r.started_at.desc(), r.id).limit(limit)
+    with as_engine(store).connect() as conn:
+        rows = [dict(x._mapping) for x in conn.execute(query)]
+    rows.reverse()
+    return rows
+
+
+def cluster_runs(
+    store: Store | sa.Engine, name: str, *, account: str | None = None,
+    limit: int = HISTORY_LIMIT,
+) -> list[Row]:  # fmt: skip
+    """Clusters named ``name``, oldest first."""
+    c = s.clusters.c
+    query = (
+        sa.select(s.clusters)
+        .where(c.name == name, _account(account))
+        .order_by(c.started_at.desc(), c.id)
+        .limit(limit)
+    )
+    with as_engine(store).connect() as conn:
+        rows = [dict(x._mapping) for x in conn.execute(query)]
+    rows.reverse()
+    return rows
+
+
+def recurring_names(
+    store: Store | sa.Engine, *, min_runs: int, account: str | None = None,
+    since: float | None = None,
+) -> dict[str, list[str]]:  # fmt: skip
+    """Per kind ("span", "run", "cluster"), the names seen at least ``min_runs`` times
+    (span tags counted once per span; runs and clusters started on or after ``since``)."""
+    c, r, sp = s.clusters.c, s.workflow_runs.c, s.spans.c
+    with as_engine(store).connect() as conn:
+        recent = c.started_at >= since if since is not None else sa.true()
+        clusters = conn.execute(
+            sa.select(c.name)
+            .where(_account(account), recent, c.name != "")
+            .group_by(c.name)
+            .having(sa.func.count() >= min_runs)
+            .order_by(c.name)
+        ).scalars()
+        run_query = sa.select(r.name).group_by(r.name).having(sa.func.count() >= min_runs)
+        if account is not None:
+            mine = sa.select(c.id).where(c.account == account)
+            run_query = run_query.where(sa.or_(r.account == account, r.cluster_id.in_(mine)))
+        if since is not None:
+            run_query = run_query.where(r.started_at >= since)
+        runs = conn.execute(run_query.order_by(r.name)).scalars()
+        # Span names are JSON lists: count each distinct name path in the database,
+        # then add up the tags they hold.
+        names = conn.execute(
+            sa.select(sa.cast(sp.name, sa.Text), sa.func.count())
+            .join(s.clusters, c.id == sp.cluster_id)
+            .where(_account(account), recent)
+            .group_by(sa.cast(sp.name, sa.Text))
+        ).all()
+        tags: dict[str, int] = {}
+        for text, count in names:
+            for tag in set(json.loads(text)):
+                tags[str(tag)] = tags.get(str(tag), 0) + int(count)
+        return {
+            "span": sorted(t for t, n in tags.items() if n >= min_runs),
+            "run": [str(x) for x in runs],
+            "cluster": [str(x) for x in clusters],
+        }

@@ -1,0 +1,243 @@
+"""Compare on real runs: two clusters run the same span "load", B's tasks sleeping twice
+as long and one more task prefix; the comparison against durations measured in the test
+(Dask's task stream), the keys submitted, and the code each side ran."""
+
+# ruff: noqa: RUF001 (the ratio reads with a multiplication sign)
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import dask
+import pytest
+from click.testing import CliRunner
+from distributed import Client, LocalCluster, get_task_stream, span
+
+import daskscope
+from daskscope.cli.main import cli
+from daskscope.store import open_store
+from daskscope.views.compare import BadReference, compare_view, parse_reference
+from daskscope.views.encode import to_data
+
+SHORT, LONG, TASKS = 0.04, 0.08, 12
+
+
+def nap(seconds: float, i: int) -> int:
+    time.sleep(seconds)
+    return i
+
+
+def extra(i: int) -> int:
+    return i + 1
+
+
+def run_a() -> Any:
+    with span("load"):
+        return dask.compute(*[dask.delayed(nap)(SHORT, i) for i in range(TASKS)])
+
+
+def run_b() -> Any:
+    with span("load"):
+        parts = [dask.delayed(nap)(LONG, i) for i in range(TASKS)]
+        return dask.compute(*[dask.delayed(extra)(p) for p in parts])
+
+
+async def heartbeat(dask_worker: Any) -> None:
+    """Workers send their fine metrics with heartbeats: one now, so that the scheduler
+    (and the recorder) holds all of them before the flush."""
+    await dask_worker.heartbeat()
+
+
+def record(url: str, work: Any, name: str) -> dict[str, Any]:
+    """One cluster running ``work``; what Dask itself saw of it."""
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0"
+        ) as lc,
+        Client(lc) as client,
+    ):
+        cluster_id = daskscope.register(client, database=url, name=name)
+        started = time.time()
+        with get_task_stream(client) as ts:
+            work()
+        wall = time.time() - started
+        client.run(heartbeat)
+        assert daskscope.flush(client)["write_failures"] == 0
+    compute = {}
+    for t in ts.data:
+        prefix = t["key"][0].rsplit("-", 1)[0] if isinstance(t["key"], tuple) else t["key"]
+        for ss in t["startstops"]:
+            if ss["action"] == "compute":
+                compute[prefix] = compute.get(prefix, 0.0) + ss["stop"] - ss["start"]
+    return {"id": cluster_id, "compute": compute, "wall": wall}
+
+
+def recorded(url: str) -> dict[str, Any]:
+    return {"a": record(url, run_a, "compare-test"), "b": record(url, run_b, "compare-test")}
+
+
+@pytest.fixture(scope="module")
+def sqlite_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('compare') / 'store.db'}"
+    runs = recorded(url)
+    runs["url"] = url
+    yield runs
+
+
+def _prefix(key: str) -> str:
+    return key.split("-")[0]
+
+
+def check_span_comparison(url: str, runs: dict[str, Any]) -> None:
+    a, b = runs["a"], runs["b"]
+    with open_store(url) as store:
+        view = compare_view(store, f"{a['id']}/span:load", f"{b['id'][:8]}/span:load")
+    assert view.kind == "span"
+    assert view.a.cluster_id == a["id"] and view.b.cluster_id == b["id"]
+    figures = {f.id: f for f in view.figures}
+    # Task time: Dask's task stream of the same run is the ground truth
+    truth_a = sum(v for k, v in a["compute"].items() if _prefix(k) == "nap")
+    truth_b = sum(v for k, v in b["compute"].items() if _prefix(k) == "nap")
+    task_time = figures["span.duration_s"]
+    assert task_time.a == pytest.approx(sum(a["compute"].values()), rel=0.05)
+    assert task_time.b == pytest.approx(sum(b["compute"].values()), rel=0.05)
+    assert truth_b / truth_a == pytest.approx(2.0, rel=0.15)
+    assert task_time.ratio == pytest.approx(task_time.b / task_time.a)
+    assert task_time.ratio_text == f"×{task_time.ratio:,.2f}"
+    assert task_time.ratio == pytest.approx(2.0, rel=0.15)
+    # Wall time has a direction: B is worse
+    wall = figures["span.wall_s"]
+    assert wall.verdict == "worse" and wall.b > wall.a
+    assert wall.b <= b["wall"] and wall.a <= a["wall"]
+    # Task groups matched by prefix: "nap" on both sides, "extra" only in B
+    prefixes = {p.prefix: p for p in view.task_prefixes}
+    assert prefixes["nap"].status == "both"
+    assert prefixes["nap"].a_tasks == TASKS and prefixes["nap"].b_tasks == TASKS
+    assert prefixes["nap"].seconds_ratio == pytest.approx(truth_b / truth_a, rel=0.05)
+    assert view.added_prefixes == ["extra"] and view.removed_prefixes == []
+    assert prefixes["extra"].a_tasks is None and prefixes["extra"].b_tasks == TASKS
+    # Fine metrics: the execute seconds of "nap" double too
+    # (the sleep is thread-noncpu; by prefix, every activity of the task is summed)
+    by_activity = {r.key: r for r in view.activities}
+    noncpu = by_activity["thread-noncpu"]
+    assert noncpu.ratio == pytest.approx(truth_b / truth_a, rel=0.15), view.activities
+    by_prefix = {r.key: r for r in view.prefixes}
+    assert by_prefix["nap"].a >= 0.95 * truth_a and by_prefix["nap"].b >= 0.95 * truth_b
+    assert by_prefix["extra"].a is None and by_prefix["extra"].b > 0
+    # The workers each side ran on
+    cluster = {f.id: f for f in view.cluster}
+    assert cluster["cluster.threads_peak"].a == 2 and cluster["cluster.threads_peak"].b == 2
+    # The code that changed: the line of each side's compute call
+    removed = [line for line in view.code_diff if line.startswith("-") and "SHORT" in line]
+    added = [line for line in view.code_diff if line.startswith("+") and "LONG" in line]
+    assert removed and added, view.code_diff
+
+
+def test_span_compare_on_sqlite(sqlite_runs: dict[str, Any]) -> None:
+    check_span_comparison(sqlite_runs["url"], sqlite_runs)
+
+
+def test_span_compare_on_postgres(postgres_server: str) -> None:
+    import uuid
+
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(
+        postgres_server.replace("+psycopg", "") + "/postgres", autocommit=True
+    ) as c:
+        c.execute(f"CREATE DATABASE {name}")
+    url = f"{postgres_server}/{name}"
+    check_span_comparison(url, recorded(url))
+
+
+def test_cluster_and_computation_compare(sqlite_runs: dict[str, Any]) -> None:
+    a, b = sqlite_runs["a"], sqlite_runs["b"]
+    with open_store(sqlite_runs["url"]) as store:
+        view = compare_view(store, a["id"], b["id"])
+        figures = {f.id: f for f in view.figures}
+        assert figures["cluster.tasks_executed"].a == TASKS
+        assert figures["cluster.tasks_executed"].b == 2 * TASKS
+        assert figures["cluster.tasks_executed"].ratio_text == "×2.00"
+        assert figures["cluster.tasks_executed"].difference_text == f"+{TASKS}"
+        assert figures["cluster.tasks_erred"].verdict == "same"
+        assert view.added_prefixes == ["extra"]
+        comp_a = next(c for c in _computations(store, a["id"]) if c["tasks_executed"])
+        comp_b = next(c for c in _computations(store, b["id"]) if c["tasks_executed"])
+        cview = compare_view(store, f"{a['id']}/{comp_a['id'][:6]}", f"{b['id']}/{comp_b['id']}")
+    assert cview.kind == "computation"
+    cfig = {f.id: f for f in cview.figures}
+    assert cfig["computation.tasks_executed"].a == TASKS
+    assert cfig["computation.tasks_executed"].b == 2 * TASKS
+    # a computation has no fine metrics: the groups' durations by action
+    assert cview.activities_source == "task groups' durations by action"
+    compute = {r.key: r for r in cview.activities}["compute"]
+    assert compute.b / compute.a == pytest.approx(
+        sum(b["compute"].values()) / sum(a["compute"].values()), rel=0.05
+    )
+
+
+def _computations(store: Any, cluster_id: str) -> list[dict[str, Any]]:
+    import sqlalchemy as sa
+
+    from daskscope.store import schema as s
+
+    with store.engine.connect() as conn:
+        q = sa.select(s.computations).where(s.computations.c.cluster_id == cluster_id)
+        return [dict(r._mapping) for r in conn.execute(q)]
+
+
+def test_references_read_and_refused() -> None:
+    assert parse_reference("abcd1234").kind == "cluster"
+    ref = parse_reference("abcd1234/span:data/load")
+    assert (ref.kind, ref.cluster, ref.part) == ("span", "abcd1234", "data/load")
+    assert parse_reference("abcd/ef01").kind == "computation"
+    assert parse_reference("run:77aa").run == "77aa"
+    for bad in ("", "run:", "abcd/", "/x", "abcd/span:"):
+        with pytest.raises(BadReference, match=r"write|not CLUSTER"):
+            parse_reference(bad)
+
+
+def test_unlike_kinds_are_refused(sqlite_runs: dict[str, Any]) -> None:
+    with (
+        open_store(sqlite_runs["url"]) as store,
+        pytest.raises(BadReference, match="compare two of one kind"),
+    ):
+        compare_view(store, sqlite_runs["a"]["id"], f"{sqlite_runs['b']['id']}/span:load")
+
+
+def test_cli_json_equals_the_api(sqlite_runs: dict[str, Any]) -> None:
+    from fastapi.testclient import TestClient
+
+    from daskscope.web.app import create_app
+
+    a, b = f"{sqlite_runs['a']['id']}/span:load", f"{sqlite_runs['b']['id']}/span:load"
+    result = CliRunner().invoke(cli, ["--database", sqlite_runs["url"], "compare", a, b, "--json"])
+    assert result.exit_code == 0, result.output
+    with open_store(sqlite_runs["url"]) as store, TestClient(create_app(store)) as http:
+        answer = http.get("/api/v1/compare", params={"a": a, "b": b})
+        assert answer.status_code == 200
+        assert json.loads(result.output) == answer.json()
+        with open_store(sqlite_runs["url"]) as again:
+            assert answer.json() == to_data(compare_view(again, a, b))
+        bad = http.get("/api/v1/compare", params={"a": a, "b": sqlite_runs["b"]["id"]})
+        assert bad.status_code == 400 and "one kind" in bad.text
+        missing = http.get("/api/v1/compare", params={"a": a, "b": "ffffffff/span:load"})
+        assert missing.status_code == 404
+    table = CliRunner().invoke(cli, ["--database", sqlite_runs["url"], "compare", a, b])
+    assert table.exit_code == 0, table.output
+    assert "task time" in table.output and "×" in table.output and "extra" in table.output
+    wrong = CliRunner().invoke(cli, ["--database", sqlite_runs["url"], "compare", a, "run:"])
+    assert wrong.exit_code == 2 and "write run:RUN" in wrong.output
+
+
+def test_span_tag_missing_says_where_to_look(sqlite_runs: dict[str, Any]) -> None:
+    from daskscope.store.compare import UnknownPart
+
+    with open_store(sqlite_runs["url"]) as store, pytest.raises(UnknownPart, match="no span"):
+        compare_view(
+            store, f"{sqlite_runs['a']['id']}/span:nothing", f"{sqlite_runs['b']['id']}/span:load"
+        )
