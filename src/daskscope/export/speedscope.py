@@ -2,9 +2,13 @@
 
 Dask keeps its statistical profile as a tree of frames with sample counts; speedscope's
 "sampled" profile wants a shared table of frames, then stacks (lists of frame indices,
-outermost first) with a weight each. A node's own samples (its count minus its
-children's) become one stack weighing ``self count x interval`` seconds, so the weights
-of a profile add up to its samples x interval, as the flame graph on the cluster page.
+outermost first) with a weight each. Dask counts a sample at every
+frame of its stack but the innermost (it leaves that one to its low-level profiler), so a
+node's count minus its children's is the number of samples that ended in one of its
+children: with one child, the stack ends there; with several, Dask does not say which,
+and the stack ends at the node (as the cluster page's flame graph shows it). Each such
+stack weighs ``samples x interval`` seconds, so the weights of a profile add up to its
+samples x interval.
 
 The file holds the whole cluster first, then one profile per computation (from the
 profile windows that overlap it: windows are a second or more, so a short computation
@@ -24,7 +28,7 @@ from daskscope.analysis.flamegraph import merge_trees
 from daskscope.export.common import NothingRecorded, UnknownComputation, call_line, check_window
 from daskscope.store import Store, cluster_detail, profile_trees
 
-__all__ = ["SCHEMA_URL", "NamedTree", "speedscope_document", "speedscope_file"]
+__all__ = ["SCHEMA_URL", "NamedTree", "frame_of", "speedscope_document", "speedscope_file"]
 
 SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
 #: computations given a profile of their own (the longest ones); the cluster's profile
@@ -46,6 +50,19 @@ def profile_interval() -> float:
     return float(interval or 0.01)
 
 
+def frame_of(identifier: str, node: Mapping[str, Any]) -> tuple[str, str, int]:
+    """(function, file, line) of a profile node: the function's first line, from Dask's
+    identifier ``name;file;first line``, which names the node in every window (the
+    description's line is wherever the first sample found it)."""
+    desc = node.get("description") or {}
+    name, _, rest = identifier.partition(";")
+    file, _, line = rest.rpartition(";")
+    if file and line.isdigit():
+        return name, file, int(line)
+    name = str(desc.get("name") or identifier or "?")
+    return name, str(desc.get("filename") or ""), int(desc.get("line_number") or 0)
+
+
 class _Frames:
     """The shared frame table: one entry per (function, file, line)."""
 
@@ -53,11 +70,8 @@ class _Frames:
         self.rows: list[dict[str, Any]] = []
         self._index: dict[tuple[str, str, int], int] = {}
 
-    def index(self, node: Mapping[str, Any]) -> int:
-        desc = node.get("description") or {}
-        name = str(desc.get("name") or node.get("identifier") or "?")
-        file = str(desc.get("filename") or "")
-        line = int(desc.get("line_number") or 0)
+    def index(self, identifier: str, node: Mapping[str, Any]) -> int:
+        name, file, line = frame_of(identifier, node)
         key = (name, file, line)
         found = self._index.get(key)
         if found is None:
@@ -82,13 +96,21 @@ def _sampled(
     while pending:
         node, stack = pending.pop()
         children = node.get("children") or {}
-        own = int(node.get("count") or 0) - sum(int(c.get("count") or 0) for c in children.values())
-        if own > 0:
-            samples.append(stack)
-            weights.append(own * interval)
+        ended = int(node.get("count") or 0) - sum(
+            int(c.get("count") or 0) for c in children.values()
+        )
+        if ended > 0:
+            # samples whose innermost frame is a child of this node: the child's when it
+            # has one, else Dask does not say which, and they stay with this node
+            if len(children) == 1:
+                [(only, child)] = children.items()
+                samples.append([*stack, frames.index(only, child)])
+            else:
+                samples.append(stack)
+            weights.append(ended * interval)
         for ident in sorted(children, reverse=True):  # popped in sorted order
             child = children[ident]
-            pending.append((child, [*stack, frames.index(child)]))
+            pending.append((child, [*stack, frames.index(ident, child)]))
     return {
         "type": "sampled",
         "name": name,

@@ -1,0 +1,423 @@
+"""Exports of a real recorded cluster, each parsed back and checked against Dask's own
+view of the same run: the task stream (Perfetto), the spans extension (OTLP), the
+workers' profile (speedscope); and the CLI's files equal the dashboard's downloads."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+
+import dask
+import dask.array as da
+import pytest
+from click.testing import CliRunner
+from distributed import Client, LocalCluster, get_task_stream, span, wait
+from distributed.metrics import time as dask_time
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+import daskscope
+from daskscope.cli.main import cli
+from daskscope.export.otlp import (
+    otlp_json,
+    otlp_request,
+    request_from_json,
+    span_id_of,
+    trace_id_of,
+)
+from daskscope.export.speedscope import (
+    SCHEMA_URL,
+    NamedTree,
+    profile_interval,
+    speedscope_document,
+    speedscope_file,
+)
+from daskscope.store import open_store, profile_trees
+from daskscope.web.app import create_app
+from webutil import call
+
+
+def spin(i: int) -> int:
+    # Spin (not sleep) so that the statistical profile sees this function's frame.
+    end = time.perf_counter() + 0.25
+    n = 0
+    while time.perf_counter() < end:
+        n += 1
+    return i + n * 0
+
+
+@dataclass
+class Recorded:
+    url: str
+    cluster_id: str
+    stream: list[dict[str, Any]]
+    #: span id -> (name, parent's span id) as the spans extension shows them
+    spans: dict[str, tuple[tuple[str, ...], str | None]]
+    #: (function, file) of every frame in Dask's own profile of the run
+    profile_frames: set[tuple[str, str]]
+    computations: int
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+    """Two workers, a few thousand tasks in nested spans, spinning tasks the profiler
+    samples; Dask's task stream and spans kept as ground truth."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('exports') / 'store.db'}"
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=2,
+            processes=False,
+            dashboard_address=":0",
+            silence_logs=logging.CRITICAL,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        attached = dask_time()
+        cluster_id = daskscope.register(
+            client, database=url, profile_interval=0.5, worker_sampling_interval=0.2
+        )
+        with (
+            get_task_stream(client) as stream,
+            dask.config.set({"optimization.fuse.active": False}),
+        ):
+            with span("load"):
+                x = da.random.random((2000, 2000), chunks=100).persist()
+                wait(x)
+            with span("reduce"):
+                with span("inner"):
+                    assert (x + 1).sum().compute() > 0
+                assert x.std().compute() > 0
+            assert client.gather(client.map(spin, range(8))) == list(range(8))
+        time.sleep(1.2)  # workers add their samples to the profile history once a second
+        truth_profile = client.profile(start=attached)
+        status = daskscope.flush(client)
+        assert status["write_failures"] == 0
+        extension = cluster.scheduler.extensions["spans"]
+        spans = {
+            sid: (tuple(sp.name), sp.parent.id if sp.parent else None)
+            for sid, sp in extension.spans.items()
+        }
+        computations = len(cluster.scheduler.computations)
+    frames: set[tuple[str, str]] = set()
+    pending = [truth_profile]
+    while pending:
+        node = pending.pop()
+        for child in node["children"].values():
+            frames.add((child["description"]["name"], child["description"]["filename"]))
+            pending.append(child)
+    return Recorded(url, cluster_id, stream.data, spans, frames, computations)
+
+
+# -- speedscope -------------------------------------------------------------------------
+
+
+def check_speedscope_shape(document: dict[str, Any]) -> None:
+    """The file format's required fields and types (its JSON schema, by hand: the
+    schema ships in the `speedscope` npm package, not installable here)."""
+    assert document["$schema"] == SCHEMA_URL
+    frames = document["shared"]["frames"]
+    assert all(isinstance(f["name"], str) for f in frames)
+    assert all(isinstance(f.get("file", ""), str) for f in frames)
+    assert all(isinstance(f.get("line", 0), int) for f in frames)
+    for profile in document["profiles"]:
+        assert profile["type"] == "sampled"
+        assert profile["unit"] in ("seconds",)
+        assert isinstance(profile["name"], str)
+        assert len(profile["samples"]) == len(profile["weights"])
+        for stack in profile["samples"]:
+            assert all(isinstance(i, int) and 0 <= i < len(frames) for i in stack)
+        assert all(w > 0 for w in profile["weights"])
+        assert profile["startValue"] == 0
+        assert profile["endValue"] == pytest.approx(sum(profile["weights"]))
+
+
+def stored_frames(trees: list[dict[str, Any]]) -> set[tuple[str, str, int]]:
+    """(function, file, first line) of every node of the stored trees, from Dask's
+    identifier and, for the function and file, its description."""
+    out = set()
+    pending = list(trees)
+    while pending:
+        node = pending.pop()
+        for ident, child in node["children"].items():
+            d = child["description"]
+            first_line = int(ident.rsplit(";", 1)[1])
+            assert ident.startswith(d["name"] + ";" + d["filename"] + ";")
+            out.add((d["name"], d["filename"], first_line))
+            pending.append(child)
+    return out
+
+
+def test_speedscope_weights_and_frames_are_the_stored_profile(recorded: Recorded) -> None:
+    store = open_store(recorded.url)
+    document = speedscope_document(store, recorded.cluster_id)
+    check_speedscope_shape(document)
+    windows = profile_trees(store, recorded.cluster_id)
+    stored_count = sum(w["tree"]["count"] for w in windows)
+    assert stored_count > 0
+    whole = document["profiles"][0]
+    assert whole["name"].startswith("cluster ")
+    # the weights add up to the stored samples x the profiler's interval
+    assert sum(whole["weights"]) == pytest.approx(stored_count * profile_interval())
+    # its frames are the stored frames (functions, at their first line), and Dask's own
+    # profile of the run is in them
+    frames = document["shared"]["frames"]
+    exported = {(f["name"], f.get("file", ""), f.get("line", 0)) for f in frames}
+    assert exported == stored_frames([w["tree"] for w in windows])
+    assert recorded.profile_frames <= {(name, file) for name, file, _ in exported}
+    assert any(f["name"] == "spin" and f["file"].endswith("test_exports.py") for f in frames)
+
+
+def test_speedscope_stacks_end_in_the_innermost_frame_dask_names() -> None:
+    """Dask counts every frame of a sample but the innermost: a single child takes its
+    parent's remaining samples; among several, they stay with the parent."""
+
+    def node(ident: str, count: int, *children: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+        name, file, _ = ident.split(";")
+        return {
+            "count": count,
+            "description": {"name": name, "filename": file, "line_number": 1},
+            "children": dict(children),
+        }
+
+    call = "call;w.py;10"
+    tree = node(
+        "root;;0",
+        10,
+        (
+            call,
+            node(
+                call,
+                10,
+                ("outer;a.py;1", node("outer;a.py;1", 4, ("leaf;a.py;5", node("leaf;a.py;5", 0)))),
+                ("other;b.py;3", node("other;b.py;3", 0)),
+            ),
+        ),
+    )
+    document = speedscope_file([NamedTree("t", tree)], name="t", interval=0.01)
+    frames = [f["name"] for f in document["shared"]["frames"]]
+    [profile] = document["profiles"]
+    stacks = {
+        tuple(frames[i] for i in s): w
+        for s, w in zip(profile["samples"], profile["weights"], strict=True)
+    }
+    assert stacks == pytest.approx({("call",): 0.06, ("call", "outer", "leaf"): 0.04})
+    assert sum(profile["weights"]) == pytest.approx(10 * 0.01)
+    assert document["shared"]["frames"][frames.index("leaf")] == {
+        "name": "leaf",
+        "file": "a.py",
+        "line": 5,
+    }
+
+
+def test_speedscope_per_computation(recorded: Recorded) -> None:
+    store = open_store(recorded.url)
+    document = speedscope_document(store, recorded.cluster_id)
+    per_computation = document["profiles"][1:]
+    assert per_computation, "no computation got a profile"
+    assert any("client.map(spin" in p["name"] or "gather" in p["name"] for p in per_computation)
+    comp_id = per_computation[0]["name"].split()[1].rstrip(":")
+    only = speedscope_document(store, recorded.cluster_id, computation=comp_id)
+    assert [p["name"] for p in only["profiles"]] == [per_computation[0]["name"]]
+    assert only["profiles"][0]["weights"] == per_computation[0]["weights"]
+
+
+# -- OpenTelemetry ------------------------------------------------------------------------
+
+
+def attributes(span: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in span.attributes:
+        which = kv.value.WhichOneof("value")
+        value = getattr(kv.value, which)
+        if which == "array_value":
+            value = [v.string_value for v in value.values]
+        out[kv.key] = value
+    return out
+
+
+def test_otlp_trace_holds_the_span_tree_dask_showed(recorded: Recorded) -> None:
+    store = open_store(recorded.url)
+    request = otlp_request(store, recorded.cluster_id, groups=True)
+    [resource] = request.resource_spans
+    resource_attrs = attributes(resource.resource)
+    assert resource_attrs["service.name"] == "dask"
+    assert resource_attrs["daskscope.cluster.id"] == recorded.cluster_id
+    spans = list(resource.scope_spans[0].spans)
+    assert {s.trace_id for s in spans} == {trace_id_of(recorded.cluster_id)}
+    assert len({s.span_id for s in spans}) == len(spans)
+    by_id = {s.span_id: s for s in spans}
+    [root] = [s for s in spans if not s.parent_span_id]
+    assert root.span_id == span_id_of(recorded.cluster_id, "cluster", recorded.cluster_id)
+    assert all(s.parent_span_id in by_id for s in spans if s is not root)
+    assert all(s.end_time_unix_nano >= s.start_time_unix_nano > 0 for s in spans)
+
+    # one span per computation Dask saw, below the root, the calling line in its name
+    computations = [s for s in spans if "dask.computation.id" in attributes(s)]
+    assert len(computations) == recorded.computations
+    assert all(s.parent_span_id == root.span_id for s in computations)
+    assert any(s.name == "computation: assert (x + 1).sum().compute() > 0" for s in computations)
+    executed = sum(attributes(s)["dask.computation.tasks.executed"] for s in computations)
+    assert executed == len(recorded.stream)
+
+    # Dask's spans: the same names and the same tree as the spans extension
+    dask_spans = {
+        attributes(s)["dask.span.id"]: s for s in spans if "dask.span.id" in attributes(s)
+    }
+    assert set(dask_spans) == set(recorded.spans)
+    for sid, (name, parent) in recorded.spans.items():
+        exported = dask_spans[sid]
+        assert tuple(attributes(exported)["dask.span.name"]) == name
+        expected_parent = dask_spans[parent].span_id if parent else root.span_id
+        assert exported.parent_span_id == expected_parent
+    inner = next(s for s in dask_spans.values() if s.name == "reduce / inner")
+    inner_attrs = attributes(inner)
+    assert inner_attrs["dask.span.activity.compute.duration"] > 0
+    assert inner_attrs["dask.span.bytes"] > 0
+
+    # task groups below their span: every task of the stream counted once
+    groups = [s for s in spans if "dask.task_group.name" in attributes(s)]
+    assert sum(attributes(g)["dask.task_group.tasks.executed"] for g in groups) == len(
+        recorded.stream
+    )
+    assert all(by_id[g.parent_span_id] is not root for g in groups)
+
+
+def test_otlp_json_is_the_protobuf_with_hex_ids(recorded: Recorded) -> None:
+    store = open_store(recorded.url)
+    request = otlp_request(store, recorded.cluster_id)
+    data = otlp_json(request)
+    first = data["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    assert first["traceId"] == trace_id_of(recorded.cluster_id).hex()
+    assert len(first["spanId"]) == 16 and int(first["spanId"], 16) >= 0
+    assert first["kind"] == 1  # SPAN_KIND_INTERNAL, as a number in OTLP/JSON
+    assert request_from_json(json.loads(json.dumps(data))) == request
+    assert ExportTraceServiceRequest.FromString(request.SerializeToString()) == request
+
+
+@pytest.fixture
+def collector() -> Iterator[tuple[str, list[tuple[str, str, bytes]]]]:
+    """A tiny OTLP/HTTP receiver: keeps (path, content type, body) of each POST."""
+    received: list[tuple[str, str, bytes]] = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append((self.path, self.headers["Content-Type"], body))
+            answer = ExportTraceServiceResponse().SerializeToString()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Receiver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", received
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+
+
+def test_cli_sends_the_trace_to_a_collector(
+    recorded: Recorded, collector: tuple[str, list[tuple[str, str, bytes]]]
+) -> None:
+    endpoint, received = collector
+    result = CliRunner().invoke(
+        cli,
+        [
+            "--database",
+            recorded.url,
+            "export",
+            "otlp",
+            recorded.cluster_id[:8],
+            "--endpoint",
+            endpoint,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    [(path, content_type, body)] = received
+    assert path == "/v1/traces" and content_type == "application/x-protobuf"
+    sent = ExportTraceServiceRequest.FromString(body)
+    assert sent == otlp_request(open_store(recorded.url), recorded.cluster_id)
+    spans = len(sent.resource_spans[0].scope_spans[0].spans)
+    assert f"sent {spans} spans" in result.output
+
+
+# -- CLI and dashboard -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "route", "name_tail"),
+    [
+        (["speedscope"], "speedscope", "profile.speedscope.json"),
+        (["otlp"], "otlp", "trace.otlp.pb"),
+        (["otlp", "--format", "json"], "otlp?format=json", "trace.otlp.json"),
+    ],
+)
+def test_cli_file_equals_the_download(
+    recorded: Recorded, tmp_path: Path, command: list[str], route: str, name_tail: str
+) -> None:
+    app = create_app(recorded.url)
+    answer = call(app, "GET", f"/api/v1/clusters/{recorded.cluster_id}/export/{route}")
+    assert answer.status_code == 200
+    expected_name = f"daskscope-{recorded.cluster_id}-{name_tail}"
+    disposition = answer.headers["content-disposition"]
+    assert disposition == f'attachment; filename="{expected_name}"'
+    runner = CliRunner()
+    with runner.isolated_filesystem(temp_dir=tmp_path):
+        result = runner.invoke(
+            cli,
+            ["--database", recorded.url, "export", command[0], recorded.cluster_id, *command[1:]],
+        )
+        assert result.exit_code == 0, result.output
+        assert f"wrote {expected_name}" in result.output
+        assert Path(expected_name).read_bytes() == answer.content
+
+
+def test_clear_errors(recorded: Recorded) -> None:
+    runner = CliRunner()
+    base = ["--database", recorded.url, "export"]
+    unknown = runner.invoke(cli, [*base, "speedscope", "no-such-cluster"])
+    assert unknown.exit_code == 2
+    assert "no cluster with id 'no-such-cluster'" in unknown.output
+    assert "daskscope clusters" in unknown.output
+    no_comp = runner.invoke(cli, [*base, "speedscope", recorded.cluster_id, "--computation", "x"])
+    assert no_comp.exit_code == 2 and "has no computation 'x'" in no_comp.output
+    backwards = runner.invoke(
+        cli, [*base, "speedscope", recorded.cluster_id, "--start", "10", "--stop", "5"]
+    )
+    assert backwards.exit_code == 2 and "give --start before --stop" in backwards.output
+    nothing = runner.invoke(
+        cli, [*base, "speedscope", recorded.cluster_id, "--start", "10", "--stop", "20"]
+    )
+    assert nothing.exit_code == 2 and "no profile sample in this window" in nothing.output
+    refused = runner.invoke(
+        cli, [*base, "otlp", recorded.cluster_id, "--endpoint", "http://127.0.0.1:9"]
+    )
+    assert refused.exit_code == 2 and "cannot reach the collector" in refused.output
+
+    app = create_app(recorded.url)
+    prefix = f"/api/v1/clusters/{recorded.cluster_id}/export"
+    assert call(app, "GET", "/api/v1/clusters/no-such-cluster/export/otlp").status_code == 404
+    missing = call(app, "GET", f"{prefix}/speedscope?computation=x")
+    assert (
+        missing.status_code == 404
+        and "has no computation 'x'" in missing.json()["error"]["message"]
+    )
+    bad = call(app, "GET", f"{prefix}/speedscope?start=10&stop=5")
+    assert bad.status_code == 400
