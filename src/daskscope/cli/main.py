@@ -19,6 +19,7 @@ from daskscope.cli.export import export_group
 from daskscope.cli.identity import account_group, token_group, user_group
 from daskscope.cli.runs import run_command, runs_command
 from daskscope.cli.spool import spool_group
+from daskscope.cli.timeline import timeline_command
 from daskscope.store import (
     AmbiguousCluster,
     BadDatabaseURL,
@@ -247,6 +248,7 @@ cli.add_command(token_group)
 cli.add_command(upload_report_command)
 cli.add_command(spool_group)
 cli.add_command(export_group)  # cli/export.py
+cli.add_command(timeline_command)  # cli/timeline.py
 
 
 for _command in (runs_command, run_command):  # workflow runs (cli/runs.py)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console, Group, RenderableType
@@ -13,7 +14,9 @@ from rich.table import Table
 from rich.text import Text
 
 from daskscope.format import bytes_text, count_text, duration_text, percent_text, timestamp_text
-from daskscope.views.timeline import IdleGap, TimelineTask, TimelineView
+
+if TYPE_CHECKING:  # the views (numpy, pyarrow) load when the command runs
+    from daskscope.views.timeline import IdleGap, TimelineTask, TimelineView
 
 __all__ = ["timeline_command", "timeline_summary"]
 
@@ -54,7 +57,7 @@ def _gaps_table(title: str, gaps: Sequence[IdleGap], with_lane: bool) -> Table:
 
 
 def _slowest_table(view: TimelineView, tasks: Sequence[TimelineTask]) -> Table:
-    table = Table(title="slowest tasks (by compute time)", title_justify="left")
+    table = Table(title="longest executions (first start to last stop)", title_justify="left")
     for name, justify in (
         ("key", "left"),
         ("worker · thread", "left"),

@@ -19,11 +19,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import sqlalchemy as sa
 from dask.utils import key_split
 
 from daskscope.analysis.graph import ACTIVITY_COLOURS, OTHER_COLOUR
 from daskscope.analysis.timeline import Interval, clipped_seconds, idle_gaps, spread
 from daskscope.store import Store
+from daskscope.store import schema as s
 from daskscope.store.series import span_tree_rows
 from daskscope.store.timeline import (
     Lane,
@@ -237,8 +239,8 @@ class TimelineView:
     idle_gaps: list[IdleGap]
     lane_gaps: list[IdleGap]
     utilisation: list[UtilisationBin]
-    #: the longest executions (by compute time) of the cluster with the filters, in
-    #: any window
+    #: the longest executions (first start to last stop, so waiting for transfers
+    #: counts) of the cluster or computation, with the group filter, in any window
     slowest: list[TimelineTask]
 
 
@@ -253,24 +255,52 @@ class TaskDetailView:
     prefixes: list[PrefixKey]
 
 
-# -- lanes -----------------------------------------------------------------------------
+# -- what the whole cluster holds, kept until it records more ----------------------------
 
-_lane_cache: dict[tuple[int, str], tuple[tuple[int, float | None], list[tuple[str, int]]]] = {}
+#: (segments, newest stop) of a cluster's task log: what the cached figures were read from
+Version = tuple[int, float | None]
+_extents: dict[tuple[int, str, str | None], tuple[Version, TimelineExtent]] = {}
+_lanes: dict[tuple[int, str], tuple[Version, list[tuple[str, int]]]] = {}
+_KEPT = 256
 
 
-def _cluster_lanes(store: Store, cluster_id: str, extent: TimelineExtent) -> list[tuple[str, int]]:
-    """Every (worker, thread) that ran a task in the cluster, sorted; kept per cluster
-    until it records more executions (one binned query over the whole cluster)."""
-    cache_key = (id(store), cluster_id)
-    version = (extent.executions, extent.last)
-    kept = _lane_cache.get(cache_key)
+def _version(store: Store, cluster_id: str) -> Version:
+    """How much the cluster's task log holds, read from the segments' index alone: the
+    extent and the lanes read every segment, so they are read again only when this
+    changes (a running cluster's log grows; a finished one's never does)."""
+    t = s.task_segments.c
+    query = sa.select(sa.func.count(), sa.func.max(t.last_stop)).where(t.cluster_id == cluster_id)
+    with store.engine.connect() as conn:
+        count, newest = conn.execute(query).one()
+    return int(count), None if newest is None else float(newest)
+
+
+def _extent(
+    store: Store, cluster_id: str, computation_id: str | None, version: Version
+) -> TimelineExtent:
+    key = (id(store), cluster_id, computation_id)
+    kept = _extents.get(key)
+    if kept is not None and kept[0] == version:
+        return kept[1]
+    extent = timeline_extent(store, cluster_id, computation_id=computation_id)
+    if len(_extents) > _KEPT:
+        _extents.clear()
+    _extents[key] = (version, extent)
+    return extent
+
+
+def _cluster_lanes(store: Store, cluster_id: str, version: Version) -> list[tuple[str, int]]:
+    """Every (worker, thread) that ran a task in the cluster, sorted (one binned query
+    over the whole log)."""
+    key = (id(store), cluster_id)
+    kept = _lanes.get(key)
     if kept is not None and kept[0] == version:
         return kept[1]
     whole = timeline_window(store, cluster_id, max_tasks=0, bins=1)
     found = sorted({(lane.worker, lane.thread) for lane in whole.lanes})
-    if len(_lane_cache) > 256:
-        _lane_cache.clear()
-    _lane_cache[cache_key] = (version, found)
+    if len(_lanes) > _KEPT:
+        _lanes.clear()
+    _lanes[key] = (version, found)
     return found
 
 
@@ -344,7 +374,6 @@ def timeline_view(
     if not 1 <= width_bins <= MAX_BINS:
         raise ValueError(f"bins must be between 1 and {MAX_BINS}, got {width_bins}")
     filters = TimelineFilters(computation_id, span_id, group)
-    extent = timeline_extent(store, cluster_id, computation_id=computation_id)
     window = timeline_window(
         store,
         cluster_id,
@@ -356,10 +385,12 @@ def timeline_view(
         max_tasks=max_tasks,
         bins=width_bins,
     )
-    if extent.executions == 0 and window.total_tasks == 0 and not window.lanes:
+    version = _version(store, cluster_id)
+    extent = _extent(store, cluster_id, computation_id, version)
+    if version[0] == 0:
         return _empty(cluster_id, start, stop, filters, extent)
     pairs = _lanes_with(
-        _cluster_lanes(store, cluster_id, extent),
+        _cluster_lanes(store, cluster_id, version),
         [(lane.worker, lane.thread) for lane in window.lanes]
         + [(t.worker, t.thread) for t in window.tasks],
     )
@@ -402,10 +433,7 @@ def timeline_view(
         idle_gaps=shown.idle_gaps,
         lane_gaps=shown.lane_gaps,
         utilisation=_utilisation(shown.weighted, window.start, window.stop, threads),
-        slowest=[
-            _task(t, index[(t.worker, t.thread)])
-            for t in sorted(slowest, key=lambda t: -sum(b - a for a, b in _compute_intervals(t)))
-        ],
+        slowest=[_task(t, index[(t.worker, t.thread)]) for t in slowest],
     )
 
 
@@ -585,9 +613,9 @@ def task_detail_view(store: Store, cluster_id: str, key: str) -> TaskDetailView 
     if not found:
         return None
     # numbered as on the timeline: among all the cluster's threads
-    extent = timeline_extent(store, cluster_id)
+    version = _version(store, cluster_id)
     pairs = _lanes_with(
-        _cluster_lanes(store, cluster_id, extent), [(t.worker, t.thread) for t in found]
+        _cluster_lanes(store, cluster_id, version), [(t.worker, t.thread) for t in found]
     )
     index = {pair: i for i, pair in enumerate(pairs)}
     labels = _labels(pairs)

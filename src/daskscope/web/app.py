@@ -25,6 +25,7 @@ from daskscope.web.routes import (
     ingest,
     reports,
     runs,
+    timeline,
 )
 from daskscope.web.security import SecurityMiddleware, allowed_hosts
 
@@ -60,6 +61,8 @@ def create_app(
     for module in (assets, apidocs, account, clusters, runs, reports, ingest, compare, exports):
         app.include_router(module.pages)
         app.include_router(module.api, prefix=API_PREFIX)
+    app.include_router(timeline.pages)  # the task timeline (routes/timeline.py)
+    app.include_router(timeline.api, prefix=API_PREFIX)
     # After the routes: /static/common.js is a route (assets), the rest plain files
     static = Path(__file__).with_name("static")
     app.mount("/static", assets.StaticAssets(directory=static), name="static")

@@ -140,7 +140,12 @@
     const span = view.stop - view.start;
     const traces = [...(view.raw ? rawTraces(span / width) : binTraces()), utilisationTrace()];
     const laneHeight = narrow ? 20 : 24;
-    const height = Math.max(narrow ? 320 : 380, 170 + labels.length * laneHeight);
+    // the legend sits above the plot: room for its rows (about 2 entries a row on a
+    // phone, 7 on a wide screen), so that it never squeezes the rows of threads
+    const entries = traces.length + (view.idle_gaps.length ? 1 : 0);
+    const legendRows = Math.ceil(entries / (narrow ? 2 : 7));
+    const height = Math.max(narrow ? 320 : 380, 170 + labels.length * laneHeight) + legendRows * 22;
+    const when = ds.utc(shownOrigin, true);
     const layout = ds.layout({
       height,
       barmode: "overlay",
@@ -149,7 +154,7 @@
       dragmode: "zoom",
       margin: { l: 10, r: 10, t: 10, b: 10 },
       legend: { orientation: "h", x: 0, y: 1.01, yanchor: "bottom", font: { size: narrow ? 10 : 12 } },
-      xaxis: ds.axis(`Time (s after ${ds.utc(shownOrigin, true)} UTC)`, {
+      xaxis: ds.axis(`Time (s after ${narrow ? when.slice(11) : when} UTC)`, {
         range: [view.start - shownOrigin, view.stop - shownOrigin], zeroline: false, anchor: "y",
         showgrid: true, nticks: narrow ? 5 : 12,
       }),
@@ -347,5 +352,12 @@
   }
 
   show();
-  window.addEventListener("resize", () => { if (!drawing) draw(); });
+  // Redrawn for a new width only (rows and legend rows depend on it); a taller window
+  // changes nothing
+  let drawnWidth = chart.clientWidth;
+  window.addEventListener("resize", () => {
+    if (drawing || chart.clientWidth === drawnWidth) return;
+    drawnWidth = chart.clientWidth;
+    draw();
+  });
 })();
