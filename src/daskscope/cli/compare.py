@@ -162,16 +162,18 @@ def history_command(state: Any, kind: str, name: str, as_json: bool) -> None:
 
 @click.command("regressions")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON instead of a table.")
+@click.option("--name", help="Only the span tag, run name or cluster name of this name.")
 @click.pass_obj
-def regressions_command(state: Any, as_json: bool) -> None:
+def regressions_command(state: Any, as_json: bool, name: str | None) -> None:
     """Every span tag, run name and cluster name that recurs, checked for regressions.
-    Exit status 1 when a figure regressed, 0 when none did, 2 on an error."""
+    Exit status 1 when a figure regressed, 0 when none did, 2 on an error (a CI job can
+    run ``daskscope regressions --name my-pipeline`` after its run)."""
     from daskscope.store import open_store
     from daskscope.views.encode import to_pretty_json
     from daskscope.views.history import regressions_view
 
     with open_store(state.database) as store:
-        view = regressions_view(store)
+        view = regressions_view(store, name=name)
     if as_json:
         click.echo(to_pretty_json(view))
     else:

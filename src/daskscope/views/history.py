@@ -130,11 +130,13 @@ class RegressionItem:
 @dataclass(frozen=True)
 class RegressionsView:
     """Every recurring thing (seen at least ``min_runs`` times in the last
-    ``recent_days``) checked; those that regressed."""
+    ``recent_days``; only those named ``name`` when given) checked; those that
+    regressed."""
 
     checked: int
     min_runs: int
     recent_days: int
+    name: str | None
     regressions: list[RegressionItem]
     statistic: str
 
@@ -247,26 +249,31 @@ def history_view(store: Store, kind: str, name: str, *, account: str | None = No
 
 
 def regressions_view(
-    store: Store, *, account: str | None = None, now: float | None = None
-) -> RegressionsView:
+    store: Store, *, account: str | None = None, name: str | None = None,
+    now: float | None = None,
+) -> RegressionsView:  # fmt: skip
     """Every span tag, run name and cluster name seen at least ``MIN_BASELINE + RECENT``
-    times in the last :data:`RECENT_DAYS` days, checked; the figures that regressed."""
+    times in the last :data:`RECENT_DAYS` days (with ``name``, only those of that name),
+    checked; the figures that regressed."""
     min_runs = regression.MIN_BASELINE + regression.RECENT
     since = (time.time() if now is None else now) - RECENT_DAYS * 86400
     names = recurring_names(store, min_runs=min_runs, account=account, since=since)
     found: list[RegressionItem] = []
     checked = 0
     for kind in KINDS:
-        for name in names[kind]:
+        for recurring in names[kind]:
+            if name is not None and recurring != name:
+                continue
+            name_checked = recurring
             checked += 1
-            view = history_view(store, kind, name, account=account)
+            view = history_view(store, kind, name_checked, account=account)
             for s in view.series:
                 if s.check is not None and s.check.status == "regressed":
                     found.append(RegressionItem(
-                        kind=kind, name=name, figure=s.id, label=s.label, unit=s.unit,
-                        check=s.check, history_url=history_url(kind, name),
+                        kind=kind, name=name_checked, figure=s.id, label=s.label,
+                        unit=s.unit, check=s.check, history_url=history_url(kind, name_checked),
                     ))  # fmt: skip
     return RegressionsView(
-        checked=checked, min_runs=min_runs, recent_days=RECENT_DAYS, regressions=found,
-        statistic=STATISTIC,
+        checked=checked, min_runs=min_runs, recent_days=RECENT_DAYS, name=name,
+        regressions=found, statistic=STATISTIC,
     )  # fmt: skip

@@ -75,9 +75,16 @@ def history_page(request: Request, kind: str = _KIND, name: str = _NAME) -> HTML
     return page(request, "history.html", title=f"History of {name}", view=view, data=to_data(view))
 
 
+_ONLY = Query(None, description="Only the span tag, run name or cluster name of this name.")
+
+
+def _regressions(request: Request, name: str | None) -> RegressionsView:
+    return regressions_view(store_of(request), account=account_scope(request), name=name or None)
+
+
 @pages.get("/regressions", response_class=HTMLResponse)
-def regressions_page(request: Request) -> HTMLResponse:
-    view = regressions_view(store_of(request), account=account_scope(request))
+def regressions_page(request: Request, name: str | None = _ONLY) -> HTMLResponse:
+    view = _regressions(request, name)
     return page(request, "regressions.html", title="Regressions", view=view)
 
 
@@ -95,5 +102,5 @@ def history_json(request: Request, kind: str = _KIND, name: str = _NAME) -> Resp
 
 @api.get("/regressions", summary="Figures of recurring things that regressed",
          responses=described(RegressionsView))  # fmt: skip
-def regressions_json(request: Request) -> Response:
-    return view_response(regressions_view(store_of(request), account=account_scope(request)))
+def regressions_json(request: Request, name: str | None = _ONLY) -> Response:
+    return view_response(_regressions(request, name))
