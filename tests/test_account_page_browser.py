@@ -1,8 +1,10 @@
 """The account page in Chromium with 100 members over 12 weeks (some weeks idle): the
-member x week heat map as drawn (axis titles, every week's tick, colour bar, top members
-and "others"), selecting a cell and the listing that follows, the state in the URL
-through reload and Back, search, sort and paging by real clicks and typing, and the
-keyboard. Screenshots at 1440x900 and 390x844."""
+member x week heat map as the server draws it (axis titles, every week's tick, the colour
+scale, top members and "others", each cell's colour and value against the clusters
+written), selecting a cell and the listing that follows, the state in the URL through
+reload and Back, search, sort and paging by real clicks and typing, and the keyboard
+(the map's cells by arrows, Enter and Escape). The page loads no chart library.
+Screenshots at 1440x900 and 390x844."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from daskscope import model
+from daskscope.format import value_text
 from daskscope.store import open_store, write_records
 from factories import make_cluster
 from webutil import GIB, monday, serving
@@ -187,40 +190,86 @@ def ranking(rows: list[model.ClusterRecord]) -> list[str]:
     return sorted(hours, key=lambda u: (-hours[u], u))
 
 
-def cell(page: Any, user_row: int, week_col: int) -> dict[str, float]:
-    """The page coordinates of a heat-map cell's centre."""
-    return page.evaluate(
-        """([row, col]) => {
-        const gd = document.getElementById('usage-chart');
-        const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
-        const box = gd.getBoundingClientRect();
-        return {x: box.left + xa._offset + xa.l2p(col), y: box.top + ya._offset + ya.l2p(row)};
-    }""",
-        [user_row, week_col],
+def cell(page: Any, user_row: int, week_col: int) -> Any:
+    """The heat map's button of a member's row and a week's column."""
+    return page.locator(f"#usage-chart tbody tr:nth-child({user_row + 1}) button.cell").nth(
+        week_col
     )
 
 
+def centre(locator: Any) -> dict[str, float]:
+    box = locator.bounding_box()
+    return {"x": box["x"] + box["width"] / 2, "y": box["y"] + box["height"] / 2}
+
+
+def hours_by_week(rows: list[model.ClusterRecord], user: str) -> dict[str, float]:
+    """A member's cluster hours per week (Monday as a date), from the records."""
+    out: dict[str, float] = {}
+    for r in rows:
+        if r.user == user:
+            week = time.strftime("%Y-%m-%d", time.gmtime(monday(r.started_at)))
+            end = r.stopped_at or r.last_seen_at
+            out[week] = out.get(week, 0.0) + (end - r.started_at) / 3600
+    return out
+
+
+SELECTED = "#usage-chart button.cell.sel"
+IDLE_GREY = "rgb(236, 238, 242)"
+RED = "rgb(214, 39, 40)"
+
+
 def test_heat_map_reads_at_100_members(site: dict[str, Any], browser: Any) -> None:
+    weeks = mondays(site["now"])
+    top = ranking(site["rows"])
+    idle = time.strftime("%Y-%m-%d", time.gmtime(monday(site["now"]) - (IDLE_WEEK + 1) * WEEK))
     for size in SIZES:
         page = open_page(browser, size)
+        scripts: list[str] = []
+        page.on(
+            "request",
+            lambda r, seen=scripts: seen.append(r.url) if r.resource_type == "script" else None,
+        )
         page.goto(site["base"] + "/?days=0")
         ready(page)
-        chart = page.locator("#usage-chart")
-        assert chart.locator(".g-xtitle").text_content() == "week (Monday, UTC)"
-        assert chart.locator(".g-ytitle").text_content() == "member"
-        assert chart.locator(".cbtitle").text_content() == "cluster hours (h)"
-        # every week of the 26 on the axis, idle ones too, as dates
-        ticks = chart.locator(".xaxislayer-above .xtick text").all_text_contents()
-        assert ticks == mondays(site["now"])
-        rows = page.evaluate(TOP_TO_BOTTOM, "#usage-chart .yaxislayer-above .ytick text")
-        assert rows == [*ranking(site["rows"])[:15], "others (85 members)"]
+        assert not any("plotly" in url for url in scripts), scripts
+        assert page.locator(".heat-xtitle").inner_text() == "week (Monday, UTC)"
+        assert page.locator(".heat-ytitle").inner_text() == "member"
+        assert page.locator(".heat-scale-title").inner_text() == "cluster hours (h)"
+        # every week of the 26 on the axis, idle ones too, as dates, each under its column
+        ticks = page.locator("#usage-chart tfoot th.heat-xtick")
+        assert ticks.all_text_contents() == weeks
+        first_tick, first_cell = ticks.first.bounding_box(), cell(page, 0, 0).bounding_box()
+        assert abs(first_tick["x"] - first_cell["x"]) < 2
+        labels = page.evaluate(TOP_TO_BOTTOM, "#usage-chart tbody th.heat-ytick")
+        assert labels == [*top[:15], "others (85 members)"]
+        # each of the top member's cells reads its hours from the records; idle weeks grey
+        hours = hours_by_week(site["rows"], top[0])
+        for col, week in enumerate(weeks):
+            button = cell(page, 0, col)
+            text = button.get_attribute("aria-label")
+            assert text == f"{top[0]}, week of {week}: {value_text(hours.get(week, 0.0), 'hours')}"
+            if week not in hours:
+                assert button.evaluate("b => getComputedStyle(b).backgroundColor") == IDLE_GREY
+        idle_col = page.locator(f"#usage-chart button.cell[data-week='{idle}']")
+        assert idle_col.count() == 16
+        colours = idle_col.evaluate_all("bs => bs.map(b => getComputedStyle(b).backgroundColor)")
+        assert set(colours) == {IDLE_GREY}
+        # the scale ends at the largest member cell, which takes the darkest blue
+        largest = max(max(hours_by_week(site["rows"], u).values()) for u in top[:15])
+        ends = [value_text(0.0, "hours"), value_text(largest, "hours")]
+        assert page.locator(".heat-end").all_inner_texts() == ends
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        # the axis title stays in view whatever the box's sideways scroll
+        title = page.locator(".heat-xtitle").bounding_box()
+        assert title["x"] >= 0 and title["x"] + title["width"] <= SIZES[size][0]
         shot(page, f"account-{size}")
-        # the cost figure: its unit in the colour bar
-        page.select_option("#usage-metric", "cost")
-        page.wait_for_function("() => new URL(location).searchParams.get('metric') === 'cost'")
+        # the cost figure: the server draws it, its unit in the scale's title
+        with page.expect_navigation():
+            page.select_option("#usage-metric", "cost")
         ready(page)
-        assert chart.locator(".cbtitle").text_content() == "cost (USD)"
+        assert state(page)["metric"] == "cost"
+        assert page.locator(".heat-scale-title").inner_text() == "cost (USD)"
+        assert page.locator("#usage-metric").input_value() == "cost"
         page.context.close()
         assert not page.errors, page.errors
 
@@ -231,7 +280,8 @@ def test_a_cell_filters_the_listing_and_the_url_keeps_it(site: dict[str, Any], p
     weeks = mondays(site["now"])
     col = weeks.index(time.strftime("%Y-%m-%d", time.gmtime(monday(site["now"]) - 2 * WEEK)))
     # user-001 ran a cluster in the week w=1 (two weeks before this one)
-    at = cell(page, ranking(site["rows"]).index("user-001"), col)
+    target = cell(page, ranking(site["rows"]).index("user-001"), col)
+    at = centre(target)
     page.mouse.click(at["x"], at["y"])
     page.wait_for_function("() => new URL(location).searchParams.get('user') === 'user-001'")
     assert state(page)["week"] == weeks[col]
@@ -242,31 +292,47 @@ def test_a_cell_filters_the_listing_and_the_url_keeps_it(site: dict[str, Any], p
         time.strftime("%Y-%m-%d", time.gmtime(monday(site["now"]) - 2 * WEEK + 86400))
     )
     # the cell is outlined in red, the filter says what it keeps
-    stroke = page.locator("#usage-chart .shapelayer path").first.evaluate("p => p.style.stroke")
-    assert stroke == "rgb(214, 39, 40)"
+    assert page.locator(SELECTED).count() == 1
+    assert target.get_attribute("aria-pressed") == "true"
+    assert target.evaluate("b => getComputedStyle(b).outlineColor") == RED
     assert page.locator("#listing-filter").inner_text() == f"user-001 · week of {weeks[col]}"
     shot(page, "account-selected-wide")
 
     page.reload()
     ready(page)
     assert column(page, 1) == ["user-001"]
-    assert page.locator("#usage-chart .shapelayer path").count() == 1
+    assert page.locator(SELECTED).count() == 1
+    assert target.get_attribute("aria-pressed") == "true"
     assert page.locator("#filter-user").input_value() == "user-001"
 
     page.go_back()  # to the page as first loaded
     page.wait_for_function("() => !new URL(location).searchParams.has('user')")
     ready(page)
     pager_reads(page, f"1{DASH}50 of", start=True)
-    assert page.locator("#usage-chart .shapelayer path").count() == 0
+    page.wait_for_function(f"() => !document.querySelector('{SELECTED}')")
     page.go_forward()
     page.wait_for_function("() => new URL(location).searchParams.get('user') === 'user-001'")
     pager_reads(page, f"1{DASH}1 ", start=True)
+    assert page.locator(SELECTED).count() == 1
+
+    # a member typed in the filter, the week chip cleared: their whole row is outlined
+    page.fill("#filter-user", "user-050")
+    page.wait_for_function("() => new URL(location).searchParams.get('user') === 'user-050'")
+    page.click("#filter-week")
+    page.wait_for_function("() => !new URL(location).searchParams.has('week')")
+    others = page.locator("#usage-chart tbody tr[data-others] button.cell.sel")
+    assert others.count() == len(weeks)  # user-050 is among the others
+    assert page.locator(SELECTED).count() == len(weeks)
 
     # double-click clears the selection
+    page.goto(site["base"] + f"/?days=0&user=user-001&week={weeks[col]}")
     ready(page)
+    assert page.locator(SELECTED).count() == 1
+    at = centre(cell(page, ranking(site["rows"]).index("user-001"), col))
     page.mouse.dblclick(at["x"], at["y"])
     page.wait_for_function("() => !new URL(location).searchParams.has('user')")
     pager_reads(page, f"1{DASH}50 of", start=True)
+    assert page.locator(SELECTED).count() == 0
 
 
 def test_range_selector_agrees_with_the_numbers_after_back(site: dict[str, Any], page: Any) -> None:
@@ -353,23 +419,38 @@ def test_search_sort_and_pages(site: dict[str, Any], page: Any) -> None:
     assert state(page)["offset"] == "50" and state(page)["sort"] == "workers"
 
 
-def test_usage_table_is_the_keyboards_way_to_the_cells(site: dict[str, Any], page: Any) -> None:
+def test_the_keyboard_reaches_every_cell(site: dict[str, Any], page: Any) -> None:
     page.goto(site["base"] + "/?days=0&metric=compute_hours")
     ready(page)
     assert page.locator("#usage-metric").input_value() == "compute_hours"
-    page.locator("#usage-table-box summary").focus()
-    page.keyboard.press("Enter")
+    assert page.locator(".heat-scale-title").inner_text() == "compute-hours (core-hours)"
+    weeks = mondays(site["now"])
     top = ranking(site["rows"])[0]
     first = min(r.started_at for r in site["rows"] if r.user == top)
     week = time.strftime("%Y-%m-%d", time.gmtime(monday(first)))
-    button = page.locator(f"#usage-table tbody tr:first-child button[data-week='{week}']")
-    button.focus()
+    col = weeks.index(week)
+    # Tab from the figure's selector lands on the map's first cell; arrows move
+    page.locator("#usage-metric").focus()
+    page.keyboard.press("Tab")
+    focused = "() => document.activeElement.getAttribute('aria-label')"
+    assert page.evaluate(focused).startswith(f"{top}, week of {weeks[0]}: ")
+    for _ in range(col):
+        page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowUp")
+    assert page.evaluate(focused).startswith(f"{top}, week of {week}: ")
     page.keyboard.press("Enter")
     page.wait_for_function(f"() => new URL(location).searchParams.get('user') === '{top}'")
     assert state(page)["week"] == week
+    button = cell(page, 0, col)
     assert button.get_attribute("aria-pressed") == "true"
     page.wait_for_function(
         f"() => document.getElementById('listing-filter').textContent.startsWith('{top}')"
     )
     assert set(column(page, 1)) == {top}
-    shot(page, "account-table-wide")
+    shot(page, "account-keyboard-wide")
+    # Escape clears
+    button.focus()
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => !new URL(location).searchParams.has('user')")
+    assert page.locator(SELECTED).count() == 0

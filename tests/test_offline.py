@@ -296,7 +296,7 @@ def test_the_browser_keeps_assets_and_revalidates_them(site: dict[str, Any], bro
 
     def note(response: Any) -> None:
         name = urlsplit(response.url).path
-        if name in ("/assets/plotly.min.js", "/static/style.css", "/static/common.js"):
+        if name in ("/static/account.js", "/static/style.css", "/static/common.js"):
             seen.append((name, response.status, response.headers.get("content-encoding")))
 
     page.on("response", note)
@@ -304,7 +304,7 @@ def test_the_browser_keeps_assets_and_revalidates_them(site: dict[str, Any], bro
     page.wait_for_load_state("networkidle")
     first = sorted(seen)
     assert first == [
-        ("/assets/plotly.min.js", 200, "gzip"),
+        ("/static/account.js", 200, "gzip"),
         ("/static/common.js", 200, "gzip"),
         ("/static/style.css", 200, "gzip"),
     ]
@@ -314,7 +314,7 @@ def test_the_browser_keeps_assets_and_revalidates_them(site: dict[str, Any], bro
     page.goto(site["base"] + "/")  # the next visit asks whether they changed: 304
     page.wait_for_load_state("networkidle")
     assert sorted(seen) == [
-        ("/assets/plotly.min.js", 304, None),
+        ("/static/account.js", 304, None),
         ("/static/common.js", 304, None),
         ("/static/style.css", 304, None),
     ]

@@ -24,14 +24,22 @@ __all__ = [
     "Scope",
     "StatisticsView",
     "TimeRange",
+    "UsageMap",
+    "UsageRow",
     "account_view",
     "statistics_view",
     "time_range",
+    "usage_map",
     "usage_view",
 ]
 
 #: Clusters on one page of the account page's listing
 PAGE_CLUSTERS = 50
+#: Members drawn one a row on the usage heat map (by the figure shown); the rest share
+#: one row, so that 100 members read like 16
+TOP_MEMBERS = 15
+#: The figures the usage heat map can show (each a ``member.*`` catalogue figure)
+USAGE_METRICS = ("cluster_hours", "compute_hours", "cost")
 
 
 @dataclass(frozen=True)
@@ -113,12 +121,41 @@ class MemberUsage:
 
 
 @dataclass(frozen=True)
+class UsageRow:
+    """One row of the usage heat map: a member, or (``user`` None) the members after
+    the top ones, summed; one value per week of :class:`UsageMap`."""
+
+    user: str | None
+    label: str
+    values: list[float]
+    clusters: list[int]
+    #: the members summed in this row (the "others" row; empty for a member)
+    grouped: list[str]
+
+
+@dataclass(frozen=True)
+class UsageMap:
+    """Member usage as the account page draws it: a member x week heat map of one
+    figure (``metric``), the top :data:`TOP_MEMBERS` members by its total first and the
+    rest as one row; every week of the range is a column, used or not."""
+
+    metric: str
+    weeks: list[float]
+    members: list[UsageRow]
+    #: top of the colour scale: the largest member's cell (the others' sums may pass it)
+    scale_max: float
+    since: float
+    weeks_shown: int
+
+
+@dataclass(frozen=True)
 class AccountView:
-    """Everything on the account page, as far as the viewer may see."""
+    """Everything on the account page, as far as the viewer may see; the usage as the
+    page draws it (every member's series: :func:`usage_view`)."""
 
     range: TimeRange
     statistics: AccountStatistics
-    usage: MemberUsage
+    usage: UsageMap
     listing: ClusterListing
 
 
@@ -214,19 +251,52 @@ def usage_view(
     )
 
 
+def usage_map(usage: MemberUsage, metric: str = "cluster_hours") -> UsageMap:
+    """The heat map of ``metric`` (one of :data:`USAGE_METRICS`): members ranked by its
+    total (ties by name), the top :data:`TOP_MEMBERS` a row each and the rest summed in
+    one "others" row (unless that would hold a single member)."""
+    if metric not in USAGE_METRICS:
+        raise ValueError(f"metric must be one of {', '.join(USAGE_METRICS)}, got {metric!r}")
+    ranked = sorted(usage.members, key=lambda m: (-sum(getattr(m, metric)), m.user))
+    shown = ranked[:TOP_MEMBERS] if len(ranked) > TOP_MEMBERS + 1 else ranked
+    rows = [UsageRow(m.user, m.user, list(getattr(m, metric)), list(m.clusters), []) for m in shown]
+    top = max((v for r in rows for v in r.values), default=0.0)
+    rest = ranked[len(shown) :]
+    if rest:
+        columns = range(len(usage.weeks))
+        rows.append(
+            UsageRow(
+                user=None,
+                label=f"others ({len(rest)} members)",
+                values=[sum(getattr(m, metric)[i] for m in rest) for i in columns],
+                clusters=[sum(m.clusters[i] for m in rest) for i in columns],
+                grouped=sorted(m.user for m in rest),
+            )
+        )
+    return UsageMap(
+        metric=metric,
+        weeks=usage.weeks,
+        members=rows,
+        scale_max=top,
+        since=usage.since,
+        weeks_shown=usage.weeks_shown,
+    )
+
+
 def account_view(
     store: Store,
     chosen: TimeRange,
     weeks: int,
     scope: Scope = Scope(),
     listing: ListingQuery | None = None,
+    metric: str = "cluster_hours",
 ) -> AccountView:
     """The account page; ``listing`` chooses the page of clusters (default: the newest
-    :data:`PAGE_CLUSTERS`)."""
+    :data:`PAGE_CLUSTERS`), ``metric`` the figure of the usage heat map."""
     listing = ListingQuery(limit=PAGE_CLUSTERS) if listing is None else listing
     return AccountView(
         range=chosen,
         statistics=statistics_view(store, chosen, scope).statistics,
-        usage=usage_view(store, weeks, scope),
+        usage=usage_map(usage_view(store, weeks, scope), metric),
         listing=cluster_listing(store, listing, account=scope.account),
     )

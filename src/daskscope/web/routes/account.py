@@ -20,15 +20,15 @@ from daskscope.views import (
     account_view,
     statistics_view,
     time_range,
-    to_data,
     usage_view,
 )
-from daskscope.views.account import PAGE_CLUSTERS
+from daskscope.views.account import PAGE_CLUSTERS, USAGE_METRICS
 from daskscope.views.listing import ListingQuery, cluster_listing
 from daskscope.web.auth import viewer_of
 from daskscope.web.errors import BadRequest
 from daskscope.web.render import page
 from daskscope.web.routes.common import described, label, store_of, view_response
+from daskscope.web.usage_heat import heat_map
 
 __all__ = ["api", "pages", "scope_of"]
 
@@ -55,6 +55,8 @@ Order = Literal["asc", "desc"]
 SORT = Query("started", description="Sort by this column.")
 ORDER = Query("desc", description="Sort order.")
 OFFSET = Query(0, ge=0, le=10**9, description="Clusters skipped (paging).")
+Metric = Literal["cluster_hours", "compute_hours", "cost"]
+METRIC = Query("cluster_hours", description="The figure of the usage heat map.")
 # The page's URL spells days as ISO dates ("2026-11-16"), readable in a shared link
 DAY = r"^\d{4}-\d{2}-\d{2}$"
 
@@ -82,9 +84,10 @@ def _account(
     until: float | None,
     weeks: int,
     listing: ListingQuery | None = None,
+    metric: str = "cluster_hours",
 ) -> AccountView:
     chosen = _range(days, since, until)
-    return account_view(store_of(request), chosen, weeks, scope_of(request), listing)
+    return account_view(store_of(request), chosen, weeks, scope_of(request), listing, metric)
 
 
 def _day(text: str | None, name: str) -> float | None:
@@ -98,10 +101,6 @@ def _day(text: str | None, name: str) -> float | None:
     return dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp()
 
 
-#: What the page's usage chart can show, with the catalogue's label and unit
-METRICS = ("cluster_hours", "compute_hours", "cost")
-
-
 @pages.get("/", response_class=HTMLResponse)
 def account_page(
     request: Request,
@@ -109,6 +108,7 @@ def account_page(
     since: float | None = SINCE,
     until: float | None = UNTIL,
     weeks: int = WEEKS,
+    metric: Metric = METRIC,
     q: str | None = Q,
     user: str | None = USER,
     week: str | None = Query(None, pattern=DAY, description="Only the week from this Monday."),
@@ -134,16 +134,26 @@ def account_page(
         offset=offset,
         limit=PAGE_CLUSTERS,
     )
-    view = _account(request, days, since, until, weeks, listing)
-    figures = {
-        m: {"label": figure(f"member.{m}").label, "unit": figure(f"member.{m}").unit}
-        for m in METRICS
+    view = _account(request, days, since, until, weeks, listing, metric)
+    figures = {m: figure(f"member.{m}").label for m in USAGE_METRICS}
+    currency = view.statistics.currency or "USD"
+    # What the page's scripts read (the rest is drawn as HTML): the range, the
+    # listing's total, and the heat map's rows and weeks for selecting a cell
+    script_data = {
+        "range": {"days": view.range.days},
+        "listing": {"total": view.listing.total},
+        "usage": {
+            "metric": view.usage.metric,
+            "rows": [{"user": r.user, "grouped": r.grouped} for r in view.usage.members],
+        },
     }
     return page(
         request,
         "account.html",
         title="Account",
-        data=to_data(view),
+        data=view,
+        script_data=script_data,
+        heat=heat_map(view.usage, figure(f"member.{metric}"), currency),
         figures=figures,
         label=label,
         page_size=PAGE_CLUSTERS,
@@ -162,8 +172,9 @@ def account_json(
     since: float | None = SINCE,
     until: float | None = UNTIL,
     weeks: int = WEEKS,
+    metric: Metric = METRIC,
 ) -> Response:
-    return view_response(_account(request, days, since, until, weeks))
+    return view_response(_account(request, days, since, until, weeks, metric=metric))
 
 
 @api.get(

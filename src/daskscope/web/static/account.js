@@ -1,16 +1,15 @@
 // Account page: every choice is in the URL (ds.state) — the usage figure, the selected
 // member and week, the listing's search, filters, sort and page — so a reload or a
 // shared link shows the same view and Back/Forward step through the choices. The range
-// of the statistics is drawn by the server: changing it loads the page for it.
+// of the statistics and the usage heat map's figure are drawn by the server: changing
+// either loads the page for it.
 "use strict";
 (() => {
   const data = ds.data();
-  const figures = JSON.parse(document.getElementById("usage-figures").textContent);
-  const currency = data.statistics.currency || "USD";
   const $ = (id) => document.getElementById(id);
   const table = $("cluster-listing");
   const pageSize = Number(table.dataset.pageSize);
-  const chart = $("usage-chart");
+  const heat = $("usage-chart");
   const metricSelect = $("usage-metric");
   const DEFAULT_ORDER = { user: "asc", name: "asc" }; // the rest: largest/newest first
 
@@ -28,9 +27,8 @@
   });
 
   function read() {
-    const metric = ds.state.get("metric", "cluster_hours");
     return {
-      metric: Object.prototype.hasOwnProperty.call(figures, metric) ? metric : "cluster_hours",
+      metric: ds.state.get("metric", "cluster_hours"),
       user: ds.state.get("user"), week: ds.state.get("week"), q: ds.state.get("q", ""),
       start: ds.state.get("start"), end: ds.state.get("end"),
       errors: ["1", "true"].includes(ds.state.get("errors")),
@@ -136,11 +134,11 @@
   });
 
   // -- the usage heat map -------------------------------------------------------------
-  function drawUsage(s) {
-    if (!chart) return;
-    accountUsage.draw({
-      chart, tableEl: $("usage-table"), usage: data.usage, figure: figures[s.metric], metric: s.metric,
-      sel: { user: s.user, week: s.week }, currency,
+  if (heat) {
+    // a narrow screen scrolls the weeks sideways: start at the newest
+    const box = heat.closest(".scroll-x");
+    box.scrollLeft = box.scrollWidth;
+    accountUsage.attach(heat, data.usage, {
       select: (user, week) => listingChange({ user, week }),
       clear: () => listingChange({ user: null, week: null }),
     });
@@ -149,13 +147,16 @@
 
   function apply() {
     const wanted = ds.state.get("days");
-    if (wanted !== null && wanted !== String(data.range.days)) {
-      window.location.reload(); // another range: the server draws its numbers
+    const s = read();
+    if ((wanted !== null && wanted !== String(data.range.days)) || s.metric !== data.usage.metric) {
+      window.location.reload(); // another range or figure: the server draws it
       return;
     }
-    const s = read();
     showControls(s);
-    drawUsage(s);
+    if (heat) {
+      accountUsage.show(heat, data.usage, { user: s.user, week: s.week });
+      heat.dataset.ready = "1";
+    }
     loadListing(s).catch((err) => { $("listing-filter").textContent = `could not load: ${err.message}`; });
   }
   ds.state.onChange(apply);

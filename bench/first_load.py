@@ -1,0 +1,166 @@
+"""First load of the account page in Chromium on loopback: a fresh browser context each
+time (nothing cached), ``daskscope serve`` in its own process.
+
+For each load it prints when the HTML arrived (``responseEnd``), ``DOMContentLoaded``, the
+first frame after the heat map was drawn (``#usage-chart`` gets ``data-ready="1"``), the
+first frame after the listing's first row was in the page, and the bytes fetched. With
+``--before SRC URL`` it also serves the page from another source tree (for example the
+commit before the rework: ``git archive <commit> src | tar -x -C DIR``) on its own store
+(the same data at that tree's schema), alternating loads, and prints the ratio of the
+medians (now / before).
+
+    python bench/first_load.py sqlite:////tmp/dash.db [--loads 5] [--before DIR URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from playwright.sync_api import sync_playwright
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+# Installed before the page's own scripts: note the first frame after the heat map is
+# drawn and after the listing's first row is in the document
+OBSERVE = """
+window.__marks = {};
+const mark = (name) => {
+  if (name in window.__marks) return;
+  window.__marks[name] = -1;
+  requestAnimationFrame(() => { window.__marks[name] = performance.now(); });
+};
+new MutationObserver(() => {
+  const heat = document.getElementById("usage-chart");
+  if (heat && heat.dataset.ready === "1") mark("drawn");
+  if (document.querySelector("#cluster-listing tbody tr")) mark("listing");
+}).observe(document, {
+  subtree: true, childList: true, attributes: true, attributeFilter: ["data-ready"] });
+"""
+
+READ = """() => {
+  const n = performance.getEntriesByType("navigation")[0];
+  const bytes = performance.getEntriesByType("resource")
+    .reduce((a, e) => a + e.transferSize, n.transferSize);
+  return { html: n.responseEnd, dcl: n.domContentLoadedEventEnd, drawn: window.__marks.drawn,
+           listing: window.__marks.listing, bytes };
+}"""
+
+FIGURES = ("html", "dcl", "drawn", "listing")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serve(src: Path, url: str) -> Iterator[str]:
+    """``daskscope serve`` of the sources in ``src`` on ``url``; yields its base URL."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    command = [sys.executable, "-m", "daskscope.cli.main", "--database", url, "serve"]
+    command += ["--host", "127.0.0.1", "--port", str(port)]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120  # the first open may migrate the store
+        while True:
+            try:
+                if httpx.get(f"{base}/openapi.json", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise SystemExit(f"the server of {src} did not start: {process.stderr.read()!r}")
+            time.sleep(0.2)
+        httpx.get(base + "/", timeout=60)  # warm: templates, imports, the database's cache
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def load(browser: Any, base: str) -> dict[str, float]:
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    context.add_init_script(OBSERVE)
+    page = context.new_page()
+    page.goto(base + "/", wait_until="domcontentloaded", timeout=60_000)
+    page.wait_for_function("() => window.__marks.drawn > 0 && window.__marks.listing > 0")
+    figures = page.evaluate(READ)
+    context.close()
+    return figures
+
+
+def row(name: str, figures: dict[str, float]) -> str:
+    times = "  ".join(f"{figures[k]:7.0f}" for k in FIGURES)
+    return f"{name:<8}{times}  {figures['bytes']:>10,.0f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("url", help="the seeded store (bench/seed.py)")
+    parser.add_argument("--loads", type=int, default=5)
+    parser.add_argument("--before", nargs=2, metavar=("SRC", "URL"), help="another tree and store")
+    args = parser.parse_args()
+    trees = {"now": (SRC, args.url)}
+    if args.before:
+        trees["before"] = (Path(args.before[0]).resolve(), args.before[1])
+    print(f"load average at the start: {os.getloadavg()[0]:.2f}")
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        bases = {}
+        stack = []
+        for name, (src, url) in trees.items():
+            stack.append(serve(src, url))
+            bases[name] = stack[-1].__enter__()
+        try:
+            print(
+                f"{'':<8}{'html':>7}  {'DCL':>7}  {'drawn':>7}  {'listing':>7}  {'bytes':>10}  (ms)"
+            )
+            for i in range(args.loads):
+                for name, base in bases.items():  # alternate, so both see the same load
+                    figures = load(browser, base)
+                    results[name].append(figures)
+                    print(row(f"{name} {i + 1}", figures), flush=True)
+        finally:
+            for context in reversed(stack):
+                context.__exit__(None, None, None)
+            browser.close()
+    medians = {
+        name: {k: statistics.median(r[k] for r in runs) for k in (*FIGURES, "bytes")}
+        for name, runs in results.items()
+    }
+    for name, m in medians.items():
+        print(row(f"{name} med", m))
+    if "before" in medians:
+        ratios = {k: medians["now"][k] / medians["before"][k] for k in (*FIGURES, "bytes")}
+        print(
+            "ratio   "
+            + "  ".join(f"{ratios[k]:7.2f}" for k in FIGURES)
+            + f"  {ratios['bytes']:>10.3f}"
+        )
+    print(json.dumps({"medians": medians, "loads": args.loads}))
+
+
+if __name__ == "__main__":
+    main()
