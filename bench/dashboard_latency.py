@@ -3,7 +3,11 @@ seeded store (``bench/seed.py``), through the in-process ASGI client.
 
 Prints p50/p95 per route in milliseconds and ends with one JSON line of the figures.
 
-    python bench/dashboard_latency.py sqlite:////tmp/dash.db [--repeat 40]
+    python bench/dashboard_latency.py sqlite:////tmp/dash.db [--repeat 40] [--only account]
+
+``--only TEXT`` keeps the routes whose name holds TEXT (``account`` is the account page's
+routes: ``/``, ``/api/v1/account``, ``/api/v1/statistics``, ``/api/v1/usage``). On
+PostgreSQL: ``python bench/postgres.py start`` gives a throwaway server's URL.
 
 With ``--many-groups`` it measures instead the routes of the cluster that
 ``bench/seed.py --many-groups N`` added (its page and JSON, each computation's graph, the
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import statistics
 import time
@@ -49,10 +54,11 @@ def routes(app: Any, rng: random.Random, repeat: int) -> dict[str, list[str]]:
         return MONDAY + int((c["started_at"] - MONDAY) // WEEK) * WEEK
 
     return {
-        "GET / (page)": ["/?days=90"] * repeat,
+        "GET / (account page)": ["/?days=90"] * repeat,
+        "GET /?metric=cost (account page)": ["/?days=90&metric=cost"] * repeat,
         "GET /api/v1/account": ["/api/v1/account?days=90"] * repeat,
-        "GET /api/v1/statistics (all time)": ["/api/v1/statistics?days=0"] * repeat,
-        "GET /api/v1/usage (26 weeks)": ["/api/v1/usage?weeks=26"] * repeat,
+        "GET /api/v1/statistics (account, all time)": ["/api/v1/statistics?days=0"] * repeat,
+        "GET /api/v1/usage (account, 26 weeks)": ["/api/v1/usage?weeks=26"] * repeat,
         "GET /api/v1/clusters": ["/api/v1/clusters"] * repeat,
         "GET /api/v1/clusters?user&week_start": [
             f"/api/v1/clusters?user={c['user']}&week_start={week(c)}" for c in picks
@@ -169,12 +175,17 @@ def main() -> None:
         help="measure the cluster bench/seed.py --many-groups added",
     )  # fmt: skip
     parser.add_argument("--show-repeat", type=int, default=5, help="runs of show --json")
+    parser.add_argument("--only", help="only the routes whose name holds this text")
     args = parser.parse_args()
+    # other work on the machine shows in the figures: say how loaded it was
+    print(f"load average at the start: {os.getloadavg()[0]:.2f}")
     app = create_app(args.url)
     if args.many_groups:
         plan = many_groups_routes(app, args.repeat)
     else:
         plan = routes(app, random.Random(args.seed), args.repeat)
+    if args.only:
+        plan = {name: urls for name, urls in plan.items() if args.only in name}
     results = asyncio.run(measure(app, plan))
     if args.many_groups:
         results["daskscope show --json"] = measure_show(args.url, args.show_repeat)
