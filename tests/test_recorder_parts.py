@@ -100,6 +100,7 @@ class Scheduler:
         self.id = "Scheduler-stand-in"
         self.address = "tcp://127.0.0.1:8786"
         self.time_started = 1000.0
+        self.total_nthreads_history: list[tuple[float, int]] = [(1000.0, 2)]
 
     def graph(self, group: Group, start: float) -> list[str]:
         """A graph of one group's tasks, added to a new computation."""

@@ -58,6 +58,10 @@ class FlushStats:
     longest_block_seconds: float = 0.0
     #: CPU time of the writer thread in the sink's writes
     writer_cpu_seconds: float = 0.0
+    #: task groups turned into records, in all and by the last flush (only those that
+    #: changed since the flush before: the work of a flush follows what changed)
+    groups_snapshotted: int = 0
+    last_groups_snapshotted: int = 0
 
 
 class Flusher:
@@ -107,11 +111,16 @@ class Flusher:
             "flushes": stats.flushes,
             "longest_flush_block_seconds": stats.longest_block_seconds,
             "writer_cpu_seconds": stats.writer_cpu_seconds,
+            "groups_snapshotted": stats.groups_snapshotted,
+            "last_groups_snapshotted": stats.last_groups_snapshotted,
+            "span_groups_read": self.spans.groups_read,
         }
         sink_stats = getattr(self.sink, "stats", None)  # a stand-in sink may have none
         if sink_stats is not None:
             s: SinkStats = sink_stats()
             status.update(spooled=s.spooled, rejected_records=s.rejected_records)
+            if s.kind == "store":
+                status["rows_written_by_table"] = dict(s.rows_by_table)
             if s.kind == "server":  # a store takes records, not batches it could refuse
                 status.update(
                     delivered_batches=s.batches_written, rejected_batches=s.rejected_batches
@@ -129,6 +138,11 @@ class Flusher:
             "flushes": 0,
             "longest_flush_block_seconds": 0.0,
             "writer_cpu_seconds": 0.0,
+            "groups_snapshotted": 0,
+            "last_groups_snapshotted": 0,
+            "span_groups_read": 0,
+            # rows a store upserted, by table (a server sink: not known here)
+            "rows_written_by_table": {},
             # a server sink's delivery counts (the direct store sink has none)
             "spooled": 0,
             "delivered_batches": None,
@@ -185,6 +199,15 @@ class Flusher:
         self.stats.loop_seconds += block
         self.stats.longest_block_seconds = max(self.stats.longest_block_seconds, block)
 
+    async def _yield(self, started: float, position: int) -> float:
+        """Give the event loop back between two slices (not before the first);
+        returns when the next block starts."""
+        if not position:
+            return started
+        self._held(started)
+        await asyncio.sleep(0)
+        return perf_counter()
+
     async def _flush(self) -> int:
         tracker = self.tracker
         started = perf_counter()
@@ -193,6 +216,7 @@ class Flusher:
         records: list[Record] = []
         dirty = list(tracker.dirty)
         tracker.dirty = set()
+        adopted, tracker.adopted = tracker.adopted, []
         spans: set[str] = set()
         finished: list[GroupUse] = []
         computations: set[ComputationTrack] = set()
@@ -200,16 +224,22 @@ class Flusher:
         span_tracks: dict[str, SpanTrack] = {}
         done_computations: list[ComputationTrack] = []
         try:
-            for first in range(0, len(dirty), GROUPS_PER_SLICE):
-                if first:  # give the event loop back between slices
-                    self._held(started)
-                    await asyncio.sleep(0)
-                    started = perf_counter()
-                touched, done = tracker.snapshot_groups(
-                    dirty[first : first + GROUPS_PER_SLICE], self.scheduler, records
+            # new groups first (their spans' figures take in their waiting tasks), then
+            # the changed ones; the event loop is given back between slices
+            for first in range(0, len(adopted), GROUPS_PER_SLICE):
+                started = await self._yield(started, first)
+                spans |= self.spans.groups_changed(
+                    self.scheduler, adopted[first : first + GROUPS_PER_SLICE]
                 )
+            for first in range(0, len(dirty), GROUPS_PER_SLICE):
+                started = await self._yield(started, first or len(adopted))
+                part = dirty[first : first + GROUPS_PER_SLICE]
+                touched, done = tracker.snapshot_groups(part, self.scheduler, records)
+                spans |= self.spans.groups_changed(self.scheduler, (use.group for use in part))
                 spans |= touched
                 finished += done
+            self.stats.last_groups_snapshotted = len(dirty)
+            self.stats.groups_snapshotted += len(dirty)
             computations, tracker.dirty_computations = tracker.dirty_computations, set()
             for track in computations:
                 record, done_now = tracker.computation_record(track)
@@ -224,6 +254,7 @@ class Flusher:
         except Exception as exc:  # a bug here must not stop the buffered records
             self.on_error("snapshot", exc)
             tracker.dirty.update(dirty)
+            tracker.adopted[:0] = adopted  # taking a group in again is harmless
             span_tracks, done_computations, finished = {}, [], []
         records.append(self.accounting.record(tracker.totals))
         records += self.buffer
@@ -242,6 +273,7 @@ class Flusher:
             self._write_failed(exc, [r for r in records if isinstance(r, _APPEND_ONLY)])
             return 0
         tracker.drop(finished)
+        self.spans.let_go(self.scheduler, (use.group for use in finished))
         tracker.computations_written(done_computations)
         self.spans.remember(span_tracks)
         self.stats.records_written += len(records)

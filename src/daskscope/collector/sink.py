@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -47,6 +47,8 @@ class SinkStats:
     #: batches waiting in the spool for the server
     spooled: int = 0
     last_error: str | None = None
+    #: rows upserted so far by table (a store sink; a record twice in one batch is one)
+    rows_by_table: Mapping[str, int] = field(default_factory=dict)
 
 
 class Sink(Protocol):
@@ -112,10 +114,12 @@ class StoreSink:
         self.batches_written = 0
         self.failures = 0
         self.last_error: str | None = None
+        self.rows_by_table: dict[str, int] = {}
 
     def stats(self) -> SinkStats:
         return SinkStats(
             kind="store",
+            rows_by_table=dict(self.rows_by_table),
             records_written=self.records_written,
             batches_written=self.batches_written,
             failures=self.failures,
@@ -188,6 +192,7 @@ class StoreSink:
         rejected: list[Rejected] = []
         if self._store is not None:
             write_records(self._store, records, rejected=rejected)
+            tables = _distinct_rows(records)
         else:
             assert self._process is not None
             from daskscope.collector.store_process import StoreProcessDied
@@ -201,6 +206,7 @@ class StoreSink:
             if "error" in answer:
                 raise WriteFailed(answer["error"], retryable=bool(answer.get("retryable")))
             rejected = [Rejected(*item) for item in answer["rejected"]]
+            tables = answer.get("tables", {})
             # the child's warnings are silenced: say it here, once
             for item in rejected:
                 logger.warning(
@@ -210,6 +216,8 @@ class StoreSink:
                     item.table,
                     item.reason,
                 )
+        for table, rows in tables.items():
+            self.rows_by_table[table] = self.rows_by_table.get(table, 0) + rows
         self.rejected_records += len(rejected)
         self.records_written += len(records) - len(rejected)
         self.batches_written += 1
@@ -251,3 +259,13 @@ def _identity(path: Path) -> tuple[int, int] | None:
     except FileNotFoundError:
         return None
     return (st.st_dev, st.st_ino)
+
+
+def _distinct_rows(records: Sequence[Record]) -> dict[str, int]:
+    """Rows a batch upserts, by table (records sharing an id are one row)."""
+    from daskscope.store.schema import TABLE_FOR
+
+    ids: dict[str, set[str]] = {}
+    for record in records:
+        ids.setdefault(TABLE_FOR[type(record)].name, set()).add(record.id)
+    return {table: len(rows) for table, rows in ids.items()}

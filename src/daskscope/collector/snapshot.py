@@ -8,6 +8,7 @@ cheap: no I/O, no copying beyond what the record keeps.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from daskscope.model import (
@@ -93,10 +94,27 @@ def task_group_record(
     )
 
 
-def span_record(span: Span, *, cluster_id: str, max_code_chars: int) -> SpanRecord:
-    """Dask's view of a span: its states, bytes and durations cover its whole subtree."""
+@dataclass(frozen=True, slots=True)
+class SpanSums:
+    """A span's figures over its subtree's task groups (kept by deltas in
+    :mod:`daskscope.collector.spans`, as Dask's ``Span`` would compute them)."""
+
+    states: Mapping[str, int]
+    nbytes_total: int
+    durations: Mapping[str, float]
+    duration_s: float
+    started_at: float
+    stopped_at: float
+    done: bool
+    active_cpu_seconds: float
+
+
+def span_record(
+    span: Span, *, cluster_id: str, max_code_chars: int, figures: SpanSums
+) -> SpanRecord:
+    """A span's record: its place in the tree and code from Dask's ``Span``, its
+    states, bytes and durations (over its whole subtree) from ``figures``."""
     parent = span.parent
-    done = span.done
     return SpanRecord(
         id=stable_id(cluster_id, "span", span.id),
         cluster_id=cluster_id,
@@ -104,15 +122,15 @@ def span_record(span: Span, *, cluster_id: str, max_code_chars: int) -> SpanReco
         parent_span_id=parent.id if parent is not None else None,
         name=list(span.name),
         enqueued_at=span.enqueued,
-        started_at=span.start or None,
-        # Span.stop is "now" while the span runs: only a finished span has a stop time
-        stopped_at=span.stop if done else None,
-        done=done,
-        states=nonzero(span.states),
-        nbytes_total=span.nbytes_total,
-        duration_s=span.duration,
-        durations=dict(span.all_durations),
-        active_cpu_seconds=span.active_cpu_seconds,
+        started_at=figures.started_at or None,
+        # only a finished span has a stop time (Dask's stop is "now" while it runs)
+        stopped_at=figures.stopped_at if figures.done else None,
+        done=figures.done,
+        states=nonzero(figures.states),
+        nbytes_total=figures.nbytes_total,
+        duration_s=figures.duration_s,
+        durations=dict(figures.durations),
+        active_cpu_seconds=figures.active_cpu_seconds,
         code=code_snippets(span.code, max_code_chars),
         group_count=len(span.groups),
     )

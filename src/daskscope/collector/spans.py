@@ -3,33 +3,42 @@
 A span's record covers its subtree (states, bytes, durations), and its fine metrics
 keep arriving with the workers' heartbeats after it finished; so a span is written again
 when one of its groups changed, when its own fine metrics changed, or while it runs,
-and let go once it is done and its metrics have settled. Dask computes a span's states
-and durations over every task group it ever had: a big span's record is paced (taken
-again only after a pause in proportion to what it cost last time).
+and let go once it is done and its metrics have settled.
+
+Dask computes a span's states and durations over every task group the span ever had,
+each time they are asked for (40,000 groups: a quarter of a second a record). Here each
+span's figures are kept by deltas instead: a group that changed since the last flush
+replaces what it added to its span before (:class:`GroupShare`), so a flush costs what
+changed, not what the span holds. A span's own groups are read whole once, when it is
+first seen. A record is still paced by its cost (taken again only after a pause in
+proportion to what it cost last time), which now matters only for a span of very many
+sub-spans.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-from dataclasses import dataclass
+import bisect
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
 from time import perf_counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from distributed.metrics import time
 
 from daskscope.collector import dask_adapter, snapshot
+from daskscope.collector.accounting import threads_integral
 from daskscope.model import Record, SpanRecord
 
 if TYPE_CHECKING:
-    from distributed.scheduler import Scheduler
+    from distributed.scheduler import Scheduler, TaskGroup
+    from distributed.spans import Span
 
-__all__ = ["SpanTrack", "SpanTracker"]
+__all__ = ["GroupShare", "SpanFigures", "SpanTrack", "SpanTracker"]
 
 #: A finished span's fine metrics still arrive with the workers' next heartbeats: keep
 #: comparing them for this long after it finished.
 SETTLE_SECONDS = 30.0
-#: A span record costing t seconds of event loop is taken at most every t times this (a
-#: 125 ms record of a 20,000-group span: every 6 s; a 50 µs one: every flush)
+#: A span record costing t seconds of event loop is taken at most every t times this
 PACING = 50
 
 
@@ -42,8 +51,97 @@ class SpanTrack:
     written_at: float
 
 
+@dataclass(slots=True)
+class GroupShare:
+    """What one task group added to its span's figures when it was last read."""
+
+    states: dict[str, int]
+    nbytes: int
+    durations: dict[str, float]
+    duration: float
+    start: float
+    stop: float
+    done: bool
+
+    @classmethod
+    def of(cls, tg: TaskGroup) -> GroupShare:
+        return cls(
+            {state: n for state, n in tg.states.items() if n},
+            tg.nbytes_total,
+            dict(tg.all_durations),
+            tg.duration,
+            tg.start,
+            tg.stop,
+            tg.done,
+        )
+
+
+@dataclass(slots=True)
+class SpanFigures:
+    """A span's figures over a set of task groups (its own, or its subtree's), the sums
+    Dask's ``Span`` computes by walking them."""
+
+    states: dict[str, int] = field(default_factory=dict)
+    nbytes: int = 0
+    durations: dict[str, float] = field(default_factory=dict)
+    duration: float = 0.0
+    #: earliest start of a group that started (0: none yet); Dask's group starts only
+    #: move earlier and stops only later, so the extremes need no deltas
+    start: float = 0.0
+    stop: float = 0.0
+    not_done: int = 0
+
+    def take(self, new: GroupShare, old: GroupShare | None) -> None:
+        """Replace what a group added (``old``, None if nothing yet) by ``new``."""
+        states, durations = self.states, self.durations
+        for state, n in new.states.items():
+            states[state] = states.get(state, 0) + n
+        for activity, seconds in new.durations.items():
+            durations[activity] = durations.get(activity, 0.0) + seconds
+        self.nbytes += new.nbytes
+        self.duration += new.duration
+        self.not_done += not new.done
+        if old is not None:
+            for state, n in old.states.items():
+                states[state] -= n
+            for activity, seconds in old.durations.items():
+                durations[activity] -= seconds
+            self.nbytes -= old.nbytes
+            self.duration -= old.duration
+            self.not_done -= not old.done
+        if new.start and (not self.start or new.start < self.start):
+            self.start = new.start
+        self.stop = max(self.stop, new.stop)
+
+    def add(self, other: SpanFigures) -> None:
+        for state, n in other.states.items():
+            self.states[state] = self.states.get(state, 0) + n
+        for activity, seconds in other.durations.items():
+            self.durations[activity] = self.durations.get(activity, 0.0) + seconds
+        self.nbytes += other.nbytes
+        self.duration += other.duration
+        self.not_done += other.not_done
+        if other.start and (not self.start or other.start < self.start):
+            self.start = other.start
+        self.stop = max(self.stop, other.stop)
+
+
+def active_cpu_seconds(
+    threads_history: list[tuple[float, int]], enqueued: float, stop: float
+) -> float:
+    """Thread-seconds the cluster had from ``enqueued`` to ``stop`` (Dask's
+    ``Span.active_cpu_seconds`` for a span that is not a merge of others)."""
+    if stop <= enqueued or not threads_history:
+        return 0.0
+    # the threads when the span was enqueued: the last change at or before it
+    first = max(0, bisect.bisect_right(threads_history, (enqueued, float("inf"))) - 1)
+    changes = [(max(enqueued, t), n) for t, n in threads_history[first:] if t < stop]
+    return threads_integral(changes, stop)
+
+
 class SpanTracker:
-    """Remembers what was written of each span; runs on the scheduler's event loop."""
+    """Keeps each span's figures and remembers what was written of it; runs on the
+    scheduler's event loop."""
 
     def __init__(self, cluster_id: str, *, max_code_chars: int) -> None:
         self.cluster_id = cluster_id
@@ -53,6 +151,67 @@ class SpanTracker:
         #: when a paced span may be taken again; what changed meanwhile waits its turn
         self.due: dict[str, float] = {}
         self.waiting: set[str] = set()
+        #: each span's figures over its own groups (children's are added at record time)
+        self.figures: dict[str, SpanFigures] = {}
+        #: what each group that may still change added to its span's figures
+        self.shares: dict[TaskGroup, GroupShare] = {}
+        #: groups read into the figures so far (what the tests and the bench count)
+        self.groups_read = 0
+
+    # -- figures, kept by deltas ---------------------------------------------------------
+
+    def groups_changed(self, scheduler: Scheduler, groups: Iterable[TaskGroup]) -> set[str]:
+        """Take the groups' current figures into their spans'; returns those spans' ids."""
+        spans = dask_adapter.spans(scheduler)
+        touched: set[str] = set()
+        if not spans:
+            return touched
+        for tg in groups:
+            span_id = tg.span_id
+            if span_id is None:
+                continue
+            figures = self.figures.get(span_id)
+            if figures is None:
+                span = spans.get(span_id)
+                if span is None:
+                    continue
+                figures = self._first_seen(span)
+            self._read(tg, figures)
+            touched.add(span_id)
+        return touched
+
+    def _read(self, tg: TaskGroup, figures: SpanFigures) -> None:
+        new = GroupShare.of(tg)
+        figures.take(new, self.shares.get(tg))
+        self.shares[tg] = new
+        self.groups_read += 1
+
+    def _first_seen(self, span: Span) -> SpanFigures:
+        # the one time a span's own groups are walked: whatever it held before we saw it
+        figures = self.figures[span.id] = SpanFigures()
+        for tg in list(span.groups):
+            self._read(tg, figures)
+        return figures
+
+    def let_go(self, scheduler: Scheduler, groups: Iterable[TaskGroup]) -> None:
+        """Forget the shares of groups that can no longer change (forgotten and done):
+        their figures stay in their spans', and memory stays bounded by what is alive."""
+        live = scheduler.task_groups
+        for tg in groups:
+            if live.get(tg.name) is not tg and tg.done:
+                self.shares.pop(tg, None)
+
+    def _subtree(self, span: Span) -> SpanFigures:
+        out = SpanFigures()
+        pending = [span]
+        while pending:
+            node = pending.pop()
+            figures = self.figures.get(node.id)
+            out.add(figures if figures is not None else self._first_seen(node))
+            pending.extend(node.children)
+        return out
+
+    # -- records -------------------------------------------------------------------------
 
     def snapshot(
         self, scheduler: Scheduler, changed: set[str], records: list[Record], *, paced: bool
@@ -72,6 +231,7 @@ class SpanTracker:
         changed |= self.waiting
         self.waiting = set()
         now = time()
+        history = scheduler.total_nthreads_history
         out: dict[str, SpanTrack] = {}
         for span_id, span in list(spans.items()):
             if paced and self.due.get(span_id, 0.0) > now:
@@ -87,9 +247,7 @@ class SpanTracker:
             if not (metrics_changed or span_id in changed or track is None or not track.done):
                 continue
             started = perf_counter()
-            record: SpanRecord = snapshot.span_record(
-                span, cluster_id=self.cluster_id, max_code_chars=self.max_code_chars
-            )
+            record = self._record(span, now, history)
             self.due[span_id] = now + (perf_counter() - started) * PACING
             records.append(record)
             if metrics_changed:
@@ -99,6 +257,29 @@ class SpanTracker:
             written_at = track.written_at if track and track.done and not metrics_changed else now
             out[span_id] = SpanTrack(dict(own), record.done, written_at)
         return out
+
+    def _record(self, span: Span, now: float, history: Any) -> SpanRecord:
+        figures = self._subtree(span)
+        done = figures.not_done == 0
+        # as Dask's Span: a start absorbs clock skew against the enqueue time, and a
+        # span that runs has "now" for its stop
+        start = max(figures.start, span.enqueued) if figures.start else 0.0
+        stop = max(figures.stop if done else now, span.enqueued)
+        return snapshot.span_record(
+            span,
+            cluster_id=self.cluster_id,
+            max_code_chars=self.max_code_chars,
+            figures=snapshot.SpanSums(
+                states=figures.states,
+                nbytes_total=figures.nbytes,
+                durations=figures.durations,
+                duration_s=figures.duration,
+                started_at=start,
+                stopped_at=stop,
+                done=done,
+                active_cpu_seconds=active_cpu_seconds(list(history), span.enqueued, stop),
+            ),
+        )
 
     def remember(self, tracks: dict[str, SpanTrack]) -> None:
         """The records of :meth:`snapshot` are stored."""

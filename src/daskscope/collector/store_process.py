@@ -9,7 +9,8 @@ stay in the collector's memory) and starts a new child for the next write.
 
 Protocol on the child's stdin/stdout: frames of a 4-byte big-endian length and a
 payload. The parent sends wire batches (:func:`daskscope.wire.encode_batch`); the child
-answers each with a JSON object: ``{"stored": n, "rejected": [...]}`` or ``{"error":
+answers each with a JSON object: ``{"stored": n, "rejected": [...], "tables": {table:
+rows upserted}}`` or ``{"error":
 message, "retryable": bool}``. Its first answer, before any batch, says whether the
 store opened (``{"ready": true}``).
 """
@@ -159,10 +160,13 @@ def _serve(url: str, stdin: IO[bytes], stdout: IO[bytes]) -> int:
     while (payload := _receive(stdin)) is not None:
         rejected: list[Rejected] = []
         try:
-            stored = write_rows(store, _rows_by_table(payload), rejected=rejected)
+            rows = _rows_by_table(payload)
+            stored = write_rows(store, rows, rejected=rejected)
             answer: dict[str, Any] = {
                 "stored": stored,
                 "rejected": [[r.table, r.record_id, r.reason] for r in rejected],
+                # rows upserted by table: a record sent twice in a batch is written once
+                "tables": {t.name: len({row["id"] for row in r}) for t, r in rows.items()},
             }
         except WriteFailed as exc:
             answer = {"error": str(exc), "retryable": exc.retryable}

@@ -95,6 +95,9 @@ class GroupUse:
     counted: Totals = field(default_factory=Totals)
     dependencies: list[str] = field(default_factory=list)
     dependency_count: int = -1
+    #: which lifetime of its group this is (unique within the recorder: a name that
+    #: comes back after its group was forgotten is a new TaskGroup with a new number)
+    lifetime: int = 0
 
     @property
     def ran(self) -> bool:
@@ -135,7 +138,11 @@ class WorkTracker:
         self.prefix_totals: dict[str, Totals] = {}
         self.prefix_groups: dict[str, int] = {}
         self.dirty_prefixes: set[str] = set()
-        self._lifetimes: dict[str, int] = {}
+        #: groups adopted since the last flush (their spans' figures take them in)
+        self.adopted: list[TaskGroup] = []
+        #: lifetimes numbered across all names: nothing to remember per name, so memory
+        #: does not grow with the names a long-lived cluster has seen
+        self._lifetimes = 0
 
     # -- hot path (transition hook) ------------------------------------------------------
 
@@ -199,9 +206,11 @@ class WorkTracker:
 
     def _adopt(self, tg: TaskGroup, computation: ComputationTrack | None) -> GroupUse:
         # A group we do not follow is new to us (we drop a use only once its group is
-        # forgotten, and a name that comes back is a new TaskGroup): number the lifetimes
-        # of a name so that each keeps its own record.
-        lifetime = self._lifetimes[tg.name] = self._lifetimes.get(tg.name, 0) + 1
+        # forgotten, and a name that comes back is a new TaskGroup): number it so that
+        # each lifetime of a name keeps its own record.
+        self._lifetimes += 1
+        lifetime = self._lifetimes
+        self.adopted.append(tg)
         prefix = tg.prefix.name
         self.prefix_groups[prefix] = self.prefix_groups.get(prefix, 0) + 1
         self.dirty_prefixes.add(prefix)
@@ -212,6 +221,7 @@ class WorkTracker:
             base_nbytes=tg.nbytes_total,
             base_durations=dict(tg.all_durations),
             fresh=not tg.start,
+            lifetime=lifetime,
         )
         self.current[tg] = use
         if computation is not None:
@@ -230,14 +240,14 @@ class WorkTracker:
             self.dirty.add(use)
         elif use.computation is not None:
             use.computation.uses.discard(use)
-        lifetime = self._lifetimes[tg.name]
         successor = GroupUse(
-            self._use_id(tg.name, lifetime, to),
+            self._use_id(tg.name, use.lifetime, to),
             tg,
             to,
             base_nbytes=tg.nbytes_total,
             base_durations=dict(tg.all_durations),
             fresh=False,
+            lifetime=use.lifetime,
         )
         self.current[tg] = successor
         to.uses.add(successor)

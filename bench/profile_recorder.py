@@ -1,0 +1,100 @@
+"""Where the recorder's time goes on a many-groups graph: cProfile of the scheduler's
+event loop (the scheduler runs in this process), the writer thread's and the store
+child's CPU, and how often each task group's row was written.
+
+    python bench/profile_recorder.py [--tasks 100000] [--groups 20000] [--top 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import cProfile
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import dask
+import psutil
+from distributed import Client, LocalCluster, span
+
+import daskscope
+from daskscope.model import TaskGroupRecord
+
+sys.path.insert(0, str(Path(__file__).parent))
+from overhead import DASK_CONFIG, RECORD_EVERYTHING, many_groups_workload
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tasks", type=int, default=100_000)
+    parser.add_argument("--groups", type=int, default=20_000)
+    parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--no-profile", action="store_true")
+    args = parser.parse_args()
+    graph, root, expected = many_groups_workload(args.tasks, args.groups)
+    with tempfile.TemporaryDirectory() as tmp, dask.config.set(DASK_CONFIG):
+        url = f"sqlite:///{tmp}/p.sqlite"
+        async with (
+            LocalCluster(
+                n_workers=2,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",
+                asynchronous=True,
+            ) as cluster,
+            Client(cluster, asynchronous=True) as client,
+        ):
+            await daskscope.register(client, database=url, **RECORD_EVERYTHING)
+            plugin = cluster.scheduler.plugins["daskscope"]
+            while getattr(plugin._sink, "_process", None) is None:
+                await asyncio.sleep(0.01)
+            child = psutil.Process(plugin._sink._process.pid)
+            child0 = sum(child.cpu_times()[:2])
+            writes: collections.Counter[str] = collections.Counter()
+            kinds: collections.Counter[str] = collections.Counter()
+            sink_write = plugin._sink.write
+
+            def counting_write(records: Any) -> None:
+                for r in records:
+                    kinds[type(r).__name__] += 1
+                    if isinstance(r, TaskGroupRecord):
+                        writes[r.id] += 1
+                sink_write(records)
+
+            plugin._sink.write = counting_write
+            profiler = cProfile.Profile()
+            wall0 = time.perf_counter()
+            if not args.no_profile:
+                profiler.enable()
+            with span("bench"):
+                result = await client.get(graph, root, sync=False)
+                result = await result if asyncio.isfuture(result) else result
+            info = await daskscope.flush(client, wait_for_metrics=False)
+            profiler.disable()
+            wall = time.perf_counter() - wall0
+            assert result == expected
+            child_cpu = sum(child.cpu_times()[:2]) - child0
+    tasks = len(graph)
+    print(f"{tasks} tasks, {args.groups} groups, wall {wall:.1f} s")
+    print(
+        f"loop_seconds {info['loop_seconds']:.2f} s, longest block "
+        f"{info['longest_flush_block_seconds'] * 1e3:.1f} ms, writer CPU "
+        f"{info['writer_cpu_seconds']:.2f} s, store child CPU {child_cpu:.2f} s "
+        f"({child_cpu / tasks * 1e6:.1f} µs a task), flushes {info['flushes']}"
+    )
+    per_group = collections.Counter(writes.values())
+    print("records by kind:", dict(kinds))
+    print("group rows written n times:", dict(sorted(per_group.items())))
+    if not args.no_profile:
+        stats = pstats.Stats(profiler)
+        stats.sort_stats("cumulative").print_stats("daskscope", args.top)
+        stats.sort_stats("tottime").print_stats(args.top)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
