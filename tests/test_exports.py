@@ -8,6 +8,7 @@ import json
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -20,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 from distributed import Client, LocalCluster, get_task_stream, span, wait
 from distributed.metrics import time as dask_time
+from distributed.utils import key_split
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -27,6 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 import daskscope
 from daskscope.cli.main import cli
+from daskscope.export.common import call_line
 from daskscope.export.otlp import (
     otlp_json,
     otlp_request,
@@ -34,6 +37,7 @@ from daskscope.export.otlp import (
     span_id_of,
     trace_id_of,
 )
+from daskscope.export.perfetto import perfetto_chunks
 from daskscope.export.speedscope import (
     SCHEMA_URL,
     NamedTree,
@@ -41,8 +45,9 @@ from daskscope.export.speedscope import (
     speedscope_document,
     speedscope_file,
 )
-from daskscope.store import open_store, profile_trees
+from daskscope.store import cluster_detail, open_store, profile_trees, write_records
 from daskscope.web.app import create_app
+from factories import make_cluster
 from webutil import call
 
 
@@ -65,6 +70,8 @@ class Recorded:
     #: (function, file) of every frame in Dask's own profile of the run
     profile_frames: set[tuple[str, str]]
     computations: int
+    #: keys of the tasks x.std() ran (its own task stream)
+    std_keys: set[str]
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +103,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
             with span("reduce"):
                 with span("inner"):
                     assert (x + 1).sum().compute() > 0
-                assert x.std().compute() > 0
+                with get_task_stream(client) as std_stream:
+                    assert x.std().compute() > 0
             assert client.gather(client.map(spin, range(8))) == list(range(8))
         time.sleep(1.2)  # workers add their samples to the profile history once a second
         truth_profile = client.profile(start=attached)
@@ -115,7 +123,15 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
         for child in node["children"].values():
             frames.add((child["description"]["name"], child["description"]["filename"]))
             pending.append(child)
-    return Recorded(url, cluster_id, stream.data, spans, frames, computations)
+    return Recorded(
+        url,
+        cluster_id,
+        stream.data,
+        spans,
+        frames,
+        computations,
+        {str(t["key"]) for t in std_stream.data},
+    )
 
 
 # -- speedscope -------------------------------------------------------------------------
@@ -229,6 +245,115 @@ def test_speedscope_per_computation(recorded: Recorded) -> None:
     only = speedscope_document(store, recorded.cluster_id, computation=comp_id)
     assert [p["name"] for p in only["profiles"]] == [per_computation[0]["name"]]
     assert only["profiles"][0]["weights"] == per_computation[0]["weights"]
+
+
+# -- Perfetto ------------------------------------------------------------------------------
+
+
+def perfetto(recorded: Recorded, **kwargs: Any) -> str:
+    return "".join(perfetto_chunks(open_store(recorded.url), recorded.cluster_id, **kwargs))
+
+
+def parsed_trace(text: str) -> tuple[list[dict[str, Any]], dict[int, str]]:
+    """The events of a trace-event file, checked as ui.perfetto.dev's JSON importer
+    reads them; and each process id's worker."""
+    document = json.loads(text)
+    events = document["traceEvents"]
+    for event in events:
+        assert {"ph", "ts", "pid", "tid", "name"} <= set(event), event
+        assert isinstance(event["pid"], int) and isinstance(event["tid"], int)
+    workers = {
+        e["pid"]: e["args"]["name"].removeprefix("worker ")
+        for e in events
+        if e["ph"] == "M" and e["name"] == "process_name"
+    }
+    threads = {(e["pid"], e["tid"]) for e in events if e["name"] == "thread_name"}
+    slices = [e for e in events if e["ph"] == "X"]
+    assert all(e["dur"] >= 0 for e in slices)
+    assert {(e["pid"], e["tid"]) for e in slices} <= threads
+    # complete events of one thread nest or follow one another, never cross (the
+    # importer drops crossing slices); 1 µs of slack for the rounding to microseconds
+    by_thread: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for e in slices:
+        by_thread.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    for spans in by_thread.values():
+        open_ends: list[float] = []
+        for begin, end in sorted(spans, key=lambda s: (s[0], -s[1])):
+            while open_ends and open_ends[-1] <= begin + 1:
+                open_ends.pop()
+            assert not open_ends or end <= open_ends[-1] + 1, "crossing slices"
+            open_ends.append(end)
+    # every async begin has its end, on the same track, not before it
+    begins = {(e["cat"], e["id"]): e for e in events if e["ph"] == "b"}
+    ends = {(e["cat"], e["id"]): e for e in events if e["ph"] == "e"}
+    assert begins.keys() == ends.keys()
+    assert all(ends[k]["ts"] >= begins[k]["ts"] for k in begins)
+    return events, workers
+
+
+def compute_of(task: dict[str, Any]) -> dict[str, Any]:
+    return next(ss for ss in task["startstops"] if ss["action"] == "compute")
+
+
+def test_perfetto_holds_every_task_of_the_task_stream(recorded: Recorded) -> None:
+    text = perfetto(recorded)
+    events, workers = parsed_trace(text)
+    slices = [e for e in events if e["ph"] == "X"]
+    assert Counter(workers[e["pid"]] for e in slices) == Counter(
+        t["worker"] for t in recorded.stream
+    )
+    assert len(set(workers.values())) == 2
+    assert sorted(e["args"]["key"] for e in slices) == sorted(
+        str(t["key"]) for t in recorded.stream
+    )
+    # each compute where and when Dask says it ran, and its output's size
+    origin = json.loads(text)["otherData"]["origin_epoch_s"]
+    truth = {str(t["key"]): t for t in recorded.stream}
+    for e in slices:
+        task = truth[e["args"]["key"]]
+        compute = compute_of(task)
+        assert e["ts"] / 1e6 + origin == pytest.approx(compute["start"], abs=1e-5)
+        assert e["dur"] / 1e6 == pytest.approx(compute["stop"] - compute["start"], abs=1e-5)
+        assert e["args"]["bytes"] == task["nbytes"]
+        assert e["name"] == key_split(task["key"])
+    # transfers: async slices on the receiving worker naming the sender
+    transfers = [e for e in events if e["ph"] == "b" and e["cat"] == "transfer"]
+    truth_transfers = [
+        (t["worker"], ss["source"])
+        for t in recorded.stream
+        for ss in t["startstops"]
+        if ss["action"] == "transfer"
+    ]
+    assert Counter((workers[e["pid"]], e["args"]["source"]) for e in transfers) == Counter(
+        truth_transfers
+    )
+    assert truth_transfers, "the run moved no data between workers"
+
+
+def test_perfetto_streams_page_by_page_the_same_file(recorded: Recorded) -> None:
+    chunks = list(perfetto_chunks(open_store(recorded.url), recorded.cluster_id, page_tasks=100))
+    assert len(chunks) >= len(recorded.stream) / 100  # one chunk a page read
+    assert "".join(chunks) == perfetto(recorded)
+
+
+def test_perfetto_window_and_computation(recorded: Recorded) -> None:
+    spans = sorted(
+        (min(s["start"] for s in t["startstops"]), max(s["stop"] for s in t["startstops"]))
+        for t in recorded.stream
+    )
+    a = spans[len(spans) // 3][0] + 1e-4
+    b = spans[2 * len(spans) // 3][0] + 1e-4
+    events, _ = parsed_trace(perfetto(recorded, start=a, stop=b, page_tasks=250))
+    overlapping = [s for s in spans if s[1] > a and s[0] < b]
+    assert len([e for e in events if e["ph"] == "X"]) == len(overlapping) > 0
+
+    store = open_store(recorded.url)
+    computations = cluster_detail(store, recorded.cluster_id)["computations"]
+    [std_computation] = [c["id"] for c in computations if "x.std()" in (call_line(c) or "")]
+    events, _ = parsed_trace(perfetto(recorded, computation=std_computation))
+    keys = {e["args"]["key"] for e in events if e["ph"] == "X"}
+    assert keys == recorded.std_keys
+    assert all(e["args"]["computation"] == std_computation for e in events if e["ph"] == "X")
 
 
 # -- OpenTelemetry ------------------------------------------------------------------------
@@ -364,6 +489,7 @@ def test_cli_sends_the_trace_to_a_collector(
 @pytest.mark.parametrize(
     ("command", "route", "name_tail"),
     [
+        (["perfetto"], "perfetto", "timeline.json"),
         (["speedscope"], "speedscope", "profile.speedscope.json"),
         (["otlp"], "otlp", "trace.otlp.pb"),
         (["otlp", "--format", "json"], "otlp?format=json", "trace.otlp.json"),
@@ -411,6 +537,9 @@ def test_clear_errors(recorded: Recorded) -> None:
     )
     assert refused.exit_code == 2 and "cannot reach the collector" in refused.output
 
+    late = runner.invoke(cli, [*base, "perfetto", recorded.cluster_id, "--start", "4e9"])
+    assert late.exit_code == 2 and "no task of cluster" in late.output
+
     app = create_app(recorded.url)
     prefix = f"/api/v1/clusters/{recorded.cluster_id}/export"
     assert call(app, "GET", "/api/v1/clusters/no-such-cluster/export/otlp").status_code == 404
@@ -421,3 +550,25 @@ def test_clear_errors(recorded: Recorded) -> None:
     )
     bad = call(app, "GET", f"{prefix}/speedscope?start=10&stop=5")
     assert bad.status_code == 400
+
+
+def test_a_cluster_without_tasks_or_profiles_says_so(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    cluster = make_cluster()
+    write_records(open_store(url), [cluster])
+    runner = CliRunner()
+    for kind, says in (("perfetto", "no task recorded"), ("speedscope", "no profile sample")):
+        result = runner.invoke(cli, ["--database", url, "export", kind, cluster.id])
+        assert result.exit_code == 2 and says in result.output, result.output
+        answer = call(create_app(url), "GET", f"/api/v1/clusters/{cluster.id}/export/{kind}")
+        assert answer.status_code == 404 and says in answer.json()["error"]["message"]
+    # a trace of the cluster alone is still a trace
+    result = runner.invoke(cli, ["--database", url, "export", "otlp", cluster.id, "-o", "-"])
+    assert result.exit_code == 0
+    [span] = (
+        ExportTraceServiceRequest.FromString(result.stdout_bytes)
+        .resource_spans[0]
+        .scope_spans[0]
+        .spans
+    )
+    assert span.name.startswith("dask cluster")

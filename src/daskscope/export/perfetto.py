@@ -1,0 +1,235 @@
+"""The task timeline as a Chrome trace-event JSON file, which ui.perfetto.dev (and
+chrome://tracing) opens.
+
+A process per worker, a thread per worker thread (named by the worker's address and
+Dask's thread ident); each compute of a task is a complete event ("X") on its thread,
+named by the task prefix with the key, group, bytes, state, computation and span in its
+args. The other actions Dask reports (transfers with their source worker, disk reads and
+writes, deserialisation) happen off the task's thread, on the worker's event loop, and
+overlap one another: they are async slices ("b"/"e") of the worker's process, one track
+per action.
+
+Times are microseconds since the cluster started (``otherData.origin_epoch_s`` holds that
+moment), so windows of one cluster line up. The file is written as a stream of text
+chunks, window by window in time order, so a cluster of millions of tasks never sits in
+memory whole; each execution is written once, by the window holding its start.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from daskscope.export.common import NothingRecorded, UnknownComputation, check_window
+from daskscope.store import Store, cluster_detail
+from daskscope.store.timeline import TaskExecution, timeline_extent, timeline_window
+
+__all__ = ["PAGE_TASKS", "perfetto_chunks", "perfetto_events"]
+
+#: executions read from the store at a time; a window holding more is split
+PAGE_TASKS = 20_000
+
+
+@dataclass
+class _Ids:
+    """Small numbers for workers (pid) and their threads (tid), and the metadata
+    events naming them, given once each, when first seen."""
+
+    pids: dict[str, int] = field(default_factory=dict)
+    tids: dict[tuple[str, int], int] = field(default_factory=dict)
+    async_ids: int = 0
+
+    def thread(self, worker: str, thread: int) -> tuple[int, int, list[dict[str, object]]]:
+        named: list[dict[str, object]] = []
+        pid = self.pids.get(worker)
+        if pid is None:
+            pid = self.pids[worker] = len(self.pids) + 1
+            named.append(_meta("process_name", pid, 0, {"name": f"worker {worker}"}))
+            named.append(_meta("process_sort_index", pid, 0, {"sort_index": pid}))
+        tid = self.tids.get((worker, thread))
+        if tid is None:
+            tid = self.tids[(worker, thread)] = sum(1 for w, _ in self.tids if w == worker) + 1
+            name = f"thread {thread}" if thread else "thread (ident not reported)"
+            named.append(_meta("thread_name", pid, tid, {"name": name}))
+            named.append(_meta("thread_sort_index", pid, tid, {"sort_index": tid}))
+        return pid, tid, named
+
+
+def _meta(name: str, pid: int, tid: int, args: dict[str, object]) -> dict[str, object]:
+    return {"name": name, "ph": "M", "ts": 0, "pid": pid, "tid": tid, "args": args}
+
+
+def _us(seconds: float, origin: float) -> float:
+    # three decimals: nanoseconds, which is what Dask's clock resolves
+    return round((seconds - origin) * 1e6, 3)
+
+
+def perfetto_events(
+    execution: TaskExecution, origin: float, ids: _Ids
+) -> Iterator[dict[str, object]]:
+    """The trace events of one execution (after the metadata naming its thread)."""
+    pid, tid, named = ids.thread(execution.worker, execution.thread)
+    yield from named
+    args: dict[str, object] = {
+        "key": execution.key,
+        "group": execution.group,
+        "state": execution.state,
+    }
+    if execution.nbytes is not None:
+        args["bytes"] = execution.nbytes
+    if execution.computation_id:
+        args["computation"] = execution.computation_id
+    if execution.span_id:
+        args["span"] = execution.span_id
+    for action in execution.actions:
+        ts = _us(action.start, origin)
+        dur = max(0.0, _us(action.stop, origin) - ts)
+        if action.action == "compute":
+            yield {
+                "name": execution.prefix,
+                "cat": "compute" if execution.state != "erred" else "compute,erred",
+                "ph": "X",
+                "ts": ts,
+                "dur": dur,
+                "pid": pid,
+                "tid": tid,
+                "args": args,
+            }
+            continue
+        ids.async_ids += 1
+        extra = {"source": action.source} if action.source else {}
+        common = {"cat": action.action, "id": ids.async_ids, "pid": pid, "tid": tid}
+        yield {
+            **common,
+            "name": f"{action.action} {execution.prefix}",
+            "ph": "b",
+            "ts": ts,
+            "args": {**args, **extra},
+        }
+        yield {**common, "name": f"{action.action} {execution.prefix}", "ph": "e", "ts": ts + dur}
+
+
+def _executions(
+    store: Store,
+    cluster_id: str,
+    start: float,
+    stop: float,
+    *,
+    computation: str | None,
+    first: bool,
+    last: bool,
+    page: int,
+) -> Iterator[list[TaskExecution]]:
+    """Pages of executions starting in ``[start, stop)`` (``[start, stop]`` for the last window,
+    and those started before but still running for the first), in start order, read at
+    most about ``page`` at a time."""
+    window = timeline_window(
+        store, cluster_id, start, stop, computation_id=computation, max_tasks=page, bins=1
+    )
+    if not window.raw:
+        parts = max(2, math.ceil(window.total_tasks / page) * 2)
+        step = (stop - start) / parts
+        if step <= 0 or start + step == start:  # cannot split further: the float's limit
+            raise NothingRecorded(
+                f"more than {page} executions start at one instant of cluster "
+                f"{cluster_id}; export a computation at a time (--computation)"
+            )
+        for i in range(parts):
+            lo = start + i * step
+            hi = stop if i == parts - 1 else start + (i + 1) * step
+            yield from _executions(
+                store,
+                cluster_id,
+                lo,
+                hi,
+                computation=computation,
+                first=first and i == 0,
+                last=last and i == parts - 1,
+                page=page,
+            )
+        return
+    mine = [t for t in window.tasks if (first or start <= t.start) and (t.start < stop or last)]
+    mine.sort(key=lambda t: (t.start, t.worker, t.thread, t.key))
+    if mine:
+        yield mine
+
+
+def perfetto_chunks(
+    store: Store,
+    cluster_id: str,
+    *,
+    computation: str | None = None,
+    start: float | None = None,
+    stop: float | None = None,
+    page_tasks: int = PAGE_TASKS,
+) -> Iterator[str]:
+    """The trace as text chunks to write or stream one after the other.
+
+    Raises (before the first chunk) UnknownCluster, UnknownComputation, BadWindow, and
+    NothingRecorded when no task of the cluster (in the window) was recorded."""
+    check_window(start, stop)
+    detail = cluster_detail(store, cluster_id, max_groups=0)
+    if computation is not None and all(c["id"] != computation for c in detail["computations"]):
+        raise UnknownComputation(cluster_id, computation)
+    extent = timeline_extent(store, cluster_id, computation_id=computation)
+    if not extent.executions or extent.first is None or extent.last is None:
+        raise NothingRecorded(
+            f"cluster {cluster_id} has no task recorded"
+            + (f" for computation {computation}" if computation else "")
+            + ": the task timeline is kept when daskscope.tasks.enabled is true "
+            "(the default) while the cluster runs"
+        )
+    lo = extent.first if start is None else start
+    # windows hold what starts before their stop: just past the last stop, so that a
+    # task of no duration at the very end is in too
+    hi = math.nextafter(extent.last, math.inf) if stop is None else stop
+    if (
+        hi <= lo
+        or (start is not None and start > extent.last)
+        or (stop is not None and stop < extent.first)
+    ):
+        raise NothingRecorded(
+            f"no task of cluster {cluster_id} ran in this window: its tasks ran from "
+            f"{extent.first:.3f} to {extent.last:.3f} (epoch seconds)"
+        )
+    origin = float(detail["cluster"]["started_at"])
+    return _chunks(store, cluster_id, lo, hi, origin, computation, page_tasks)
+
+
+def _chunks(
+    store: Store,
+    cluster_id: str,
+    lo: float,
+    hi: float,
+    origin: float,
+    computation: str | None,
+    page: int,
+) -> Iterator[str]:
+    head = {
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "exporter": "daskscope",
+            "daskscope.cluster.id": cluster_id,
+            "origin_epoch_s": origin,
+            "window_start_epoch_s": lo,
+            "window_stop_epoch_s": hi,
+            **({"computation": computation} if computation else {}),
+        },
+    }
+    yield json.dumps(head)[:-1] + ', "traceEvents": ['
+    ids = _Ids()
+    first = True
+    pages = _executions(
+        store, cluster_id, lo, hi, computation=computation, first=True, last=True, page=page
+    )
+    for executions in pages:  # a chunk a page: memory bounded by the page, not the trace
+        batch = [
+            json.dumps(event, separators=(",", ":"))
+            for execution in executions
+            for event in perfetto_events(execution, origin, ids)
+        ]
+        yield ("" if first else ",") + "\n" + ",\n".join(batch)
+        first = False
+    yield "\n]}\n"
