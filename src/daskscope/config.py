@@ -99,6 +99,12 @@ class CollectorSettings:
     max_errors: int
     max_traceback_chars: int
     max_buffered_records: int
+    #: the task log: every task execution kept (issue 13)
+    task_log_enabled: bool = True
+    #: executions a task-log segment holds before it is sealed and encoded
+    task_segment_executions: int = 50_000
+    #: sealed segments waiting for the writer thread; more are dropped and counted
+    task_max_pending_segments: int = 4
 
     @classmethod
     def from_config(cls, **overrides: Any) -> CollectorSettings:
@@ -118,6 +124,9 @@ class CollectorSettings:
             max_errors=int(get("max-errors")),
             max_traceback_chars=int(get("max-traceback-chars")),
             max_buffered_records=int(get("max-buffered-records")),
+            task_log_enabled=bool(get("tasks.enabled")),
+            task_segment_executions=int(get("tasks.segment-executions")),
+            task_max_pending_segments=int(get("tasks.max-pending-segments")),
         )
         unknown = set(overrides) - set(values)
         if unknown:
@@ -125,6 +134,9 @@ class CollectorSettings:
                 f"unknown daskscope settings: {sorted(unknown)}; known: {sorted(values)}"
             )
         values.update({k: v for k, v in overrides.items() if v is not None})
+        for key in ("task_segment_executions", "task_max_pending_segments"):
+            if int(values[key]) < 1:
+                raise ValueError(f"daskscope setting {key} must be at least 1, got {values[key]}")
         for key in ("flush_interval", "worker_sampling_interval", "profile_interval"):
             values[key] = parse_timedelta(values[key])
             if values[key] <= 0:

@@ -37,6 +37,7 @@ from daskscope.collector.profiles import LAST_TIMEOUT, ProfileWindows
 from daskscope.collector.roster import WorkerRoster, wait_for_heartbeats
 from daskscope.collector.sink import Sink, sink_for
 from daskscope.collector.spans import SpanTracker
+from daskscope.collector.task_log import TaskLog
 from daskscope.collector.tracking import WorkTracker
 from daskscope.config import CollectorSettings
 from daskscope.model import ClusterRecord, Record, WorkerSampleRecord
@@ -81,6 +82,15 @@ class DaskscopePlugin(SchedulerPlugin):
             max_code_chars=settings.max_code_chars,
         )
         self.profiles = ProfileWindows(self.cluster_id, on_error=self._hook_failed)
+        self.task_log = (
+            TaskLog(
+                self.cluster_id,
+                segment_executions=settings.task_segment_executions,
+                max_pending_segments=settings.task_max_pending_segments,
+            )
+            if settings.task_log_enabled
+            else None
+        )
         # The parts that need the scheduler: made by start()
         self.scheduler: Scheduler | None = None
         self.accounting: Accounting | None = None
@@ -180,6 +190,9 @@ class DaskscopePlugin(SchedulerPlugin):
             max_buffered_records=settings.max_buffered_records,
             on_error=self._hook_failed,
         )
+        if self.task_log is not None:
+            flusher = self.flusher
+            self.task_log.attach(flusher.writer, lambda: flusher.sink)
         self.roster = WorkerRoster(
             scheduler,
             cluster_id=self.cluster_id,
@@ -283,7 +296,11 @@ class DaskscopePlugin(SchedulerPlugin):
             if finish == "memory":
                 ts = self._tasks.get(key)
                 if ts is not None:
-                    self.tracker.task_finished(ts, kwargs)
+                    use = self.tracker.task_finished(ts, kwargs)
+                    if self.task_log is not None:
+                        track = use.computation
+                        computation_id = track.record_id if track is not None else None
+                        self.task_log.task_done(key, ts, kwargs, computation_id, erred=False)
             elif finish == "erred":
                 ts = self._tasks.get(key)
                 if ts is not None:
@@ -338,6 +355,10 @@ class DaskscopePlugin(SchedulerPlugin):
 
     def _task_erred(self, key: Any, ts: TaskState, kwargs: dict[str, Any]) -> None:
         use = self.tracker.task_erred(ts, kwargs)
+        if self.task_log is not None:
+            track = use.computation
+            computation_id = track.record_id if track is not None else None
+            self.task_log.task_done(key, ts, kwargs, computation_id, erred=True)
         record = self.events.error(key, ts, use.record_id, kwargs, at=time())
         if record is not None:
             assert self.flusher is not None
@@ -383,7 +404,10 @@ class DaskscopePlugin(SchedulerPlugin):
         number of records written."""
         if self.flusher is None:
             return 0
-        return await self.flusher.flush()
+        written = await self.flusher.flush()
+        if self.task_log is not None:  # after the cluster's record: a server needs it first
+            written += await self.task_log.flush()
+        return written
 
     def write_all_again(self) -> None:
         """Make the next flush write everything the recorder holds, as if none of it had
@@ -425,6 +449,7 @@ class DaskscopePlugin(SchedulerPlugin):
             # the flushes' time on the event loop, and the hooks' and samples'
             "loop_seconds": self.loop_seconds + (flusher.stats.loop_seconds if flusher else 0.0),
             "hook_failures": dict(self.hook_failures),
+            **(self.task_log.status() if self.task_log is not None else {}),
         }
 
     # -- failure handling ----------------------------------------------------------------

@@ -1,0 +1,205 @@
+"""The task log: every task execution the scheduler reports, kept (issue 13).
+
+The transition hook appends each execution to column-wise buffers
+(:class:`~daskscope.segments.ExecutionColumns`: a few array appends, no record, no
+pyarrow on the event loop). Every ``segment_executions`` executions, and at each flush,
+the buffers are sealed and handed to the writer thread, which encodes them into
+:class:`~daskscope.model.TaskSegmentRecord` s; a flush then writes the encoded segments
+after the flusher's own records (a server takes a cluster's records once it knows the
+cluster).
+
+Memory stays bounded whatever the task count: one open buffer, at most
+``max_pending_segments`` sealed ones waiting for the writer, and encoded segments kept
+for a retry up to ``max_unwritten_executions``. Beyond those, executions are dropped and
+counted (``executions_dropped``), never buffered without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from time import thread_time
+from typing import TYPE_CHECKING, Any
+
+from daskscope.segments import ExecutionColumns, encode_segment
+
+if TYPE_CHECKING:
+    from distributed.scheduler import TaskState
+
+    from daskscope.collector.sink import Sink
+    from daskscope.collector.writer import WriterThread
+    from daskscope.model import TaskSegmentRecord
+
+__all__ = ["TaskLog", "TaskLogStats"]
+
+logger = logging.getLogger("daskscope")
+
+
+@dataclass(slots=True)
+class TaskLogStats:
+    executions: int = 0
+    #: executions lost because the writer fell behind (or the store kept failing)
+    executions_dropped: int = 0
+    segments_encoded: int = 0
+    segments_written: int = 0
+    bytes_encoded: int = 0
+    #: CPU time of the writer thread encoding segments
+    encode_cpu_seconds: float = 0.0
+    write_failures: int = 0
+    last_write_error: str | None = None
+
+
+class TaskLog:
+    """Runs on the scheduler's event loop, except :meth:`_encode` and :meth:`_write`
+    (in the recorder's writer thread, which alone touches ``_ready``)."""
+
+    def __init__(
+        self,
+        cluster_id: str,
+        *,
+        segment_executions: int = 50_000,
+        max_pending_segments: int = 4,
+        max_unwritten_executions: int = 2_000_000,
+    ) -> None:
+        self.cluster_id = cluster_id
+        self.segment_executions = segment_executions
+        self.max_pending_segments = max_pending_segments
+        self.max_unwritten_executions = max_unwritten_executions
+        self.columns = ExecutionColumns()
+        self.stats = TaskLogStats()
+        self.writer: WriterThread | None = None
+        #: the recorder's sink as it is now (a sink may be replaced while recording)
+        self.sink: Callable[[], Sink] | None = None
+        # sealed vs encoded: each counter is written by one thread only
+        self._sealed = 0
+        self._encoded = 0
+        # writer thread only: the next segment number, segments waiting to be written
+        self._next_number = 0
+        self._ready: list[TaskSegmentRecord] = []
+
+    def attach(self, writer: WriterThread, sink: Callable[[], Sink]) -> None:
+        """Write through the recorder's writer thread into its sink."""
+        self.writer, self.sink = writer, sink
+
+    # -- hot path (transition hook) ------------------------------------------------------
+
+    def task_done(
+        self,
+        key: Any,
+        ts: TaskState,
+        kwargs: Mapping[str, Any],
+        computation_id: str | None,
+        *,
+        erred: bool,
+    ) -> None:
+        """One execution of ``ts`` ended (processing → memory or erred)."""
+        startstops = kwargs.get("startstops")
+        if not startstops:  # Dask always says; a task without any time has no place
+            return
+        group = ts.group
+        self.columns.append(
+            key,
+            group.name,
+            ts.prefix.name,
+            str(kwargs.get("worker") or ""),
+            kwargs.get("thread"),
+            startstops,
+            erred=erred,
+            nbytes=kwargs.get("nbytes"),
+            computation=computation_id,
+            span=group.span_id,
+        )
+        self.stats.executions += 1
+        if len(self.columns) >= self.segment_executions:
+            self.seal()
+
+    # -- sealing and writing --------------------------------------------------------------
+
+    @property
+    def pending_segments(self) -> int:
+        """Sealed buffers the writer thread has not encoded yet."""
+        return self._sealed - self._encoded
+
+    def seal(self) -> None:
+        """Hand the open buffer to the writer thread for encoding (or drop it, counted,
+        when the writer is too far behind)."""
+        columns = self.columns
+        if not len(columns):
+            return
+        self.columns = ExecutionColumns()
+        if self.writer is None or self.pending_segments >= self.max_pending_segments:
+            self._dropped(len(columns), "the writer is behind")
+            return
+        self._sealed += 1
+        self.writer.submit(self._encode, columns)
+
+    async def flush(self) -> int:
+        """Seal what is buffered and write every encoded segment; returns the number of
+        segments written."""
+        if self.writer is None:
+            return 0
+        self.seal()
+        return int(await asyncio.wrap_future(self.writer.submit(self._write)))
+
+    def _dropped(self, executions: int, why: str) -> None:
+        if not self.stats.executions_dropped:
+            logger.warning(
+                "daskscope: the task log dropped %d task executions (%s); the aggregates "
+                "still count them. The recorder's info reports task_log_dropped.",
+                executions,
+                why,
+            )
+        self.stats.executions_dropped += executions
+
+    def _encode(self, columns: ExecutionColumns) -> None:
+        """(writer thread) The sealed buffer as segment records, kept for the next write."""
+        started = thread_time()
+        try:
+            records = encode_segment(self.cluster_id, self._next_number, columns)
+        except Exception:
+            self._dropped(len(columns), "a segment could not be encoded")
+            logger.exception("daskscope: a task-log segment could not be encoded")
+            return
+        finally:
+            self._encoded += 1
+            self.stats.encode_cpu_seconds += thread_time() - started
+        self._next_number += len(records)
+        self.stats.segments_encoded += len(records)
+        self.stats.bytes_encoded += sum(len(r.payload) + len(r.key_filter) for r in records)
+        self._ready += records
+        waiting = sum(r.executions for r in self._ready)
+        while waiting > self.max_unwritten_executions and len(self._ready) > 1:
+            oldest = self._ready.pop(0)
+            waiting -= oldest.executions
+            self._dropped(oldest.executions, "the store could not be written for long")
+
+    def _write(self) -> int:
+        """(writer thread) Write the encoded segments; on failure keep them for the next."""
+        if not self._ready or self.sink is None:
+            return 0
+        records, self._ready = self._ready, []
+        try:
+            self.sink().write(list(records))
+        except Exception as exc:
+            self._ready[:0] = records
+            self.stats.write_failures += 1
+            self.stats.last_write_error = f"{type(exc).__name__}: {exc}"
+            return 0
+        self.stats.segments_written += len(records)
+        self.stats.last_write_error = None
+        return len(records)
+
+    def status(self) -> dict[str, Any]:
+        """What the recorder's info reports of the task log."""
+        s = self.stats
+        return {
+            "task_log_executions": s.executions,
+            "task_log_dropped": s.executions_dropped,
+            "task_log_segments_written": s.segments_written,
+            "task_log_pending_segments": self.pending_segments,
+            "task_log_buffered": len(self.columns),
+            "task_log_encode_cpu_seconds": s.encode_cpu_seconds,
+            "task_log_write_failures": s.write_failures,
+        }
