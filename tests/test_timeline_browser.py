@@ -86,7 +86,7 @@ def query(page: Any) -> dict[str, str]:
 
 def drawn(page: Any) -> None:
     page.wait_for_selector("#timeline .main-svg")
-    page.wait_for_function("document.body.dataset.window !== undefined")
+    page.wait_for_function("() => document.body.dataset.window !== undefined")
 
 
 def shot(page: Any, name: str) -> None:
@@ -142,7 +142,7 @@ def test_zoom_fetches_a_narrower_window_and_back_restores_it(
     assert body["start"] == pytest.approx(origin + a, abs=1e-5)
     assert body["stop"] == pytest.approx(origin + b, abs=1e-5)
     assert slowest["key"] in {t["key"] for t in body["tasks"]}
-    page.wait_for_function("document.body.dataset.mode === 'raw'")
+    page.wait_for_function("() => document.body.dataset.mode === 'raw'")
     # the window is in the URL
     asked = query(page)
     assert float(asked["start"]) == pytest.approx(origin + a, abs=1e-5)
@@ -154,8 +154,8 @@ def test_zoom_fetches_a_narrower_window_and_back_restores_it(
           const L = gd._fullLayout;
           const v = gd.data.find((t) => t.customdata && t.customdata.includes(key));
           const i = v.customdata.indexOf(key);
-          const x = L.xaxis.l2p(v.base[i] + v.x[i] / 2) + L._size.l;
-          const y = L.yaxis.l2p(L.yaxis.d2l(v.y[i])) + L._size.t;
+          const x = L.xaxis._offset + L.xaxis.l2p(v.base[i] + v.x[i] / 2);
+          const y = L.yaxis._offset + L.yaxis.l2p(L.yaxis.d2l(v.y[i]));
           const box = gd.getBoundingClientRect();
           return [box.left + x, box.top + y];
         }""",
@@ -171,7 +171,7 @@ def test_zoom_fetches_a_narrower_window_and_back_restores_it(
     assert page.locator("#task-detail .task-key code").inner_text() == slowest["key"]
     # Back: the whole run again, as bins
     page.go_back()
-    page.wait_for_function(f"document.body.dataset.window === {whole!r}")
+    page.wait_for_function("(w) => document.body.dataset.window === w", arg=whole)
     assert page.evaluate("document.body.dataset.mode") == "binned"
     assert "start" not in query(page)
 
@@ -201,7 +201,7 @@ def test_a_group_link_from_the_cluster_page(site: dict[str, Any], open_page: Any
     assert keys and set(keys) == {group}
     # the Timeline link of the cluster page, and the filter cleared
     page.locator(".clear-filter[data-filter='group']").click()
-    page.wait_for_function("document.getElementById('filters').hidden")
+    page.wait_for_function("() => document.getElementById('filters').hidden")
     assert "group" not in query(page)
     assert page.evaluate("document.body.dataset.loads") == "1"
     page.goto(f"{site['base']}/clusters/{cluster_id}")

@@ -291,16 +291,17 @@
     const gaps = document.querySelector("#idle-gaps tbody");
     gaps.replaceChildren();
     for (const g of [...view.idle_gaps.slice(0, 5), ...view.lane_gaps.slice(0, 5)]) {
-      row(gaps, [ds.cell(ds.utc(g.start, true)), ds.cell(ds.utc(g.stop, true)), ds.cell(ds.duration(g.duration_s), { cls: "num" }),
-        ds.cell(g.lane === null ? "all threads" : g.lane)]);
+      row(gaps, [ds.cell(ds.duration(g.duration_s), { cls: "num" }), ds.cell(g.lane === null ? "all threads" : g.lane),
+        ds.cell(ds.utc(g.start, true)), ds.cell(ds.utc(g.stop, true))]);
     }
     const note = view.raw ? "Exact: every task of the window is known." : `To within ${ds.duration(view.resolution_s)} (a bin of the window); zoom in for exact gaps.`;
     document.getElementById("gaps-note").textContent = (gaps.rows.length ? "" : "No idle time in this window. ") + note;
     const slowest = document.querySelector("#slowest tbody");
     slowest.replaceChildren();
     for (const t of view.slowest) {
-      row(slowest, [keyButton(t.key), ds.cell(t.group, { href: groupUrl(t.group) }), ds.cell(laneOf(t).label),
-        ds.cell(ds.utc(t.start, true)), ds.cell(ds.duration(t.compute_s), { cls: "num" }), ds.cell(ds.bytes(t.nbytes), { cls: "num" })]);
+      row(slowest, [ds.cell(ds.duration(t.stop - t.start), { cls: "num" }), ds.cell(ds.duration(t.compute_s), { cls: "num" }),
+        keyButton(t.key), ds.cell(t.group, { href: groupUrl(t.group) }), ds.cell(laneOf(t).label),
+        ds.cell(ds.utc(t.start, true)), ds.cell(ds.bytes(t.nbytes), { cls: "num" })]);
     }
   }
 
