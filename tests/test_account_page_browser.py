@@ -213,6 +213,15 @@ def hours_by_week(rows: list[model.ClusterRecord], user: str) -> dict[str, float
     return out
 
 
+def clusters_by_week(rows: list[model.ClusterRecord], user: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in rows:
+        if r.user == user:
+            week = time.strftime("%Y-%m-%d", time.gmtime(monday(r.started_at)))
+            out[week] = out.get(week, 0) + 1
+    return out
+
+
 SELECTED = "#usage-chart button.cell.sel"
 IDLE_GREY = "rgb(236, 238, 242)"
 RED = "rgb(214, 39, 40)"
@@ -244,13 +253,18 @@ def test_heat_map_reads_at_100_members(site: dict[str, Any], browser: Any) -> No
         assert labels == [*top[:15], "others (85 members)"]
         # each of the top member's cells reads its hours from the records; idle weeks grey
         hours = hours_by_week(site["rows"], top[0])
+        clusters = clusters_by_week(site["rows"], top[0])
         for col, week in enumerate(weeks):
             button = cell(page, 0, col)
-            text = button.get_attribute("aria-label")
-            assert text == f"{top[0]}, week of {week}: {value_text(hours.get(week, 0.0), 'hours')}"
+            n = clusters.get(week, 0)
+            said = (
+                f"{value_text(hours.get(week, 0.0), 'hours')}, {n} cluster{'' if n == 1 else 's'}"
+            )
+            assert button.get_attribute("aria-label") == f"{top[0]}, week of {week}: {said}"
             if week not in hours:
                 assert button.evaluate("b => getComputedStyle(b).backgroundColor") == IDLE_GREY
-        idle_col = page.locator(f"#usage-chart button.cell[data-week='{idle}']")
+        nth = weeks.index(idle) + 2  # after the member's header cell
+        idle_col = page.locator(f"#usage-chart tbody td:nth-child({nth}) button.cell")
         assert idle_col.count() == 16
         colours = idle_col.evaluate_all("bs => bs.map(b => getComputedStyle(b).backgroundColor)")
         assert set(colours) == {IDLE_GREY}

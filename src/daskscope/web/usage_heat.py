@@ -23,27 +23,29 @@ def _rgb(hex_colour: str) -> tuple[int, int, int]:
     return int(hex_colour[1:3], 16), int(hex_colour[3:5], 16), int(hex_colour[5:7], 16)
 
 
+_STOPS = [(at, _rgb(c)) for at, c in SCALE]
+
+
 def colour(value: float, top: float) -> str:
     """The cell colour of ``value`` on a scale ending at ``top`` (values above it take
     the darkest blue: the "others" row sums many members)."""
     if not value > 0:
         return IDLE
     share = min(1.0, value / top) if top > 0 else 1.0
-    for (a, low), (b, high) in pairwise(SCALE):
+    for (a, low), (b, high) in pairwise(_STOPS):
         if share <= b:
             t = (share - a) / (b - a)
-            mixed = (round(x + (y - x) * t) for x, y in zip(_rgb(low), _rgb(high), strict=True))
+            mixed = (round(x + (y - x) * t) for x, y in zip(low, high, strict=True))
             return "#{:02x}{:02x}{:02x}".format(*mixed)
     return SCALE[-1][1]
 
 
 @dataclass(frozen=True)
 class HeatCell:
-    week: str
     colour: str
-    #: the value as written (tooltip and screen readers)
-    text: str
-    clusters: int
+    #: what the cell says to a screen reader (and in its tooltip): member, week, value
+    #: as written, clusters
+    label: str
 
 
 @dataclass(frozen=True)
@@ -78,15 +80,21 @@ def heat_map(usage: UsageMap, fig: Figure, currency: str) -> HeatMap:
     weeks = [format.timestamp_text(w)[:10] for w in usage.weeks]
     top = usage.scale_max
 
+    zero = format.value_text(0.0, fig.unit, currency=currency)
+
     def text(value: float) -> str:
-        return format.value_text(value, fig.unit, currency=currency)
+        return format.value_text(value, fig.unit, currency=currency) if value else zero
+
+    def cell(label: str, week: str, value: float, clusters: int) -> HeatCell:
+        count = f"{format.count_text(clusters)} cluster{'' if clusters == 1 else 's'}"
+        return HeatCell(colour(value, top), f"{label}, week of {week}: {text(value)}, {count}")
 
     rows = [
         HeatRow(
             user=row.user,
             label=row.label,
             cells=[
-                HeatCell(week, colour(value, top), text(value), clusters)
+                cell(row.label, week, value, clusters)
                 for week, value, clusters in zip(weeks, row.values, row.clusters, strict=True)
             ],
         )

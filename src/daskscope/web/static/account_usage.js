@@ -8,9 +8,14 @@
 const accountUsage = (() => {
   const DOUBLE_CLICK_MS = 300;
 
+  const weeksOf = (table) => [...table.tFoot.rows[0].cells].slice(1).map((th) => th.textContent);
+  // A cell's row (in usage.rows) and column (in the weeks)
+  const rowOf = (button) => button.closest("tr").sectionRowIndex;
+  const colOf = (button) => button.closest("td").cellIndex - 1;
+
   // Row and column of the selection (-1: none); a user among the others selects their row
   function position(table, usage, sel) {
-    const weeks = [...table.tFoot.rows[0].cells].slice(1).map((th) => th.textContent);
+    const weeks = weeksOf(table);
     const col = sel.week ? weeks.indexOf(sel.week) : -1;
     let row = -1;
     if (sel.user) {
@@ -39,10 +44,13 @@ const accountUsage = (() => {
   }
 
   function attach(table, usage, { select, clear }) {
-    const pick = (button) => {
-      const r = usage.rows[Number(button.dataset.row)];
-      select(r.user, button.dataset.week);
-    };
+    const weeks = weeksOf(table);
+    const pick = (button) => select(usage.rows[rowOf(button)].user, weeks[colOf(button)]);
+    // the tooltip says what a screen reader does, written when first hovered
+    table.addEventListener("pointerover", (ev) => {
+      const button = ev.target.closest("button.cell");
+      if (button && !button.title) button.title = button.getAttribute("aria-label");
+    });
     let pending = null;
     table.addEventListener("click", (ev) => {
       const button = ev.target.closest("button.cell");
@@ -57,8 +65,8 @@ const accountUsage = (() => {
       if (!button) return;
       if (ev.key === "Escape") { ev.preventDefault(); clear(); return; }
       const grid = cells(table);
-      let i = Number(button.dataset.row);
-      let j = grid[i].indexOf(button);
+      let i = rowOf(button);
+      let j = colOf(button);
       const moves = {
         ArrowLeft: () => { j = Math.max(0, j - 1); }, ArrowRight: () => { j = Math.min(grid[i].length - 1, j + 1); },
         ArrowUp: () => { i = Math.max(0, i - 1); }, ArrowDown: () => { i = Math.min(grid.length - 1, i + 1); },
