@@ -1,0 +1,176 @@
+"""The compare, history and regressions pages in a real browser (Debian's Chromium
+through Playwright), read as a person reads them, over real runs of one in-process
+cluster: the span "steady" 11 times at one speed, the span "load" 8 times at that speed
+then 3 times slowed. Screenshots at 1440x900 and 390x844 go to $DASKSCOPE_SCREENSHOTS."""
+
+# ruff: noqa: RUF001 (the page writes ratios with a multiplication sign)
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from distributed import Client, LocalCluster
+
+import daskscope
+from daskscope.store import open_store
+from daskscope.views.compare import compare_view
+from daskscope.views.history import history_view
+from test_regressions import FAST, RUNS, SLOW, SLOWED, heartbeat, run_in_span
+from webutil import serving
+
+CHROMIUM = Path("/usr/bin/chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
+SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
+SHOTS = Path(
+    os.environ.get(
+        "DASKSCOPE_SCREENSHOTS",
+        Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots",
+    )
+)
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
+sync_api = pytest.importorskip("playwright.sync_api")
+
+from daskscope.web import create_app  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('compare-browser') / 'store.db'}"
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0"
+        ) as lc,
+        Client(lc) as client,
+    ):
+        cluster_id = daskscope.register(client, database=url, name="browser-test")
+        for run in range(RUNS):
+            run_in_span(client, "steady", FAST)
+            run_in_span(client, "load", SLOW if run >= RUNS - SLOWED else FAST)
+        client.run(heartbeat)
+        assert daskscope.flush(client)["write_failures"] == 0
+        # Dask's own task time of each tag's spans: the ground truth of the ratio
+        spans = lc.scheduler.extensions["spans"].spans.values()
+        dask_seconds = {
+            tag: sum(s.duration for s in spans if s.name == (tag,)) for tag in ("steady", "load")
+        }
+    app = create_app(url)
+    with serving(app) as base:
+        yield {"url": url, "base": base, "cluster_id": cluster_id, "dask_seconds": dask_seconds}
+    app.state.store.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(params=list(SIZES))
+def page(request: pytest.FixtureRequest, browser: Any) -> Iterator[Any]:
+    width, height = SIZES[request.param]
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.add_init_script("window.daskscopeAnimations = false;")
+    opened = context.new_page()
+    opened.size_name = request.param
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    opened.set_default_timeout(30_000)
+    yield opened
+    context.close()
+    assert not errors, errors
+
+
+def shot(page: Any, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}-{page.size_name}.png"), full_page=True)
+
+
+def texts(locator: Any) -> list[str]:
+    return [t.strip() for t in locator.all_inner_texts()]
+
+
+def drawn(locator: Any) -> list[str]:
+    return [t.strip() for t in locator.all_text_contents()]
+
+
+def no_page_overflow(page: Any) -> None:
+    wide, inner = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert wide <= inner, f"the page scrolls sideways: {wide} > {inner}"
+
+
+def test_compare_page(served: dict[str, Any], page: Any) -> None:
+    cid = served["cluster_id"]
+    a, b = f"{cid[:8]}/span:steady", f"{cid}/span:load"
+    page.goto(f"{served['base']}/compare?{urlencode({'a': a, 'b': b})}")
+    with open_store(served["url"]) as store:
+        view = compare_view(store, a, b)
+    assert page.locator("h1").inner_text() == "Compare spans"
+    table = page.locator("#compare-figures")
+    assert texts(table.locator("thead th")) == ["Figure", "A", "B", "B − A", "B ÷ A"]
+    rows = {r.id: r for r in view.figures}
+    task_time = table.locator('tr[data-figure="span.duration_s"]')
+    assert texts(task_time.locator("th")) == ["Task time"]
+    cells = texts(task_time.locator("td"))
+    row = rows["span.duration_s"]
+    assert cells == [row.a_text, row.b_text, row.difference_text, row.ratio_text]
+    # the ratio of task time, as Dask's scheduler summed it over each tag's spans (about
+    # (8·FAST + 3·SLOW) / (11·FAST), unless the machine stalled a task)
+    expected = served["dask_seconds"]["load"] / served["dask_seconds"]["steady"]
+    assert float(cells[3].lstrip("×")) == pytest.approx(expected, abs=0.005)
+    wall = table.locator('tr[data-figure="span.wall_s"] td').nth(2)
+    assert "worse" in wall.inner_text() and "worse" in (wall.get_attribute("class") or "")
+    assert "nap" in texts(page.locator("#compare-prefixes tbody th"))[0]
+    assert texts(page.locator("#side-a a")) == [view.a.title]
+    no_page_overflow(page)
+    shot(page, "compare")
+
+
+def test_history_chart(served: dict[str, Any], page: Any) -> None:
+    page.goto(f"{served['base']}/history?kind=span&name=load")
+    with open_store(served["url"]) as store:
+        view = history_view(store, "span", "load")
+    assert "span.wall_s" in view.regressed
+    wall = next(s for s in view.series if s.id == "span.wall_s")
+    assert wall.check is not None
+    chart = page.locator('figure[data-figure="span.wall_s"]')
+    plot = chart.locator(".history-plot")
+    plot.locator(".main-svg").first.wait_for()
+    page.wait_for_function("document.querySelectorAll('.history-plot[data-ready]').length === "
+                           f"{len(view.series)}")  # fmt: skip
+    assert drawn(plot.locator(".g-xtitle")) == ["run start (UTC)"]
+    assert drawn(plot.locator(".g-ytitle")) == ["wall time (s)"]
+    legend = drawn(plot.locator(".legendtext"))
+    assert legend == ["wall time", f"threshold {wall.check.threshold_text}", "regression"]
+    # the flagged points: three red crosses, at the last three runs
+    crosses = plot.locator(".scatterlayer .trace").nth(2).locator(".point")
+    assert crosses.count() == SLOWED
+    assert "Regressed:" in page.locator("#history-regressed").inner_text()
+    assert wall.check.summary in chart.locator(".check").inner_text()
+    # the runs table marks the same runs
+    marked = page.locator("#history-runs td.worse")
+    assert marked.count() >= SLOWED
+    steady = chart.locator(".check.regressed")
+    assert steady.count() == 1
+    no_page_overflow(page)
+    shot(page, "history")
+
+
+def test_regressions_page(served: dict[str, Any], page: Any) -> None:
+    page.goto(f"{served['base']}/regressions")
+    rows = page.locator("#regressions tbody tr")
+    assert rows.count() == 1
+    assert texts(rows.first.locator("td"))[:3] == ["span", "load", "wall time"]
+    assert "Regressions" in texts(page.locator("header nav a"))
+    no_page_overflow(page)
+    shot(page, "regressions")
+    rows.first.locator("a").click()
+    page.wait_for_url("**/history?kind=span&name=load")
+    assert page.locator("h1").inner_text() == "History of span “load”"
