@@ -48,7 +48,7 @@ from daskscope.export.speedscope import (
 from daskscope.store import cluster_detail, open_store, profile_trees, write_records
 from daskscope.web.app import create_app
 from factories import make_cluster
-from webutil import call
+from webutil import call, serving
 
 
 def spin(i: int) -> int:
@@ -496,7 +496,12 @@ def test_cli_sends_the_trace_to_a_collector(
     ],
 )
 def test_cli_file_equals_the_download(
-    recorded: Recorded, tmp_path: Path, command: list[str], route: str, name_tail: str
+    recorded: Recorded,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: list[str],
+    route: str,
+    name_tail: str,
 ) -> None:
     app = create_app(recorded.url)
     answer = call(app, "GET", f"/api/v1/clusters/{recorded.cluster_id}/export/{route}")
@@ -504,15 +509,13 @@ def test_cli_file_equals_the_download(
     expected_name = f"daskscope-{recorded.cluster_id}-{name_tail}"
     disposition = answer.headers["content-disposition"]
     assert disposition == f'attachment; filename="{expected_name}"'
-    runner = CliRunner()
-    with runner.isolated_filesystem(temp_dir=tmp_path):
-        result = runner.invoke(
-            cli,
-            ["--database", recorded.url, "export", command[0], recorded.cluster_id, *command[1:]],
-        )
-        assert result.exit_code == 0, result.output
-        assert f"wrote {expected_name}" in result.output
-        assert Path(expected_name).read_bytes() == answer.content
+    monkeypatch.chdir(tmp_path)  # the default file name lands here
+    result = CliRunner().invoke(
+        cli, ["--database", recorded.url, "export", command[0], recorded.cluster_id, *command[1:]]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"wrote {expected_name}" in result.output
+    assert (tmp_path / expected_name).read_bytes() == answer.content
 
 
 def test_clear_errors(recorded: Recorded) -> None:
@@ -572,3 +575,74 @@ def test_a_cluster_without_tasks_or_profiles_says_so(tmp_path: Path) -> None:
         .spans
     )
     assert span.name.startswith("dask cluster")
+
+
+# -- the pages' links --------------------------------------------------------------------
+
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
+def test_pages_link_the_downloads(recorded: Recorded, tmp_path: Path) -> None:
+    """In Chromium: the cluster page's Export line and the timeline page's link download
+    the files the CLI writes, under the same names."""
+    from playwright.sync_api import sync_playwright
+
+    cid = recorded.cluster_id
+    expected = {
+        "task timeline for Perfetto": (f"daskscope-{cid}-timeline.json", ["perfetto"]),
+        "profile for speedscope": (f"daskscope-{cid}-profile.speedscope.json", ["speedscope"]),
+        "spans as an OpenTelemetry trace": (f"daskscope-{cid}-trace.otlp.pb", ["otlp"]),
+        "OTLP/JSON": (f"daskscope-{cid}-trace.otlp.json", ["otlp", "--format", "json"]),
+    }
+    app = create_app(recorded.url)
+    with serving(app) as base, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        try:
+            for width, height in ((1440, 900), (390, 844)):
+                context = browser.new_context(
+                    viewport={"width": width, "height": height}, accept_downloads=True
+                )
+                page = context.new_page()
+                page.set_default_timeout(20_000)
+                page.goto(f"{base}/clusters/{cid}")
+                line = page.locator("#exports")
+                assert line.is_visible()
+                assert line.inner_text().startswith("Export:")
+                # nothing of the line runs past the window
+                box = line.bounding_box()
+                assert box is not None and box["x"] + box["width"] <= width
+                SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(SCREENSHOTS / f"cluster-exports-{width}.png"))
+                if width == 1440:
+                    for text, (name, command) in expected.items():
+                        with page.expect_download() as info:
+                            line.get_by_role("link", name=text, exact=True).click()
+                        download = info.value
+                        assert download.suggested_filename == name
+                        saved = tmp_path / f"page-{name}"
+                        download.save_as(saved)
+                        written = tmp_path / f"cli-{name}"
+                        result = CliRunner().invoke(
+                            cli,
+                            ["--database", recorded.url, "export", command[0], cid,
+                             *command[1:], "-o", str(written)],
+                        )  # fmt: skip
+                        assert result.exit_code == 0, result.output
+                        assert saved.read_bytes() == written.read_bytes(), text
+                page.goto(f"{base}/clusters/{cid}/timeline")
+                page.screenshot(path=str(SCREENSHOTS / f"timeline-exports-{width}.png"))
+                link = page.locator("#exports").get_by_role(
+                    "link", name="task timeline for Perfetto"
+                )
+                box = link.bounding_box()
+                assert box is not None and box["x"] + box["width"] <= width
+                if width == 1440:
+                    with page.expect_download() as info:
+                        link.click()
+                    assert info.value.suggested_filename == f"daskscope-{cid}-timeline.json"
+                context.close()
+        finally:
+            browser.close()
