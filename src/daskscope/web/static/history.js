@@ -33,7 +33,7 @@
     }
     const measured = s.values.filter((v) => v !== null);
     const top = Math.max(...measured, check && check.threshold !== null ? check.threshold : 0, 0);
-    const vals = niceTicks(top);
+    const vals = niceTicks(top, s.unit === "count" ? 1 : 0);
     const layout = ds.layout({
       margin: { l: 10, r: 10, t: 10, b: 10 },
       showlegend: true,
@@ -48,11 +48,12 @@
     Plotly.newPlot(div, traces, layout, config).then(() => { div.dataset.ready = "1"; });
   }
 
-  // ticks from 0 at 1, 2 or 5 times a power of ten, at most five of them
-  function niceTicks(max) {
+  // ticks from 0 at 1, 2 or 5 times a power of ten, at most five of them, and no finer
+  // than minStep (a count has no fractions)
+  function niceTicks(max, minStep) {
     const top = Math.max(max, 1e-9);
     const pow = 10 ** Math.floor(Math.log10(top / 4));
-    const step = [1, 2, 5, 10].map((m) => m * pow).find((m) => top / m <= 5);
+    const step = Math.max(minStep, [1, 2, 5, 10].map((m) => m * pow).find((m) => top / m <= 5));
     const out = [];
     for (let v = 0; v <= top * 1.15; v += step) out.push(Number(v.toPrecision(6)));
     return out;
