@@ -202,3 +202,63 @@ def test_cli_exit_codes_and_json(recorded: dict[str, Any]) -> None:
     assert history.exit_code == 0 and "regressed: wall time" in history.output
     broken = CliRunner().invoke(cli, ["--database", "nosuch://x", "regressions"])
     assert broken.exit_code == 2 and "error:" in broken.output
+
+
+# -- every kind, on both stores (hand-built records, nightly for 11 days)
+
+
+def test_runs_clusters_and_nested_tags_on_both_stores(store: Any) -> None:
+    import datetime as dt
+
+    from daskscope.store import write_records
+    from factories import make_cluster, make_span, make_workflow_run
+
+    now = dt.datetime.now(dt.UTC).timestamp()
+    records: list[Any] = []
+    for day in range(11):
+        slowed = day >= 8
+        start = now - (11 - day) * 86400
+        cluster = make_cluster(
+            "nightly", start=start, compute_seconds=(20_000.0 if slowed else 40_000.0)
+        )
+        records.append(cluster)
+        records.append(
+            make_workflow_run(
+                cluster, name="skim", wall_time_s=20.0 if slowed else 10.0 + day % 2 * 0.1
+            )
+        )
+        # "load" nested in "pipeline": the tag matches the inner span only once
+        outer = make_span(cluster, "outer", name=["pipeline"], started_at=start + 1,
+                          stopped_at=start + 30, done=True)  # fmt: skip
+        inner = make_span(cluster, "inner", name=["pipeline", "load"], parent_span_id="outer",
+                          started_at=start + 1, stopped_at=start + (20 if slowed else 11),
+                          done=True)  # fmt: skip
+        records += [outer, inner]
+    write_records(store, records)
+
+    runs = history_view(store, "run", "skim")
+    assert len(runs.points) == 11 and runs.regressed == ["workflow.wall_time_s"]
+    clusters = history_view(store, "cluster", "nightly")
+    assert len(clusters.points) == 11 and clusters.regressed == ["cluster.utilisation"]
+    load = history_view(store, "span", "load")
+    assert len(load.points) == 11 and load.regressed == ["span.wall_s"]
+    wall = next(s for s in load.series if s.id == "span.wall_s")
+    assert wall.values == [10.0] * 8 + [19.0] * 3
+    # "pipeline" carries the outer span (its child carries the tag too, and is not counted)
+    pipeline = history_view(store, "span", "pipeline")
+    assert len(pipeline.points) == 11 and pipeline.regressed == []
+    found = {(r.kind, r.name, r.figure) for r in regressions_view(store).regressions}
+    assert found == {
+        ("run", "skim", "workflow.wall_time_s"),
+        ("cluster", "nightly", "cluster.utilisation"),
+        ("span", "load", "span.wall_s"),
+    }
+    assert regressions_view(store, name="pipeline").regressions == []
+    # compare two runs of the same name: wall time doubled, worse
+    first, last = runs.points[0].reference, runs.points[-1].reference
+    from daskscope.views.compare import compare_view
+
+    view = compare_view(store, first, last)
+    wall_time = next(f for f in view.figures if f.id == "workflow.wall_time_s")
+    assert (wall_time.a, wall_time.b, wall_time.verdict) == (10.0, 20.0, "worse")
+    assert wall_time.ratio_text == "×2.00"  # noqa: RUF001
