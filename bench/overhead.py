@@ -13,12 +13,14 @@ For each variant it prints the median wall-time ratio and the scheduler's CPU ra
 process plus the child process that writes the SQLite file) with their spread over the
 pairs, and daskscope's own work per task, measured directly since wall times on a shared
 machine are noisier than the effect: the ``transition`` hook (timed per call on its three
-paths, times the calls per task on each), the CPU time of the event loop's thread in
+paths in CPU time of the calling thread, times the calls per task on each), the CPU
+time of the event loop's thread in
 daskscope's work (graph hook, snapshots, samples — what the plugin's ``loop_seconds``
 counts in wall time — plus its bookkeeping after each write and the profile merges Dask
 does on the loop when daskscope asks for a profile, which ``loop_seconds`` leaves out),
 the writer thread's CPU and the store child's CPU. It also measures each part of the
-loop's work, the longest single block of the event loop a flush held (and how much of it
+loop's work, the longest single block of the event loop a flush held and the 99th
+percentile of those blocks (and how much of the longest
 was the garbage collector's passes, timed with ``gc.callbacks`` in both arms), the
 plugin's peak memory, and checks that the store holds every task group and task. The
 bench wraps the live plugin's methods on the scheduler through ``run_on_scheduler``;
@@ -190,15 +192,26 @@ async def _instrument(dask_scheduler: Any) -> dict[str, Any]:
                 part[0] += end_wall - wall
                 part[1] += end_cpu - cpu
                 part[2] = max(part[2], end_wall - wall)
-                if name == "group slices" and log["current"] is not None:
-                    log["current"]["slices"].append(((wall, cpu), (end_wall, end_cpu)))
 
         return wrapper
 
     flush, submit = plugin.flusher._flush, plugin.flusher.writer.submit
+    give_back = plugin.flusher._yield
+
+    async def timed_yield(started: float, position: int) -> float:
+        # a flush gives the loop back between slices: a block ends here, the next
+        # begins when the loop comes back
+        entry = log["current"]
+        if not position or entry is None:
+            return await give_back(started, position)
+        ended = stamp()
+        try:
+            return await give_back(started, position)
+        finally:
+            entry["cuts"].append((ended, stamp()))
 
     async def timed_flush() -> Any:
-        entry = {"t0": stamp(), "slices": [], "submit": None, "drop": None, "records": 0}
+        entry = {"t0": stamp(), "cuts": [], "submit": None, "drop": None, "records": 0}
         log["current"] = entry
         try:
             return await flush()
@@ -232,6 +245,8 @@ async def _instrument(dask_scheduler: Any) -> dict[str, Any]:
             depth[0] -= 1
 
     plugin.flusher._flush = timed_flush
+    plugin.flusher._yield = timed_yield
+    plugin.spans.groups_changed = timed("span figures", plugin.spans.groups_changed)
     plugin.flusher.writer.submit = timed_submit
     plugin.update_graph = timed("update_graph", plugin.update_graph)
     plugin._sample_workers = timed("worker samples", plugin._sample_workers)
@@ -316,14 +331,14 @@ def gc_within(
 
 
 def flush_blocks(flush: dict[str, Any]) -> tuple[list[tuple[float, ...]], tuple[float, float]]:
-    """(wall, CPU, start, end) of the blocks of the event loop one flush held before the write (one
-    per slice of 500 groups, the last one running on to the hand-over to the writer
-    thread), and of its bookkeeping after the write (dropping finished groups)."""
+    """(wall, CPU, start, end) of the blocks of the event loop one flush held before the
+    write (one per slice of groups, the last one running on to the hand-over to the
+    writer thread), and of its bookkeeping after the write (dropping finished groups)."""
     if flush["submit"] is None:  # the snapshot failed or the store was lost: not timed
         return [], (0.0, 0.0)
-    slices = flush["slices"]
-    starts = [flush["t0"]] + [s for s, _ in slices[1:]]
-    ends = [e for _, e in slices[:-1]] + [flush["submit"]]
+    cuts = flush["cuts"]
+    starts = [flush["t0"]] + [resumed for _, resumed in cuts]
+    ends = [ended for ended, _ in cuts] + [flush["submit"]]
     blocks = [(e[0] - s[0], e[1] - s[1], s[0], e[0]) for s, e in zip(starts, ends, strict=True)]
     drop, end = flush["drop"], flush["end"]
     after = (end[0] - drop[0], end[1] - drop[1]) if drop is not None else (0.0, 0.0)
@@ -404,6 +419,10 @@ def one_run(variant: Variant, url: str | None) -> dict[str, Any]:
         "flushes": len(probe["flushes"]),
         "max_flush_records": max((f["records"] for f in probe["flushes"]), default=0),
         "longest_block_s": longest[0],
+        # the 99th percentile of the blocks' wall and CPU times (every block of every flush)
+        "block_p99_s": percentile([b[0] for b in blocks], 0.99),
+        "block_p99_cpu_s": percentile([b[1] for b in blocks], 0.99),
+        "blocks": len(blocks),
         "longest_block_cpu_s": longest[1],
         "longest_block_gc_s": gc_within(events, longest[2], longest[3])[0],
         # the longest block once its garbage-collector passes are taken out (wall, CPU)
@@ -415,6 +434,14 @@ def one_run(variant: Variant, url: str | None) -> dict[str, Any]:
         "hook_failures": info.get("hook_failures", {}),
         "url": url,
     }
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (nearest rank) of ``values``; 0 for none."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def stored_groups(url: str) -> dict[str, int]:
@@ -520,14 +547,19 @@ async def probe_run(variant: Variant, url: str) -> dict[str, Any]:
         await sampler
         hook = time_transition_hook(plugin, scheduler, keep)
         await daskscope.flush(client, wait_for_metrics=False)
-        names = len(plugin.tracker._lifetimes)
+        await asyncio.sleep(1.0)  # Dask forgets the released tasks; the next flush drops them
+        await daskscope.flush(client, wait_for_metrics=False)
+        # what the recorder still holds once everything is written: bounded by what is
+        # alive, not by the run's history
+        held_uses, held_shares = len(plugin.tracker.current), len(plugin.spans.shares)
     tasks = len(graph)
     return {
         "tasks": tasks,
         "peak_bytes": peak,
         "max_live_groups": groups,
         "max_live_uses": uses,
-        "group_names_remembered": names,
+        "uses_held_after": held_uses,
+        "span_shares_held_after": held_shares,
         "calls_per_task": counter.calls / tasks,
         "finished_per_task": counter.finished / tasks,
         "forgotten_per_task": counter.forgotten / tasks,
@@ -539,21 +571,28 @@ def time_transition_hook(
     plugin: DaskscopePlugin, scheduler: Any, key: Any, calls: int = 200_000
 ) -> dict[str, float]:
     """µs per call of the hook itself on its three paths: filtered (most calls),
-    counting (processing → memory) and forgotten (marks the group changed)."""
+    counting (processing → memory) and forgotten (marks the group changed), in CPU time
+    of the calling thread and in wall time."""
     use = plugin.tracker.current[scheduler.tasks[key].group]
     executed = use.executed
 
-    def per_call(start: str, finish: str) -> float:
-        t0 = time.perf_counter()
+    def per_call(start: str, finish: str) -> tuple[float, float]:
+        t0, c0 = time.perf_counter(), time.thread_time()
         for _ in range(calls):
             plugin.transition(key, start, finish, stimulus_id="bench")
-        return (time.perf_counter() - t0) / calls * 1e6
+        wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+        return cpu / calls * 1e6, wall / calls * 1e6
 
-    timings = {
-        "hook_filtered_us": per_call("waiting", "processing"),
-        "hook_counting_us": per_call("processing", "memory"),
-        "hook_forgotten_us": per_call("released", "forgotten"),
-    }
+    timings: dict[str, float] = {}
+    # CPU time of the calling thread, like every other part of the own work; wall time
+    # too, which on a loaded machine also counts the other processes' turns
+    for path, start, finish in (
+        ("filtered", "waiting", "processing"),
+        ("counting", "processing", "memory"),
+        ("forgotten", "released", "forgotten"),
+    ):
+        cpu, wall = per_call(start, finish)
+        timings[f"hook_{path}_us"], timings[f"hook_{path}_wall_us"] = cpu, wall
     use.executed = executed  # leave the stored numbers true
     return timings
 
@@ -642,7 +681,8 @@ def run_variant(variant: Variant, tmp: Path) -> dict[str, Any]:
             f" / {wo['cpu_s']:.2f} s CPU   with {w['wall_s']:.2f} s / {w['cpu_s']:.2f} s CPU"
             f" + {w['child_cpu_s'] or 0:.2f} s store child   ratio {w['wall_s'] / wo['wall_s']:.3f}"
             f"   own work {own_work(w) / tasks * 1e6:.2f} µs/task besides the hook"
-            f"   longest flush block {w['longest_block_s'] * 1e3:.1f} ms",
+            f"   longest flush block {w['longest_block_s'] * 1e3:.1f} ms"
+            f" (p99 {w['block_p99_s'] * 1e3:.2f} ms)",
             flush=True,
         )
         if w["write_failures"] or w["hook_failures"] or w["child_cpu_s"] is None:
@@ -664,6 +704,7 @@ def own_work(w: dict[str, Any]) -> float:
 LOOP_PARTS = (
     "update_graph",
     "group slices",
+    "span figures",
     "computation records",
     "span records",
     "prefix records",
@@ -748,10 +789,17 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
         "hook_filtered_us": round(probe["hook_filtered_us"], 3),
         "hook_counting_us": round(probe["hook_counting_us"], 3),
         "hook_forgotten_us": round(probe["hook_forgotten_us"], 3),
+        "hook_filtered_wall_us": round(probe["hook_filtered_wall_us"], 3),
+        "hook_counting_wall_us": round(probe["hook_counting_wall_us"], 3),
+        "hook_forgotten_wall_us": round(probe["hook_forgotten_wall_us"], 3),
         "transitions_per_task": round(probe["calls_per_task"], 2),
         "memory_tasks": probe["tasks"],
         "plugin_peak_bytes": probe["peak_bytes"],
-        "group_names_remembered": probe["group_names_remembered"],
+        "uses_held_after": probe["uses_held_after"],
+        "span_shares_held_after": probe["span_shares_held_after"],
+        "flush_block_p99_ms": round(median(w["block_p99_s"] for w in ws) * 1e3, 3),
+        "flush_block_p99_cpu_ms": round(median(w["block_p99_cpu_s"] for w in ws) * 1e3, 3),
+        "flush_blocks_per_run": round(median(w["blocks"] for w in ws)),
     }
     print(f"\n== {variant.name}: {tasks:,} tasks, {len(rows)} pairs ==")
     print(
@@ -764,8 +812,10 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
     print(f"Dask's own wall time per task:         {summary['dask_us_per_task']:.0f} µs")
     print(
         f"transition hook, filtered / counting / forgotten: {probe['hook_filtered_us']:.2f} / "
-        f"{probe['hook_counting_us']:.2f} / {probe['hook_forgotten_us']:.2f} µs per call, "
-        f"{probe['calls_per_task']:.2f} calls per task"
+        f"{probe['hook_counting_us']:.2f} / {probe['hook_forgotten_us']:.2f} µs CPU per call "
+        f"({probe['hook_filtered_wall_us']:.2f} / {probe['hook_counting_wall_us']:.2f} / "
+        f"{probe['hook_forgotten_wall_us']:.2f} µs wall), {probe['calls_per_task']:.2f} calls "
+        "per task"
     )
     print(
         f"own work per task (medians, µs):       {hook_us:.2f} hooks"
@@ -790,6 +840,11 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
         f"{summary['longest_after_write_ms']:.1f} ms at most"
     )
     print(
+        f"p99 event-loop block of a flush:       {summary['flush_block_p99_ms']:.2f} ms wall,"
+        f" {summary['flush_block_p99_cpu_ms']:.2f} ms CPU (medians over the runs;"
+        f" {summary['flush_blocks_per_run']:,} blocks a run)"
+    )
+    print(
         f"  of which garbage collection {summary['longest_flush_block_gc_ms']:.1f} ms (median);"
         f" the longest block without its GC passes {summary['longest_flush_block_ex_gc_ms']:.1f}"
         f" ms, {summary['longest_flush_block_ex_gc_cpu_ms']:.1f} ms CPU (medians)"
@@ -809,7 +864,8 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
     )
     print(
         f"plugin peak memory at {probe['tasks']:,} tasks: {probe['peak_bytes'] / 1024:,.0f} KiB;"
-        f" group names remembered after the run: {probe['group_names_remembered']:,}",
+        f" held after the run: {probe['uses_held_after']:,} group uses,"
+        f" {probe['span_shares_held_after']:,} span shares",
         flush=True,
     )
     return summary
