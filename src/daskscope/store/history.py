@@ -9,13 +9,14 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from daskscope.analysis.compare import tagged_spans
 from daskscope.store import schema as s
 from daskscope.store.engine import Store, as_engine
 
 __all__ = [
     "HISTORY_LIMIT",
     "cluster_runs",
+    "outermost",
+    "own_tag_filter",
     "recurring_names",
     "span_runs",
     "tag_filter",
@@ -40,29 +41,45 @@ def _account(account: str | None) -> sa.ColumnElement[bool]:
     return s.clusters.c.account == account if account is not None else sa.true()
 
 
+def own_tag_filter(tag: str) -> sa.ColumnElement[bool]:
+    """Spans whose own tag (the last of their JSON ``name``) may be ``tag``: Dask's
+    ``span(tag)`` names a span by its parent's name and one more tag, so this is what
+    each span adds. A text match on the stored JSON, confirmed on the decoded names."""
+    text = sa.cast(s.spans.c.name, sa.Text)
+    needles = {json.dumps(tag) + "]", json.dumps(tag, ensure_ascii=False) + "]"}
+    return sa.or_(*(text.endswith(n, autoescape=True) for n in needles))
+
+
+def outermost(name: list[str], tag: str) -> bool:
+    """A span named ``name`` is the outermost of a subtree tagged ``tag``: its own tag,
+    and none of its parents'."""
+    return bool(name) and name[-1] == tag and tag not in name[:-1]
+
+
 def span_runs(
     store: Store | sa.Engine,
     tag: str,
     *,
     account: str | None = None,
-    cluster_id: str | None = None,
-    limit: int | None = HISTORY_LIMIT,
+    limit: int = HISTORY_LIMIT,
 ) -> list[Row]:
-    """Spans tagged ``tag`` (the outermost of each tagged subtree), oldest first, each
-    with its cluster's ``cluster_name``; with ``cluster_id``, that cluster's only."""
+    """The newest ``limit`` spans tagged ``tag`` (the outermost of each tagged subtree),
+    oldest first, each with its cluster's ``cluster_name``."""
     sp, c = s.spans.c, s.clusters.c
     query = (
         sa.select(s.spans, c.name.label("cluster_name"))
         .join(s.clusters, c.id == sp.cluster_id)
-        .where(tag_filter(tag), _account(account))
+        .where(own_tag_filter(tag), _account(account))
         .order_by(sp.enqueued_at.desc(), sp.span_id)
     )
-    if cluster_id is not None:
-        query = query.where(sp.cluster_id == cluster_id)
+    found: list[Row] = []
     with as_engine(store).connect() as conn:
-        rows = [dict(r._mapping) for r in conn.execute(query)]
-    found = [dict(r) for r in tagged_spans(rows, tag)]
-    found = found[:limit] if limit is not None else found
+        # A span whose parents carry the tag too is rare: read on until enough are left
+        for row in conn.execute(query.execution_options(yield_per=limit)):
+            if outermost(row.name, tag):
+                found.append(dict(row._mapping))
+                if len(found) == limit:
+                    break
     found.reverse()
     return found
 
@@ -107,7 +124,8 @@ def recurring_names(
     since: float | None = None,
 ) -> dict[str, list[str]]:  # fmt: skip
     """Per kind ("span", "run", "cluster"), the names seen at least ``min_runs`` times
-    (span tags counted once per span; runs and clusters started on or after ``since``)."""
+    (a span tag counted once per outermost span carrying it; started on or after
+    ``since``)."""
     c, r, sp = s.clusters.c, s.workflow_runs.c, s.spans.c
     with as_engine(store).connect() as conn:
         recent = c.started_at >= since if since is not None else sa.true()
@@ -135,8 +153,9 @@ def recurring_names(
         ).all()
         tags: dict[str, int] = {}
         for text, count in names:
-            for tag in set(json.loads(text)):
-                tags[str(tag)] = tags.get(str(tag), 0) + int(count)
+            name = [str(t) for t in json.loads(text)]
+            if name and outermost(name, name[-1]):
+                tags[name[-1]] = tags.get(name[-1], 0) + int(count)
         return {
             "span": sorted(t for t, n in tags.items() if n >= min_runs),
             "run": [str(x) for x in runs],
