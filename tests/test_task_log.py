@@ -206,7 +206,7 @@ def test_memory_stays_bounded_when_the_writer_is_stalled(db_url: str) -> None:
     feed(log, 1234)
     fed = 50 * segment + 1234
     # two sealed buffers wait for the writer, one is open; every other one was dropped
-    assert log.pending_segments == pending and len(log.columns) == 1234
+    assert log.pending_segments == pending and len(log.rows) == 1234
     assert log.stats.executions_dropped == fed - pending * segment - 1234
     # four times the executions, not more memory: it is bounded by the buffers
     assert peaks[1] < 1.5 * peaks[0]

@@ -1,11 +1,13 @@
-"""The task log's segment format: task executions column-wise, as the recorder buffers
-them (:class:`ExecutionColumns`) and as a :class:`~daskscope.model.TaskSegmentRecord`
-keeps them (an Arrow IPC stream compressed with zstd, :data:`FORMAT`).
+"""The task log's segment format: task executions as the recorder buffers them (a tuple
+each, :data:`Execution`) and as a :class:`~daskscope.model.TaskSegmentRecord` keeps
+them column-wise (Arrow IPC streams compressed with zstd, :data:`FORMAT`).
 
-The recorder appends to plain Python arrays on the scheduler's event loop (no pyarrow
-there); :func:`encode_segment` runs in its writer thread and :func:`decode_segment` in
-whoever reads the store. Keys are kept compactly: a key is its group name (a dictionary
-entry) and what remains of its text (``('inc-3f2a', 3)`` keeps ``3``).
+The recorder's hook only appends a tuple of what Dask handed it (no pyarrow, no text
+made on the event loop); :func:`encode_segment` turns a segment's tuples into columns in
+the writer thread and :func:`decode_segment` reads them back wherever the store is read.
+Keys are kept compactly: a key is its group's name (a dictionary entry) and what remains
+of its text (``('inc-3f2a', 3)`` keeps ``3``). Strings (groups, prefixes, workers,
+actions, sources, computation and span ids) share one dictionary per segment.
 
 One execution keeps its first compute action in the row itself (``start``/``stop``);
 any other action (transfer with its source worker, disk read/write, deserialize, a second
@@ -14,9 +16,7 @@ compute) is a row of the segment's action columns pointing back to it.
 
 from __future__ import annotations
 
-import hashlib
-from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,9 +30,10 @@ __all__ = [
     "FORMAT",
     "NO_THREAD",
     "DecodedSegment",
-    "ExecutionColumns",
+    "Execution",
     "decode_segment",
     "encode_segment",
+    "execution",
     "key_filter_may_hold",
     "key_parts",
     "key_text",
@@ -80,239 +81,197 @@ def key_text(form: int, rest: str, group: str) -> str:
     return rest
 
 
-class ExecutionColumns:
-    """One segment's executions, column-wise, as the recorder appends them: strings
-    (groups, prefixes, workers, actions, computation and span ids) interned to small
-    ints in a table of the segment's own, so memory ends with the segment. Keys are kept
-    as Dask gave them and turned into text in the writer thread."""
+#: One execution as the recorder buffers it: a tuple of what Dask handed the hook,
+#: ``(key, group, prefix, worker, thread, start, stop, actions, erred, nbytes,
+#: computation, span)``. ``start``/``stop`` are its compute action's when that was its
+#: only action; else None, and ``actions`` holds Dask's startstops as they came.
+Execution = tuple[Any, ...]
 
-    __slots__ = (
-        "action_name",
-        "action_row",
-        "action_source",
-        "action_start",
-        "action_stop",
-        "computation",
-        "group",
-        "keys",
-        "names",
-        "nbytes",
-        "prefix",
-        "span",
-        "start",
-        "state",
-        "stop",
-        "thread",
-        "worker",
-    )
 
-    def __init__(self) -> None:
-        self.names: dict[str, int] = {}
-        self.keys: list[Any] = []
-        self.group = array("i")
-        self.prefix = array("i")
-        self.worker = array("i")
-        self.thread = array("q")
-        self.start = array("d")
-        self.stop = array("d")
-        self.state = array("b")
-        self.nbytes = array("q")  # -1: unknown
-        self.computation = array("i")  # -1: none
-        self.span = array("i")  # -1: none
-        self.action_row = array("i")
-        self.action_name = array("i")
-        self.action_start = array("d")
-        self.action_stop = array("d")
-        self.action_source = array("i")  # -1: none
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def intern(self, text: str) -> int:
-        names = self.names
-        index = names.get(text)
-        if index is None:
-            index = names[text] = len(names)
-        return index
-
-    def append(
-        self,
-        key: Any,
-        group: str,
-        prefix: str,
-        worker: str,
-        thread: int | None,
-        startstops: Sequence[dict[str, Any]],
-        *,
-        erred: bool,
-        nbytes: int | None,
-        computation: str | None,
-        span: str | None,
-    ) -> None:
-        """One execution, as the scheduler's transition hook reports it (``startstops``
-        not empty: Dask always reports at least one action)."""
-        intern = self.intern
-        row = len(self.keys)
-        start = stop = -1.0
-        for ss in startstops:
-            action = ss.get("action")
-            if action == "compute" and start < 0:
-                start, stop = ss["start"], ss["stop"]
-                continue
-            source = ss.get("source")
-            self.action_row.append(row)
-            self.action_name.append(intern(str(action)))
-            self.action_start.append(ss["start"])
-            self.action_stop.append(ss["stop"])
-            self.action_source.append(-1 if source is None else intern(str(source)))
-        if start < 0:  # no compute (a task that failed before): a zero-length one
-            start = stop = min(ss["start"] for ss in startstops)
-        self.keys.append(key)
-        self.group.append(intern(group))
-        self.prefix.append(intern(prefix))
-        self.worker.append(intern(worker))
-        self.thread.append(thread or NO_THREAD)
-        self.start.append(start)
-        self.stop.append(stop)
-        self.state.append(ERRED if erred else MEMORY)
-        self.nbytes.append(-1 if nbytes is None or erred else nbytes)
-        self.computation.append(-1 if computation is None else intern(computation))
-        self.span.append(-1 if span is None else intern(span))
-
-    def sizeof(self) -> int:
-        """Bytes the buffers hold (roughly: the keys are Dask's own objects)."""
-        arrays = (getattr(self, name) for name in self.__slots__ if name not in ("keys", "names"))
-        return sum(a.itemsize * len(a) for a in arrays) + 8 * len(self.keys)
+def execution(
+    key: Any,
+    group: str,
+    prefix: str,
+    worker: str,
+    thread: int | None,
+    startstops: Sequence[dict[str, Any]],
+    *,
+    erred: bool,
+    nbytes: int | None,
+    computation: str | None,
+    span: str | None,
+) -> Execution:
+    """The buffered form of one execution (the recorder's hook builds it inline)."""
+    if len(startstops) == 1 and startstops[0]["action"] == "compute":
+        only = startstops[0]
+        return (key, group, prefix, worker, thread, only["start"], only["stop"], None,
+                erred, nbytes, computation, span)  # fmt: skip
+    return (key, group, prefix, worker, thread, None, None, startstops,
+            erred, nbytes, computation, span)  # fmt: skip
 
 
 # -- encoding (in the writer thread) -----------------------------------------------------
 
 
 def encode_segment(
-    cluster_id: str, number: int, columns: ExecutionColumns
+    cluster_id: str, number: int, executions: Sequence[Execution]
 ) -> list[TaskSegmentRecord]:
-    """``columns`` as segment records numbered from ``number`` (one, unless the payload
-    would pass :data:`MAX_PAYLOAD_BYTES`: then halves, recursively)."""
-    import numpy as np
-
-    rows = np.arange(len(columns))
-    return _encode_rows(cluster_id, number, columns, rows)
-
-
-def _encode_rows(
-    cluster_id: str, number: int, columns: ExecutionColumns, rows: npt.NDArray[Any]
-) -> list[TaskSegmentRecord]:
-    record = _encode_one(cluster_id, number, columns, rows)
-    if len(record.payload) <= MAX_PAYLOAD_BYTES or len(rows) < 2:
+    """``executions`` as segment records numbered from ``number`` (one, unless the
+    payload would pass :data:`MAX_PAYLOAD_BYTES`: then halves, recursively)."""
+    record = _encode_one(cluster_id, number, executions)
+    if len(record.payload) <= MAX_PAYLOAD_BYTES or len(executions) < 2:
         return [record]
-    half = len(rows) // 2
-    first = _encode_rows(cluster_id, number, columns, rows[:half])
-    return first + _encode_rows(cluster_id, number + len(first), columns, rows[half:])
+    half = len(executions) // 2
+    first = encode_segment(cluster_id, number, executions[:half])
+    return first + encode_segment(cluster_id, number + len(first), executions[half:])
 
 
-def _encode_one(
-    cluster_id: str, number: int, columns: ExecutionColumns, rows: npt.NDArray[Any]
-) -> TaskSegmentRecord:
+def _split_actions(
+    executions: Sequence[Execution],
+) -> tuple[list[float], list[float], list[tuple[int, str, float, float, str | None]]]:
+    """Each execution's compute start/stop, and its other actions as
+    ``(row, action, start, stop, source)``. An execution without a compute action gets
+    a zero-length one at its first action's start."""
+    starts = [e[5] for e in executions]
+    stops = [e[6] for e in executions]
+    others: list[tuple[int, str, float, float, str | None]] = []
+    for row, e in enumerate(executions):
+        startstops = e[7]
+        if startstops is None:
+            continue
+        start = -1.0
+        for ss in startstops:
+            action = ss.get("action")
+            if action == "compute" and start < 0:
+                start, stop = ss["start"], ss["stop"]
+                continue
+            source = ss.get("source")
+            others.append(
+                (row, str(action), ss["start"], ss["stop"], None if source is None else str(source))
+            )
+        if start < 0:
+            start = stop = min(ss["start"] for ss in startstops)
+        starts[row], stops[row] = start, stop
+    return starts, stops, others
+
+
+def _encode_one(cluster_id: str, number: int, executions: Sequence[Execution]) -> TaskSegmentRecord:
     import numpy as np
     import pyarrow as pa  # type: ignore[import-untyped]
 
-    names = np.array(list(columns.names), dtype=object)
-    start = np.frombuffer(columns.start, dtype=np.float64)[rows]
-    stop = np.frombuffer(columns.stop, dtype=np.float64)[rows]
-    group = np.frombuffer(columns.group, dtype=np.int32)[rows]
-    # the rows' own actions, renumbered to the rows' new places (sorted by start)
-    order = np.argsort(start, kind="stable")
-    rows, start, stop, group = rows[order], start[order], stop[order], group[order]
-    a_row = np.frombuffer(columns.action_row, dtype=np.int32)
-    new_place = np.full(len(columns), -1, dtype=np.int64)
-    new_place[rows] = np.arange(len(rows))
-    a_place = new_place[a_row] if len(a_row) else np.zeros(0, dtype=np.int64)
-    a_keep = np.flatnonzero(a_place >= 0)
-    a_keep = a_keep[np.argsort(a_place[a_keep], kind="stable")]
-    a_start = np.frombuffer(columns.action_start, dtype=np.float64)[a_keep]
-    a_stop = np.frombuffer(columns.action_stop, dtype=np.float64)[a_keep]
+    (keys, groups, prefixes, workers, threads, _, _, _, erreds, nbytes, comps, spans) = zip(
+        *executions, strict=True
+    )
+    starts, stops, others = _split_actions(executions)
+    start = np.array(starts, dtype=np.float64)
+    stop = np.array(stops, dtype=np.float64)
+    order = np.argsort(start, kind="stable")  # sorted by start: offsets compress well
+    n = len(executions)
+    a_rows = np.array([o[0] for o in others], dtype=np.int64)
+    a_start = np.array([o[2] for o in others], dtype=np.float64)
+    a_stop = np.array([o[3] for o in others], dtype=np.float64)
+    new_place = np.empty(n, dtype=np.int64)
+    new_place[order] = np.arange(n)
+    a_place = new_place[a_rows] if len(a_rows) else a_rows
+    a_order = np.argsort(a_place, kind="stable")
     first = float(min(start.min(), a_start.min() if len(a_start) else np.inf))
     last = float(max(stop.max(), a_stop.max() if len(a_stop) else -np.inf))
     base = float(np.floor(first / _US) * _US)  # whole microseconds: offsets are exact
 
-    def offsets(times: npt.NDArray[np.float64]) -> pa.Array:
-        return pa.array(np.rint((times - base) / _US).astype(np.int64))
+    # one dictionary of names for every string column of the segment
+    texts = [str(w) if w is not None else None for w in workers]
+    columns = [list(groups), list(prefixes), texts, list(comps), list(spans)]
+    action_names = [o[1] for o in others]
+    sources = [o[4] for o in others]
+    joined = pa.array([v for c in columns for v in c] + action_names + sources, type=pa.string())
+    encoded = joined.dictionary_encode()
+    dictionary = encoded.dictionary
+    all_codes = np.asarray(encoded.indices.fill_null(-1), dtype=np.int32)
 
-    def interned(codes: npt.NDArray[np.int32]) -> pa.Array:
-        # the segment's names, as Arrow dictionary indices (-1: null)
-        mask = codes < 0
+    def interned(codes: npt.NDArray[np.int32]) -> Any:
         return pa.DictionaryArray.from_arrays(
-            pa.array(codes, mask=mask, type=pa.int32()), dictionary
+            pa.array(codes, mask=codes < 0, type=pa.int32()), dictionary
         )
 
-    dictionary = pa.array(names.tolist() if len(names) else [], type=pa.string())
-    keys = [columns.keys[i] for i in rows.tolist()]
-    group_names = names[group] if len(names) else np.zeros(0, dtype=object)
-    forms, rests = _key_columns(keys, group_names.tolist())
-    start_off = offsets(start)
+    def offsets(times: npt.NDArray[np.float64]) -> Any:
+        return pa.array(np.rint((times - base) / _US).astype(np.int64))
+
+    code = [all_codes[i * n : (i + 1) * n][order] for i in range(len(columns))]
+    a_codes = all_codes[len(columns) * n :]
+    a_name, a_source = a_codes[: len(others)][a_order], a_codes[len(others) :][a_order]
+    names = dictionary.to_pylist()
+    group_names = [names[c] for c in code[0].tolist()]
+    key_texts = [str(keys[i]) for i in order.tolist()]
+    forms, rests = _key_columns(key_texts, group_names)
+    nbytes_array = np.array([-1 if b is None else b for b in nbytes], dtype=np.int64)[order]
+    erred = np.array(erreds, dtype=bool)[order]
+    nbytes_array[erred] = -1
+    thread = np.array([t or NO_THREAD for t in threads], dtype=np.int64)[order]
     table = pa.table(
         {
             "key_form": pa.array(forms, type=pa.int8()),
             "key_rest": pa.array(rests, type=pa.string()),
-            "group": interned(group),
-            "prefix": interned(np.frombuffer(columns.prefix, dtype=np.int32)[rows]),
-            "worker": interned(np.frombuffer(columns.worker, dtype=np.int32)[rows]),
-            "thread": pa.array(np.frombuffer(columns.thread, dtype=np.int64)[rows]),
-            "start_us": start_off,
-            "duration_us": pa.array(np.rint((stop - start) / _US).astype(np.int64)),
-            "state": pa.array(np.frombuffer(columns.state, dtype=np.int8)[rows]),
-            "nbytes": _nullable(np.frombuffer(columns.nbytes, dtype=np.int64)[rows]),
-            "computation": interned(np.frombuffer(columns.computation, dtype=np.int32)[rows]),
-            "span": interned(np.frombuffer(columns.span, dtype=np.int32)[rows]),
+            "group": interned(code[0]),
+            "prefix": interned(code[1]),
+            "worker": interned(code[2]),
+            "thread": pa.array(thread),
+            "start_us": offsets(start[order]),
+            "duration_us": pa.array(np.rint((stop - start)[order] / _US).astype(np.int64)),
+            "state": pa.array(np.where(erred, ERRED, MEMORY).astype(np.int8)),
+            "nbytes": pa.array(nbytes_array, mask=nbytes_array < 0, type=pa.int64()),
+            "computation": interned(code[3]),
+            "span": interned(code[4]),
         }
     )
     actions = pa.table(
         {
-            "row": pa.array(a_place[a_keep].astype(np.int32)),
-            "action": interned(np.frombuffer(columns.action_name, dtype=np.int32)[a_keep]),
-            "start_us": offsets(a_start),
-            "duration_us": pa.array(np.rint((a_stop - a_start) / _US).astype(np.int64)),
-            "source": interned(np.frombuffer(columns.action_source, dtype=np.int32)[a_keep]),
+            "row": pa.array(a_place[a_order].astype(np.int32)),
+            "action": interned(a_name),
+            "start_us": offsets(a_start[a_order]),
+            "duration_us": pa.array(np.rint((a_stop - a_start)[a_order] / _US).astype(np.int64)),
+            "source": interned(a_source),
         }
     )
-    payload = _ipc_bytes(table, actions, base)
-    used_groups = sorted({str(n) for n in set(group_names.tolist())})
     return TaskSegmentRecord(
         id=segment_id(cluster_id, number),
         cluster_id=cluster_id,
         segment=number,
         first_start=first,
         last_stop=last,
-        executions=len(rows),
+        executions=n,
         format=FORMAT,
-        payload=payload,
-        groups=used_groups,
-        key_filter=_key_filter(
-            key_text(f, r, g) for f, r, g in zip(forms, rests, group_names.tolist(), strict=True)
-        ),
+        payload=_ipc_bytes(table, actions, base),
+        groups=sorted(set(group_names)),
+        key_filter=_key_filter(key_texts),
     )
 
 
-def _key_columns(keys: list[Any], groups: list[str]) -> tuple[list[int], list[str]]:
+def _key_columns(keys: list[str], groups: list[str]) -> tuple[list[int], list[str]]:
+    """:func:`key_parts` of every key, inlined (this loop is most of a segment's
+    encoding)."""
     forms: list[int] = []
     rests: list[str] = []
+    leads: dict[str, str] = {}
     for key, group in zip(keys, groups, strict=True):
-        form, rest = key_parts(str(key), group)
-        forms.append(form)
-        rests.append(rest)
+        lead = leads.get(group)
+        if lead is None:
+            lead = leads[group] = f"({group!r}, "
+        if key.startswith(lead) and key.endswith(")"):
+            forms.append(KEY_TUPLE)
+            rests.append(key[len(lead) : -1])
+        elif key == group:
+            forms.append(KEY_IS_GROUP)
+            rests.append("")
+        else:
+            forms.append(KEY_WHOLE)
+            rests.append(key)
     return forms, rests
-
-
-def _nullable(values: npt.NDArray[np.int64]) -> Any:
-    import pyarrow as pa  # type: ignore[import-untyped]
-
-    return pa.array(values, mask=values < 0, type=pa.int64())
 
 
 def _ipc_bytes(table: Any, actions: Any, base: float) -> bytes:
     """The two tables as two IPC streams (each has its own schema), the first's length
     in front; the time base in the schemas' metadata."""
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
     import pyarrow.ipc as ipc  # type: ignore[import-untyped]
 
     options = ipc.IpcWriteOptions(compression="zstd")
@@ -329,38 +288,60 @@ def _ipc_bytes(table: Any, actions: Any, base: float) -> bytes:
 # -- the key filter ---------------------------------------------------------------------
 
 
-def _key_hashes(key: str) -> tuple[int, int]:
-    digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-    return int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little") | 1
+#: bytes of a key's text the filter hashes: its last ones (where keys differ: indices,
+#: tokens); keys alike there only cost a segment decoded for nothing
+_HASHED_BYTES = 96
+_FNV_OFFSET, _FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
 
 
-def _key_filter(keys: Iterable[str]) -> bytes:
+def _key_hashes(keys: Sequence[str]) -> npt.NDArray[np.uint64]:
+    """Two 64-bit hashes of each key (FNV-1a over its last bytes, and a remix of it),
+    vectorised over the keys: an ``(n, 2)`` array."""
+    import numpy as np
+
+    tails = [k.encode("utf-8", "surrogatepass")[-_HASHED_BYTES:] for k in keys]
+    matrix = np.array(tails, dtype=f"S{_HASHED_BYTES}").view(np.uint8)
+    matrix = matrix.reshape(len(keys), _HASHED_BYTES)
+    h = np.full(len(keys), _FNV_OFFSET, dtype=np.uint64)
+    prime = np.uint64(_FNV_PRIME)
+    with np.errstate(over="ignore"):
+        for column in range(_HASHED_BYTES):
+            h = (h ^ matrix[:, column].astype(np.uint64)) * prime
+        h2 = (h ^ (h >> np.uint64(29))) * np.uint64(0xBF58476D1CE4E5B9) | np.uint64(1)
+    return np.stack([h, h2], axis=1)
+
+
+def _filter_positions(hashes: npt.NDArray[np.uint64], bits: int) -> npt.NDArray[np.uint64]:
+    """The bit positions of each key: ``(n, hashes)``."""
+    import numpy as np
+
+    steps = np.arange(_FILTER_HASHES, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        mixed = hashes[:, :1] + steps[None, :] * hashes[:, 1:2]
+    return mixed % np.uint64(bits)
+
+
+def _key_filter(keys: Sequence[str]) -> bytes:
     """A Bloom filter of the segment's keys: a lookup decodes only segments it admits."""
     import numpy as np
 
-    hashes = [_key_hashes(k) for k in keys]
-    bits = max(64, len(hashes) * _FILTER_BITS_PER_KEY)
-    field = np.zeros((bits + 7) // 8, dtype=np.uint8)
-    if hashes:
-        h = np.array(hashes, dtype=np.uint64)
-        for i in range(_FILTER_HASHES):
-            positions = (h[:, 0] + np.uint64(i) * h[:, 1]) % np.uint64(bits)
-            np.bitwise_or.at(field, (positions // 8).astype(np.int64), 1 << (positions % 8))
-    return bits.to_bytes(8, "little") + field.tobytes()
+    bits = max(64, len(keys) * _FILTER_BITS_PER_KEY)
+    field = np.zeros(bits, dtype=bool)
+    if keys:
+        field[_filter_positions(_key_hashes(keys), bits).ravel().astype(np.int64)] = True
+    return bits.to_bytes(8, "little") + np.packbits(field, bitorder="little").tobytes()
 
 
 def key_filter_may_hold(key_filter: bytes, key: str) -> bool:
     """False when ``key`` is surely not in the segment of this filter (empty: unknown)."""
+    import numpy as np
+
     if len(key_filter) < 8:
         return True
     bits = int.from_bytes(key_filter[:8], "little")
-    h1, h2 = _key_hashes(key)
-    mask = 2**64 - 1
-    for i in range(_FILTER_HASHES):
-        position = ((h1 + i * h2) & mask) % bits
-        if not key_filter[8 + position // 8] & (1 << (position % 8)):
-            return False
-    return True
+    field = np.frombuffer(key_filter, dtype=np.uint8, offset=8)
+    positions = _filter_positions(_key_hashes([key]), bits)[0].astype(np.int64)
+    return bool(((field[positions // 8] >> (positions % 8)) & 1).all())
 
 
 # -- decoding ---------------------------------------------------------------------------

@@ -439,17 +439,21 @@ class DaskscopePlugin(SchedulerPlugin):
 
     def handle_info(self) -> dict[str, Any]:
         flusher = self.flusher
+        task_log = self.task_log.status() if self.task_log is not None else {}
+        status = flusher.status() if flusher is not None else Flusher.idle_status()
+        # the writer thread's CPU: the flushes' writes and the task log's segments
+        status["writer_cpu_seconds"] += task_log.get("task_log_writer_cpu_seconds", 0.0)
         return {
             "cluster_id": self.cluster_id,
             "recording": self.recording,
             "start_error": self.start_error,
             "database": self.settings.database,
             "destination": self.destination,
-            **(flusher.status() if flusher is not None else Flusher.idle_status()),
+            **status,
             # the flushes' time on the event loop, and the hooks' and samples'
             "loop_seconds": self.loop_seconds + (flusher.stats.loop_seconds if flusher else 0.0),
             "hook_failures": dict(self.hook_failures),
-            **(self.task_log.status() if self.task_log is not None else {}),
+            **task_log,
         }
 
     # -- failure handling ----------------------------------------------------------------

@@ -1,8 +1,8 @@
 """The task log: every task execution the scheduler reports, kept (issue 13).
 
-The transition hook appends each execution to column-wise buffers
-(:class:`~daskscope.segments.ExecutionColumns`: a few array appends, no record, no
-pyarrow on the event loop). Every ``segment_executions`` executions, and at each flush,
+The transition hook appends each execution to a buffer as one tuple of what Dask handed
+it (:data:`~daskscope.segments.Execution`: no record, no text, no pyarrow on the event
+loop). Every ``segment_executions`` executions, and at each flush,
 the buffers are sealed and handed to the writer thread, which encodes them into
 :class:`~daskscope.model.TaskSegmentRecord` s; a flush then writes the encoded segments
 after the flusher's own records (a server takes a cluster's records once it knows the
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from time import thread_time
 from typing import TYPE_CHECKING, Any
 
-from daskscope.segments import ExecutionColumns, encode_segment
+from daskscope.segments import Execution, encode_segment
 
 if TYPE_CHECKING:
     from distributed.scheduler import TaskState
@@ -45,8 +45,9 @@ class TaskLogStats:
     segments_encoded: int = 0
     segments_written: int = 0
     bytes_encoded: int = 0
-    #: CPU time of the writer thread encoding segments
+    #: CPU time of the writer thread encoding segments, and handing them to the sink
     encode_cpu_seconds: float = 0.0
+    write_cpu_seconds: float = 0.0
     write_failures: int = 0
     last_write_error: str | None = None
 
@@ -67,7 +68,7 @@ class TaskLog:
         self.segment_executions = segment_executions
         self.max_pending_segments = max_pending_segments
         self.max_unwritten_executions = max_unwritten_executions
-        self.columns = ExecutionColumns()
+        self.rows: list[Execution] = []
         self.stats = TaskLogStats()
         self.writer: WriterThread | None = None
         #: the recorder's sink as it is now (a sink may be replaced while recording)
@@ -94,25 +95,23 @@ class TaskLog:
         *,
         erred: bool,
     ) -> None:
-        """One execution of ``ts`` ended (processing → memory or erred)."""
+        """One execution of ``ts`` ended (processing -> memory or erred): one tuple
+        appended (:func:`daskscope.segments.execution`, inlined: this runs per task)."""
         startstops = kwargs.get("startstops")
         if not startstops:  # Dask always says; a task without any time has no place
             return
         group = ts.group
-        self.columns.append(
-            key,
-            group.name,
-            ts.prefix.name,
-            str(kwargs.get("worker") or ""),
-            kwargs.get("thread"),
-            startstops,
-            erred=erred,
-            nbytes=kwargs.get("nbytes"),
-            computation=computation_id,
-            span=group.span_id,
-        )
-        self.stats.executions += 1
-        if len(self.columns) >= self.segment_executions:
+        if len(startstops) == 1 and (only := startstops[0])["action"] == "compute":
+            start, stop, actions = only["start"], only["stop"], None
+        else:
+            start = stop = None
+            actions = startstops
+        rows = self.rows
+        rows.append(
+            (key, group.name, ts.prefix.name, kwargs.get("worker"), kwargs.get("thread"),
+             start, stop, actions, erred, kwargs.get("nbytes"), computation_id, group.span_id)
+        )  # fmt: skip
+        if len(rows) >= self.segment_executions:
             self.seal()
 
     # -- sealing and writing --------------------------------------------------------------
@@ -125,15 +124,16 @@ class TaskLog:
     def seal(self) -> None:
         """Hand the open buffer to the writer thread for encoding (or drop it, counted,
         when the writer is too far behind)."""
-        columns = self.columns
-        if not len(columns):
+        rows = self.rows
+        if not rows:
             return
-        self.columns = ExecutionColumns()
+        self.rows = []
+        self.stats.executions += len(rows)
         if self.writer is None or self.pending_segments >= self.max_pending_segments:
-            self._dropped(len(columns), "the writer is behind")
+            self._dropped(len(rows), "the writer is behind")
             return
         self._sealed += 1
-        self.writer.submit(self._encode, columns)
+        self.writer.submit(self._encode, rows)
 
     async def flush(self) -> int:
         """Seal what is buffered and write every encoded segment; returns the number of
@@ -153,13 +153,13 @@ class TaskLog:
             )
         self.stats.executions_dropped += executions
 
-    def _encode(self, columns: ExecutionColumns) -> None:
+    def _encode(self, rows: list[Execution]) -> None:
         """(writer thread) The sealed buffer as segment records, kept for the next write."""
         started = thread_time()
         try:
-            records = encode_segment(self.cluster_id, self._next_number, columns)
+            records = encode_segment(self.cluster_id, self._next_number, rows)
         except Exception:
-            self._dropped(len(columns), "a segment could not be encoded")
+            self._dropped(len(rows), "a segment could not be encoded")
             logger.exception("daskscope: a task-log segment could not be encoded")
             return
         finally:
@@ -180,6 +180,7 @@ class TaskLog:
         if not self._ready or self.sink is None:
             return 0
         records, self._ready = self._ready, []
+        started = thread_time()
         try:
             self.sink().write(list(records))
         except Exception as exc:
@@ -187,6 +188,8 @@ class TaskLog:
             self.stats.write_failures += 1
             self.stats.last_write_error = f"{type(exc).__name__}: {exc}"
             return 0
+        finally:
+            self.stats.write_cpu_seconds += thread_time() - started
         self.stats.segments_written += len(records)
         self.stats.last_write_error = None
         return len(records)
@@ -195,11 +198,11 @@ class TaskLog:
         """What the recorder's info reports of the task log."""
         s = self.stats
         return {
-            "task_log_executions": s.executions,
+            "task_log_executions": s.executions + len(self.rows),
             "task_log_dropped": s.executions_dropped,
             "task_log_segments_written": s.segments_written,
             "task_log_pending_segments": self.pending_segments,
-            "task_log_buffered": len(self.columns),
-            "task_log_encode_cpu_seconds": s.encode_cpu_seconds,
+            "task_log_buffered": len(self.rows),
+            "task_log_writer_cpu_seconds": s.encode_cpu_seconds + s.write_cpu_seconds,
             "task_log_write_failures": s.write_failures,
         }
