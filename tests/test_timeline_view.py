@@ -17,6 +17,7 @@ import dask.array as da
 import pytest
 from click.testing import CliRunner
 from distributed import Client, LocalCluster, get_task_stream, span
+from distributed.utils import key_split_group
 
 import daskscope
 from daskscope.analysis.timeline import idle_gaps, merged, spread
@@ -136,7 +137,8 @@ def test_utilisation_is_busy_time_from_the_task_stream(run: dict[str, Any]) -> N
     for b in view.utilisation:
         assert b.busy_s == pytest.approx(overlap(busy, b.start, b.stop), abs=near)
         # (epoch seconds hold a bin's width to about a microsecond)
-        assert b.fraction == pytest.approx(b.busy_s / (4 * (b.stop - b.start)), rel=1e-4)
+        # (capped at every thread busy)
+        assert b.fraction == pytest.approx(min(1.0, b.busy_s / (4 * (b.stop - b.start))), rel=1e-4)
     # per thread
     for lane in view.lanes:
         mine = [
@@ -176,7 +178,6 @@ def test_slowest_tasks_are_the_stream_s(run: dict[str, Any]) -> None:
     }
     truth = sorted(took, key=lambda k: -took[k])[: len(SLOW)]
     assert [t.key for t in view.slowest[: len(SLOW)]] == truth
-    assert all(t.prefix == "slow" for t in view.slowest[: len(SLOW)])
     for t in view.slowest:
         assert t.stop - t.start == pytest.approx(took[t.key], abs=4e-6)
     computed = {
@@ -221,15 +222,22 @@ def test_bins_hold_the_same_busy_time_as_the_tasks(run: dict[str, Any]) -> None:
     raw = timeline_view(store, cluster_id)
     binned = timeline_view(store, cluster_id, width_bins=200, max_tasks=10)
     assert raw.raw and not binned.raw
-    assert binned.tasks == [] and any(lane.bins for lane in binned.lanes)
+    assert binned.tasks == [] and any(lane.bins and lane.bins.start for lane in binned.lanes)
     assert binned.totals.busy_s == pytest.approx(raw.totals.busy_s, rel=1e-6)
     for a, b in zip(raw.lanes, binned.lanes, strict=True):
         assert b.label == a.label
         assert b.busy_s == pytest.approx(a.busy_s, rel=1e-6, abs=1e-9)
     assert binned.resolution_s > 0
     for lane in binned.lanes:
-        for b in lane.bins:
-            assert b.colour == (prefix_colour(b.prefix) if b.prefix else None)
+        assert lane.bins is not None
+        assert sum(lane.bins.busy_s.get("compute", [])) == pytest.approx(lane.busy_s)
+        for at in lane.bins.top_group:
+            if at >= 0:
+                group = binned.bin_groups[at]
+                assert group.colour == prefix_colour(group.prefix)
+    # the bins' groups are groups of the run, by the stream's keys
+    groups = {key_split_group(t["key"]) for t in run["stream"]}
+    assert {g.name for g in binned.bin_groups} <= groups
 
 
 def test_task_lookup(run: dict[str, Any]) -> None:

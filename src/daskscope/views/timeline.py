@@ -44,11 +44,12 @@ __all__ = [
     "MAX_RAW_TASKS",
     "PREFIX_PALETTE",
     "ActivityKey",
+    "BinGroup",
     "IdleGap",
     "PrefixKey",
     "TaskAction",
     "TaskDetailView",
-    "TimelineBin",
+    "TimelineBins",
     "TimelineFilters",
     "TimelineLane",
     "TimelineTask",
@@ -132,18 +133,28 @@ class TimelineTask:
 
 
 @dataclass(frozen=True)
-class TimelineBin:
-    """A thread's time in ``[start, stop)``: seconds by activity, executions overlapping
-    it, and the group that computed most in it (its prefix's colour)."""
+class BinGroup:
+    """A group that computed most in some bin: its prefix and that prefix's colour."""
 
-    start: float
-    stop: float
-    busy_s: dict[str, float]
-    tasks: int
-    top_group: str | None
-    #: the top group's prefix, and its colour
-    prefix: str | None
-    colour: str | None
+    name: str
+    prefix: str
+    colour: str
+
+
+@dataclass(frozen=True)
+class TimelineBins:
+    """A thread's bins that hold something, column-wise (item ``i`` of each list is
+    one bin, ``[start[i], stop[i])``): seconds by activity, executions overlapping it,
+    and the group that computed most in it (an index into
+    :attr:`TimelineView.bin_groups`, -1 when nothing computed). Thousands of bins
+    a thread read and travel faster as lists than as objects."""
+
+    start: list[float]
+    stop: list[float]
+    tasks: list[int]
+    top_group: list[int]
+    #: per activity, its seconds in each bin
+    busy_s: dict[str, list[float]]
 
 
 @dataclass(frozen=True)
@@ -156,8 +167,8 @@ class TimelineLane:
     thread: int
     #: compute seconds in the window
     busy_s: float
-    #: empty when the window is raw
-    bins: list[TimelineBin]
+    #: None when the window is raw
+    bins: TimelineBins | None
 
 
 @dataclass(frozen=True)
@@ -191,7 +202,8 @@ class IdleGap:
 
 @dataclass(frozen=True)
 class UtilisationBin:
-    """Busy thread-seconds in ``[start, stop)`` over what the threads could give."""
+    """Busy thread-seconds in ``[start, stop)`` over what the threads could give
+    (``fraction`` capped at 1: every thread busy)."""
 
     start: float
     stop: float
@@ -239,6 +251,8 @@ class TimelineView:
     idle_gaps: list[IdleGap]
     lane_gaps: list[IdleGap]
     utilisation: list[UtilisationBin]
+    #: the groups the bins name (``lanes[].bins.top_group``)
+    bin_groups: list[BinGroup]
     #: the longest executions (first start to last stop, so waiting for transfers
     #: counts) of the cluster or computation, with the group filter, in any window
     slowest: list[TimelineTask]
@@ -433,6 +447,7 @@ def timeline_view(
         idle_gaps=shown.idle_gaps,
         lane_gaps=shown.lane_gaps,
         utilisation=_utilisation(shown.weighted, window.start, window.stop, threads),
+        bin_groups=shown.bin_groups,
         slowest=[_task(t, index[(t.worker, t.thread)]) for t in slowest],
     )
 
@@ -448,6 +463,7 @@ class _Parts:
     #: (start, stop, compute seconds) to spread over the utilisation bins
     weighted: list[tuple[float, float, float]]
     resolution: float
+    bin_groups: list[BinGroup]
 
 
 def _activity_keys(seconds: dict[str, float]) -> list[ActivityKey]:
@@ -489,7 +505,7 @@ def _raw_parts(
         busy_by_lane[t.lane].extend(computing)
         by_prefix[t.prefix] += clipped_seconds(computing, start, stop)
     lanes = [
-        TimelineLane(labels[i], w, th, clipped_seconds(busy_by_lane.get(i, []), start, stop), [])
+        TimelineLane(labels[i], w, th, clipped_seconds(busy_by_lane.get(i, []), start, stop), None)
         for (w, th), i in index.items()
     ]
     whole, per_lane = _gaps(busy_by_lane, labels, start, stop)
@@ -503,6 +519,7 @@ def _raw_parts(
         per_lane,
         weighted,
         0.0,
+        [],
     )
 
 
@@ -514,39 +531,50 @@ def _binned_parts(
     busy_by_lane: dict[int, list[Interval]] = defaultdict(list)
     activity: dict[str, float] = defaultdict(float)
     by_prefix: dict[str, float] = defaultdict(float)
-    weighted: list[tuple[float, float, float]] = []
+    # compute summed over the threads per bin: bins share their edges across threads,
+    # so the utilisation series spreads one interval a bin, not one a bin and thread
+    by_bin: dict[tuple[float, float], float] = defaultdict(float)
+    # a window has few groups and thousands of bins: each group's prefix and colour once
+    groups: dict[str, int] = {}
+    bin_groups: list[BinGroup] = []
     widest = 0.0
     lanes = []
     for (worker, thread), i in index.items():
-        bins = []
-        busy = 0.0
         lane = given.get(i)
-        for b in lane.bins if lane is not None else ():
+        if lane is None:
+            lanes.append(TimelineLane(labels[i], worker, thread, 0.0, _no_bins()))
+            continue
+        kept = [b for b in lane.bins if b.tasks or b.busy_s]
+        names = sorted({name for b in kept for name in b.busy_s})
+        bins = TimelineBins(
+            start=[b.start for b in kept],
+            stop=[b.stop for b in kept],
+            tasks=[b.tasks for b in kept],
+            top_group=[],
+            busy_s={name: [b.busy_s.get(name, 0.0) for b in kept] for name in names},
+        )
+        for name, per_bin in bins.busy_s.items():
+            activity[name] += sum(per_bin)
+        computing = bins.busy_s.get(COMPUTE, [0.0] * len(kept))
+        intervals = busy_by_lane[i]
+        for b, seconds in zip(kept, computing, strict=True):
             widest = max(widest, b.stop - b.start)
-            computing = b.busy_s.get(COMPUTE, 0.0)
-            for name, seconds in b.busy_s.items():
-                activity[name] += seconds
-            if computing > 0:
-                busy += computing
-                busy_by_lane[i].append((b.start, b.stop))
-                weighted.append((b.start, b.stop, computing))
-            prefix = key_split(b.top_group) if b.top_group else None
-            if prefix is not None:
-                by_prefix[prefix] += computing
-            if b.tasks or any(b.busy_s.values()):
-                bins.append(
-                    TimelineBin(
-                        b.start,
-                        b.stop,
-                        dict(b.busy_s),
-                        b.tasks,
-                        b.top_group,
-                        prefix,
-                        prefix_colour(prefix) if prefix is not None else None,
-                    )
-                )
-        lanes.append(TimelineLane(labels[i], worker, thread, busy, bins))
+            if seconds > 0:
+                intervals.append((b.start, b.stop))
+                by_bin[(b.start, b.stop)] += seconds
+            if b.top_group is None:
+                bins.top_group.append(-1)
+                continue
+            at = groups.get(b.top_group)
+            if at is None:
+                prefix = key_split(b.top_group)
+                at = groups[b.top_group] = len(bin_groups)
+                bin_groups.append(BinGroup(b.top_group, prefix, prefix_colour(prefix)))
+            bins.top_group.append(at)
+            by_prefix[bin_groups[at].prefix] += seconds
+        lanes.append(TimelineLane(labels[i], worker, thread, sum(computing), bins))
     whole, per_lane = _gaps(busy_by_lane, labels, start, stop)
+    weighted = [(a, b, seconds) for (a, b), seconds in by_bin.items()]
     return _Parts(
         lanes,
         [],
@@ -556,7 +584,12 @@ def _binned_parts(
         per_lane,
         weighted,
         widest,
+        bin_groups,
     )
+
+
+def _no_bins() -> TimelineBins:
+    return TimelineBins([], [], [], [], {})
 
 
 def _utilisation(
@@ -600,6 +633,7 @@ def _empty(
         idle_gaps=[],
         lane_gaps=[],
         utilisation=[],
+        bin_groups=[],
         slowest=[],
     )
 
@@ -622,7 +656,7 @@ def task_detail_view(store: Store, cluster_id: str, key: str) -> TaskDetailView 
     executions = [_task(t, index[(t.worker, t.thread)]) for t in found]
     executions.sort(key=lambda t: t.start)
     lanes = [
-        TimelineLane(labels[i], w, th, sum(t.compute_s for t in executions if t.lane == i), [])
+        TimelineLane(labels[i], w, th, sum(t.compute_s for t in executions if t.lane == i), None)
         for (w, th), i in index.items()
     ]
     seconds: dict[str, float] = defaultdict(float)

@@ -38,12 +38,13 @@
     if (action) lines.push(`<i>this bar: ${actionLine(action)}</i>`);
     return lines.join("<br>");
   }
-  function binText(lane, b) {
-    const busy = Object.entries(b.busy_s).filter(([, s]) => s > 0).sort((x, y) => y[1] - x[1]);
+  function binText(lane, i, group) {
+    const bins = lane.bins;
+    const busy = Object.entries(bins.busy_s).map(([name, s]) => [name, s[i]]).filter(([, s]) => s > 0).sort((x, y) => y[1] - x[1]);
     return [
       `<b>${ds.text(lane.label)}</b>`,
-      `${ds.utc(b.start, true)} UTC + ${ds.duration(b.stop - b.start)}`,
-      `${ds.count(b.tasks)} tasks${b.top_group ? ` · mostly ${ds.text(b.top_group)}` : ""}`,
+      `${ds.utc(bins.start[i], true)} UTC + ${ds.duration(bins.stop[i] - bins.start[i])}`,
+      `${ds.count(bins.tasks[i])} tasks${group ? ` · mostly ${ds.text(group.name)}` : ""}`,
       ...busy.map(([name, s]) => `${ds.text(name)} ${ds.duration(s)}`),
     ].join("<br>");
   }
@@ -96,20 +97,24 @@
   function binTraces() {
     const byColour = new Map();
     for (const lane of view.lanes) {
-      for (const b of lane.bins) {
-        const computing = b.busy_s.compute || 0;
-        const [name, colour] = b.prefix !== null ? [b.prefix, b.colour] : ["other activity", "#b0b7c6"];
+      const bins = lane.bins;
+      if (!bins) continue;
+      const computing = bins.busy_s.compute || [];
+      for (let i = 0; i < bins.start.length; i += 1) {
+        const group = bins.top_group[i] >= 0 ? view.bin_groups[bins.top_group[i]] : null;
+        const [name, colour] = group ? [group.prefix, group.colour] : ["other activity", "#b0b7c6"];
         if (!byColour.has(name)) byColour.set(name, Object.assign(bars(name, colour), { marker: { color: colour, opacity: [] } }));
         const trace = byColour.get(name);
+        const width = bins.stop[i] - bins.start[i];
         trace.y.push(lane.label);
-        trace.base.push(b.start - shownOrigin);
-        trace.x.push(b.stop - b.start);
-        trace.hovertext.push(binText(lane, b));
+        trace.base.push(bins.start[i] - shownOrigin);
+        trace.x.push(width);
+        trace.hovertext.push(binText(lane, i, group));
         trace.customdata.push(null);
-        trace.marker.opacity.push(0.3 + 0.7 * Math.min(1, computing / (b.stop - b.start)));
+        trace.marker.opacity.push(0.3 + 0.7 * Math.min(1, (computing[i] || 0) / width));
       }
     }
-    return [...byColour.values()].map((t) => Object.assign(t, { width: 0.8 }));
+    return [...byColour.values()];
   }
 
   function utilisationTrace() {
@@ -342,7 +347,7 @@
     setStat("utilisation", ds.percent(t.utilisation));
     fillFilters();
     fillTables();
-    const bins = view.lanes.reduce((n, l) => Math.max(n, l.bins.length), 0);
+    const bins = view.lanes.reduce((n, l) => Math.max(n, l.bins ? l.bins.start.length : 0), 0);
     status(view.raw
       ? `Every task of the window: ${ds.count(view.tasks.length)}.`
       : `${ds.count(t.tasks)} tasks: each thread's time in bins of ${ds.duration(view.resolution_s)} (up to ${ds.count(bins)} a thread); zoom in to see the tasks.`);
