@@ -6,7 +6,7 @@ processes so that the machine's load falls on both alike.
 
 Each run starts a LocalCluster in its own process with daskscope imported from the
 given ``src`` directory, computes 20,000 tiny tasks (keeping one leaf), then calls the
-live plugin's hook 200,000 times per path: filtered (waiting → processing), counting
+live plugin's hook 100,000 times per path: filtered (waiting → processing), counting
 (processing → memory) and forgotten (released → forgotten), in wall time and in CPU
 time of the calling thread (wall time on a loaded machine counts other processes' turns).
 Nothing is wrapped.

@@ -25,7 +25,7 @@ from daskscope.collector.writer import WriterThread
 from daskscope.model import ErrorRecord, EventRecord, ProfileRecord, Record, WorkerSampleRecord
 
 if TYPE_CHECKING:
-    from distributed.scheduler import Scheduler
+    from distributed.scheduler import Scheduler, TaskGroup
 
     from daskscope.collector.accounting import Accounting
     from daskscope.collector.spans import SpanTrack, SpanTracker
@@ -217,6 +217,7 @@ class Flusher:
         dirty = list(tracker.dirty)
         tracker.dirty = set()
         adopted, tracker.adopted = tracker.adopted, []
+        unread: list[TaskGroup] = []
         spans: set[str] = set()
         finished: list[GroupUse] = []
         computations: set[ComputationTrack] = set()
@@ -224,15 +225,23 @@ class Flusher:
         span_tracks: dict[str, SpanTrack] = {}
         done_computations: list[ComputationTrack] = []
         try:
-            # new groups first (their spans' figures take in their waiting tasks), then
-            # the changed ones; the event loop is given back between slices
-            for first in range(0, len(adopted), GROUPS_PER_SLICE):
+            # the groups of spans seen for the first time, new groups (their spans'
+            # figures take in their waiting tasks), then the changed ones; the event
+            # loop is given back between slices
+            self.spans.discover(self.scheduler)
+            unread, self.spans.unread = self.spans.unread, []
+            for first in range(0, len(unread), GROUPS_PER_SLICE):
                 started = await self._yield(started, first)
+                spans |= self.spans.groups_changed(
+                    self.scheduler, unread[first : first + GROUPS_PER_SLICE]
+                )
+            for first in range(0, len(adopted), GROUPS_PER_SLICE):
+                started = await self._yield(started, first or len(unread))
                 spans |= self.spans.groups_changed(
                     self.scheduler, adopted[first : first + GROUPS_PER_SLICE]
                 )
             for first in range(0, len(dirty), GROUPS_PER_SLICE):
-                started = await self._yield(started, first or len(adopted))
+                started = await self._yield(started, first or len(adopted) + len(unread))
                 part = dirty[first : first + GROUPS_PER_SLICE]
                 touched, done = tracker.snapshot_groups(part, self.scheduler, records)
                 spans |= self.spans.groups_changed(self.scheduler, (use.group for use in part))
@@ -255,6 +264,7 @@ class Flusher:
             self.on_error("snapshot", exc)
             tracker.dirty.update(dirty)
             tracker.adopted[:0] = adopted  # taking a group in again is harmless
+            self.spans.unread[:0] = unread
             span_tracks, done_computations, finished = {}, [], []
         records.append(self.accounting.record(tracker.totals))
         records += self.buffer

@@ -10,9 +10,9 @@ each time they are asked for (40,000 groups: a quarter of a second a record). He
 span's figures are kept by deltas instead: a group that changed since the last flush
 replaces what it added to its span before (:class:`GroupShare`), so a flush costs what
 changed, not what the span holds. A span's own groups are read whole once, when it is
-first seen. A record is still paced by its cost (taken again only after a pause in
-proportion to what it cost last time), which now matters only for a span of very many
-sub-spans.
+first seen, in slices like the rest of a flush. A record is still paced by its cost
+(taken again only after a pause in proportion to what it cost last time), which now
+matters only for a span of very many sub-spans.
 """
 
 from __future__ import annotations
@@ -155,27 +155,32 @@ class SpanTracker:
         self.figures: dict[str, SpanFigures] = {}
         #: what each group that may still change added to its span's figures
         self.shares: dict[TaskGroup, GroupShare] = {}
+        #: groups of spans seen for the first time, still to be read into their figures
+        self.unread: list[TaskGroup] = []
         #: groups read into the figures so far (what the tests and the bench count)
         self.groups_read = 0
 
     # -- figures, kept by deltas ---------------------------------------------------------
 
+    def discover(self, scheduler: Scheduler) -> None:
+        """Give each span not seen before its figures, and queue its own groups to be
+        read (:attr:`unread`, in slices by the flush): whatever it held before the
+        recorder saw it, e.g. groups from before the recorder started."""
+        for span_id, span in dask_adapter.spans(scheduler).items():
+            if span_id not in self.figures:
+                self.figures[span_id] = SpanFigures()
+                self.unread.extend(span.groups)
+
     def groups_changed(self, scheduler: Scheduler, groups: Iterable[TaskGroup]) -> set[str]:
         """Take the groups' current figures into their spans'; returns those spans' ids."""
-        spans = dask_adapter.spans(scheduler)
         touched: set[str] = set()
-        if not spans:
-            return touched
         for tg in groups:
             span_id = tg.span_id
             if span_id is None:
                 continue
             figures = self.figures.get(span_id)
-            if figures is None:
-                span = spans.get(span_id)
-                if span is None:
-                    continue
-                figures = self._first_seen(span)
+            if figures is None:  # a span that came after discover(): new, nothing to walk
+                figures = self.figures[span_id] = SpanFigures()
             self._read(tg, figures)
             touched.add(span_id)
         return touched
@@ -185,13 +190,6 @@ class SpanTracker:
         figures.take(new, self.shares.get(tg))
         self.shares[tg] = new
         self.groups_read += 1
-
-    def _first_seen(self, span: Span) -> SpanFigures:
-        # the one time a span's own groups are walked: whatever it held before we saw it
-        figures = self.figures[span.id] = SpanFigures()
-        for tg in list(span.groups):
-            self._read(tg, figures)
-        return figures
 
     def let_go(self, scheduler: Scheduler, groups: Iterable[TaskGroup]) -> None:
         """Forget the shares of groups that can no longer change (forgotten and done):
@@ -207,7 +205,8 @@ class SpanTracker:
         while pending:
             node = pending.pop()
             figures = self.figures.get(node.id)
-            out.add(figures if figures is not None else self._first_seen(node))
+            if figures is not None:  # else: seen first now, its groups read next flush
+                out.add(figures)
             pending.extend(node.children)
         return out
 

@@ -165,7 +165,7 @@ def _serve(url: str, stdin: IO[bytes], stdout: IO[bytes]) -> int:
             answer: dict[str, Any] = {
                 "stored": stored,
                 "rejected": [[r.table, r.record_id, r.reason] for r in rejected],
-                # rows upserted by table: a record sent twice in a batch is written once
+                # the batch's rows by table: a record sent twice in a batch is one row
                 "tables": {t.name: len({row["id"] for row in r}) for t, r in rows.items()},
             }
         except WriteFailed as exc:
