@@ -174,3 +174,20 @@ def test_regressions_page(served: dict[str, Any], page: Any) -> None:
     rows.first.locator("a").click()
     page.wait_for_url("**/history?kind=span&name=load")
     assert page.locator("h1").inner_text() == "History of span “load”"
+
+
+def test_account_page_regressions_box(served: dict[str, Any], page: Any) -> None:
+    page.goto(f"{served['base']}/")
+    box = page.locator("#regressions-box")
+    summary = box.locator("#regressions-summary")
+    page.wait_for_function(
+        "!document.getElementById('regressions-summary').textContent.startsWith('Checking')"
+    )
+    assert summary.inner_text().startswith("1 figure regressed (")
+    found = box.locator("#regressions-found li")
+    assert found.count() == 1
+    assert found.first.inner_text().startswith("span “load”: wall time ")
+    assert "all above" in found.first.inner_text()
+    assert found.first.locator("a").get_attribute("href") == "/history?kind=span&name=load"
+    box.scroll_into_view_if_needed()
+    shot(page, "account-regressions")
