@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from daskscope.analysis.flamegraph import icicle, merge_trees
+from daskscope.analysis.flamegraph import INNERMOST_COUNTED, icicle, merge_trees
 from daskscope.analysis.graph import dominant_activity, task_group_graph
 from daskscope.analysis.usage import account_statistics, member_usage
 from daskscope.pricing import cost_rates
@@ -132,6 +132,7 @@ def test_icicle_self_and_total() -> None:
         "description": {},
         "children": {"a;f.py;1": {"count": 8, "description": {"name": "a"}, "children": {
             "leaf;f.py;2": {**leaf, "children": {}}}}},
+        INNERMOST_COUNTED: 0,  # counts as drawn: each frame's samples, its own included
     }  # fmt: skip
     merged = merge_trees([tree, tree])
     out = icicle(merged, 0.01)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import distributed.profile
 from distributed.metrics import time
 
+from daskscope.analysis.flamegraph import count_innermost
 from daskscope.collector import snapshot
 from daskscope.model import ProfileRecord, Record, stable_id
 from daskscope.wire import MAX_PROFILE_DEPTH
@@ -83,6 +84,9 @@ class ProfileWindows:
         tree = distributed.profile.merge(*trees) if trees else None
         if not tree or not tree.get("count"):
             return None
+        # Dask leaves the innermost frame of each sample uncounted: counted here, before
+        # pruning (a cut frame's samples stay in its ancestors)
+        count_innermost(tree)
         # the store and the server take trees of bounded depth
         snapshot.prune_profile(tree, MAX_PROFILE_DEPTH)
         return ProfileRecord(
