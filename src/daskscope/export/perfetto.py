@@ -4,10 +4,15 @@ chrome://tracing) opens.
 A process per worker, a thread per worker thread (named by the worker's address and
 Dask's thread ident); each compute of a task is a complete event ("X") on its thread,
 named by the task prefix with the key, group, bytes, state, computation and span in its
-args. The other actions Dask reports (transfers with their source worker, disk reads and
+args. Dask now and then reports two tasks of one thread whose times cross (its own task
+stream shows them so); the later one goes to a second track of that thread, named
+"overlapping", as a track can only show slices that nest or follow one another.
+
+The other actions Dask reports (transfers with their source worker, disk reads and
 writes, deserialisation) happen off the task's thread, on the worker's event loop, and
 overlap one another: they are async slices ("b"/"e") of the worker's process, one track
-per action.
+per action. Transfers are not drawn as flow arrows (the sending side has no slice to
+start one from).
 
 Times are microseconds since the cluster started (``otherData.origin_epoch_s`` holds that
 moment), so windows of one cluster line up. The file is written as a stream of text
@@ -19,8 +24,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+import msgspec
 
 from daskscope.export.common import NothingRecorded, UnknownComputation, check_window
 from daskscope.store import Store, cluster_detail
@@ -32,26 +40,60 @@ __all__ = ["PAGE_TASKS", "perfetto_chunks", "perfetto_events"]
 PAGE_TASKS = 20_000
 
 
+#: slices of a thread's track kept to check a new one against: Dask's reports hold a
+#: crossing pair now and then, and one comes at most a few tasks out of order
+RECENT_SLICES = 32
+
+
+def _crosses(begin: float, end: float, other: tuple[float, float]) -> bool:
+    """Whether two slices (µs) overlap without one holding the other, which a track
+    cannot show (the trace importer drops one); touching within rounding is fine."""
+    a, b = other
+    eps = 0.01
+    return (a < begin and b - begin > eps and end - b > eps) or (
+        begin < a and end - a > eps and b - end > eps
+    )
+
+
 @dataclass
 class _Ids:
-    """Small numbers for workers (pid) and their threads (tid), and the metadata
-    events naming them, given once each, when first seen."""
+    """Small numbers for workers (pid) and their threads' tracks (tid), with the
+    metadata events naming them, given once each, when first seen. A compute that
+    crosses one Dask reported on the same thread goes to a second track of that thread
+    ("overlapping"), so that every task stays visible."""
 
     pids: dict[str, int] = field(default_factory=dict)
-    tids: dict[tuple[str, int], int] = field(default_factory=dict)
+    tids: dict[tuple[str, int, int], int] = field(default_factory=dict)
+    recent: dict[tuple[str, int, int], deque[tuple[float, float]]] = field(default_factory=dict)
     async_ids: int = 0
 
-    def thread(self, worker: str, thread: int) -> tuple[int, int, list[dict[str, object]]]:
+    def track(
+        self, worker: str, thread: int, slice_: tuple[float, float] | None = None
+    ) -> tuple[int, int, list[dict[str, object]]]:
+        """(pid, tid, metadata to write first) of the thread's track for ``slice_``
+        (its first track when None)."""
         named: list[dict[str, object]] = []
         pid = self.pids.get(worker)
         if pid is None:
             pid = self.pids[worker] = len(self.pids) + 1
             named.append(_meta("process_name", pid, 0, {"name": f"worker {worker}"}))
             named.append(_meta("process_sort_index", pid, 0, {"sort_index": pid}))
-        tid = self.tids.get((worker, thread))
+        lane = 0
+        if slice_ is not None:
+            while any(
+                _crosses(*slice_, kept) for kept in self.recent.get((worker, thread, lane), ())
+            ):
+                lane += 1
+            kept = self.recent.setdefault((worker, thread, lane), deque(maxlen=RECENT_SLICES))
+            kept.append(slice_)
+        tid = self.tids.get((worker, thread, lane))
         if tid is None:
-            tid = self.tids[(worker, thread)] = sum(1 for w, _ in self.tids if w == worker) + 1
+            tid = self.tids[(worker, thread, lane)] = 1 + sum(
+                1 for w, _, _ in self.tids if w == worker
+            )
             name = f"thread {thread}" if thread else "thread (ident not reported)"
+            if lane:
+                name += f" · overlapping {lane}"
             named.append(_meta("thread_name", pid, tid, {"name": name}))
             named.append(_meta("thread_sort_index", pid, tid, {"sort_index": tid}))
         return pid, tid, named
@@ -70,8 +112,6 @@ def perfetto_events(
     execution: TaskExecution, origin: float, ids: _Ids
 ) -> Iterator[dict[str, object]]:
     """The trace events of one execution (after the metadata naming its thread)."""
-    pid, tid, named = ids.thread(execution.worker, execution.thread)
-    yield from named
     args: dict[str, object] = {
         "key": execution.key,
         "group": execution.group,
@@ -85,8 +125,10 @@ def perfetto_events(
         args["span"] = execution.span_id
     for action in execution.actions:
         ts = _us(action.start, origin)
-        dur = max(0.0, _us(action.stop, origin) - ts)
+        dur = max(0.0, round(_us(action.stop, origin) - ts, 3))
         if action.action == "compute":
+            pid, tid, named = ids.track(execution.worker, execution.thread, (ts, ts + dur))
+            yield from named
             yield {
                 "name": execution.prefix,
                 "cat": "compute" if execution.state != "erred" else "compute,erred",
@@ -98,6 +140,8 @@ def perfetto_events(
                 "args": args,
             }
             continue
+        pid, tid, named = ids.track(execution.worker, execution.thread)
+        yield from named
         ids.async_ids += 1
         extra = {"source": action.source} if action.source else {}
         common = {"cat": action.action, "id": ids.async_ids, "pid": pid, "tid": tid}
@@ -225,11 +269,8 @@ def _chunks(
         store, cluster_id, lo, hi, computation=computation, first=True, last=True, page=page
     )
     for executions in pages:  # a chunk a page: memory bounded by the page, not the trace
-        batch = [
-            json.dumps(event, separators=(",", ":"))
-            for execution in executions
-            for event in perfetto_events(execution, origin, ids)
-        ]
-        yield ("" if first else ",") + "\n" + ",\n".join(batch)
+        events = [e for t in executions for e in perfetto_events(t, origin, ids)]
+        encoded = msgspec.json.encode(events).decode()[1:-1]  # the list's items
+        yield encoded if first else "," + encoded  # the same text however it is paged
         first = False
-    yield "\n]}\n"
+    yield "]}\n"
