@@ -670,3 +670,37 @@ def test_every_export_is_the_same_from_postgresql(recorded: Recorded, database_u
         assert otlp_request(copy, cid, groups=True) == otlp_request(source, cid, groups=True)
     finally:
         copy.close()
+
+
+def test_perfetto_moves_a_crossing_compute_to_an_overlapping_track() -> None:
+    """Two computes Dask put on one thread whose times cross: both stay visible, the
+    later on a second track of that thread; a nested or following one stays put."""
+    from daskscope.export.perfetto import _Ids, perfetto_events
+    from daskscope.store.timeline import TaskAction, TaskExecution
+
+    def execution(key: str, start: float, stop: float) -> TaskExecution:
+        return TaskExecution(
+            key=key, group="g", prefix="g", worker="tcp://w:1", thread=7, start=start,
+            stop=stop, state="memory", nbytes=8, computation_id=None, span_id=None,
+            actions=(TaskAction("compute", start, stop),),
+        )  # fmt: skip
+
+    ids = _Ids()
+    events = [
+        e
+        for x in (
+            execution("a", 10.0, 12.0),
+            execution("inside-a", 10.5, 11.0),
+            execution("crossing-a", 11.5, 13.0),
+            execution("after-a", 12.0, 12.5),
+        )
+        for e in perfetto_events(x, 10.0, ids)
+    ]
+    names = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    tracks = {e["args"]["key"]: names[e["tid"]] for e in events if e["ph"] == "X"}
+    assert tracks == {
+        "a": "thread 7",
+        "inside-a": "thread 7",
+        "crossing-a": "thread 7 · overlapping 1",
+        "after-a": "thread 7",
+    }
