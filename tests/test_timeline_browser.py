@@ -128,6 +128,7 @@ def test_zoom_fetches_a_narrower_window_and_back_restores_it(
     page.goto(f"{site['base']}/clusters/{site['cluster_id']}/timeline?max_tasks=20")
     drawn(page)
     assert page.evaluate("document.body.dataset.mode") == "binned"
+    shot(page, "timeline-binned-1440")
     whole = page.evaluate("document.body.dataset.window")
     slowest = page.evaluate("ds.data().slowest[0]")
     origin = page.evaluate("ds.data().totals.first")

@@ -143,7 +143,8 @@ NOT_RECORDED = (
     "--span",
     "span",
     metavar="TAG",
-    help="Only the tasks of the span with this tag (or this span id) and the spans below it.",
+    help="Only the tasks of the span with this tag (or this span id); those of the spans "
+    "below it are not included.",
 )
 @click.option("--group", metavar="NAME", help="Only this task group's tasks.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (the API's) instead of text.")

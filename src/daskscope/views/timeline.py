@@ -97,6 +97,9 @@ def activity_colour(action: str) -> str:
 
 @dataclass(frozen=True)
 class TimelineFilters:
+    """What the tasks shown were chosen by: ``span`` keeps the tasks Dask put in that
+    span itself (the store's task log knows a task's innermost span only)."""
+
     computation: str | None
     span: str | None
     group: str | None
@@ -303,6 +306,28 @@ def _extent(
     return extent
 
 
+_slowest_kept: dict[
+    tuple[int, str, str | None, str | None], tuple[Version, list[TaskExecution]]
+] = {}
+
+
+def _slowest(
+    store: Store, cluster_id: str, computation_id: str | None, group: str | None, version: Version
+) -> list[TaskExecution]:
+    """The longest executions: the same in every window, read once per state of the log."""
+    key = (id(store), cluster_id, computation_id, group)
+    kept = _slowest_kept.get(key)
+    if kept is not None and kept[0] == version:
+        return kept[1]
+    found = slowest_tasks(
+        store, cluster_id, group=group, computation_id=computation_id, limit=LISTED
+    )
+    if len(_slowest_kept) > _KEPT:
+        _slowest_kept.clear()
+    _slowest_kept[key] = (version, found)
+    return found
+
+
 def _cluster_lanes(store: Store, cluster_id: str, version: Version) -> list[tuple[str, int]]:
     """Every (worker, thread) that ran a task in the cluster, sorted (one binned query
     over the whole log)."""
@@ -409,9 +434,7 @@ def timeline_view(
         + [(t.worker, t.thread) for t in window.tasks],
     )
     index = {pair: i for i, pair in enumerate(pairs)}
-    slowest = slowest_tasks(
-        store, cluster_id, group=group, computation_id=computation_id, limit=LISTED
-    )
+    slowest = _slowest(store, cluster_id, computation_id, group, version)
     pairs = _lanes_with(pairs, [(t.worker, t.thread) for t in slowest])
     index = {pair: i for i, pair in enumerate(pairs)}
     labels = _labels(pairs)
