@@ -400,11 +400,26 @@ def test_a_closed_worker_is_not_drawn_as_lost(
         const gd = document.querySelector("#workers-charts [data-chart='timeline']");
         return {
           shapes: gd.layout.shapes.map((s) => [s.name.split(" ")[0], s.line.color]),
-          markers: gd.data.filter((t) => t.mode === "markers")
+          markers: gd.data.filter((t) => t.mode.startsWith("markers"))
             .map((t) => [t.name, t.marker.color, t.x.length]),
         };
     }"""
     )
+    # The all-workers memory chart marks each departure where it happened: departures
+    # at one moment share a marker ("x2"), whose hover names each of them
+    body = page.request.get(f"{base}/api/v1/clusters/{cid}/workers").json()
+    total = page.evaluate(
+        """() => document.querySelector("#workers-charts [data-chart='memory-total']").data
+        .filter((t) => t.mode === "markers+text")
+        .flatMap((t) => t.customdata.map((c, i) => [c, t.text[i]]))"""
+    )
+    named = [line for hover, _ in total for line in hover.split("<br>")]
+    assert len(named) == len(body["departures"])
+    for d in body["departures"]:
+        assert sum(line.startswith(d["worker"].split("://")[-1]) for line in named) >= 1
+    for hover, text in total:
+        n = hover.count("<br>") + 1
+        assert text == ("" if n == 1 else f"×{n}")
     by_reason: dict[str, set[str]] = {}
     for reason, colour in drawn["shapes"]:
         by_reason.setdefault(reason, set()).add(_rgb(colour))

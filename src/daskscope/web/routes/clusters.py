@@ -13,7 +13,7 @@ from dask.utils import parse_timedelta
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from daskscope.analysis.flamegraph import icicle, merge_trees
+from daskscope.analysis.flamegraph import INNERMOST_COUNTED, icicle, merge_trees
 from daskscope.store import profile_trees
 from daskscope.store.groups import find_computation
 from daskscope.views import (
@@ -223,6 +223,8 @@ def profile_json(
             "cluster_id": cluster_id,
             "computation": computation,
             "windows": len(windows),
+            # frames whose samples were split over their callees by estimate
+            "estimated_splits": tree[INNERMOST_COUNTED],
             **icicle(tree, _profile_interval()),
         }
     )

@@ -23,7 +23,8 @@ window.dsProfile = (() => {
     const div = flame();
     const body = await ds.json(`${base}/profile${scope ? `?computation=${encodeURIComponent(scope)}` : ""}`);
     document.getElementById("profile-summary").textContent =
-      `${ds.num(body.samples)} samples · ${ds.duration(body.seconds)} over ${ds.num(body.windows)} profile windows`;
+      `${ds.num(body.samples)} samples · ${ds.duration(body.seconds)} over ${ds.num(body.windows)} profile windows` +
+      (body.estimated_splits ? ` · where a frame called several innermost frames (${ds.num(body.estimated_splits)} frames), Dask's profile does not say how its samples split between them: shared evenly` : "");
     const level = body.ids.includes(zoom) ? zoom : "";
     const trace = {
       type: "icicle", ids: body.ids, labels: body.labels.map(ds.text), parents: body.parents, values: body.values,

@@ -61,17 +61,40 @@ window.dsWorkers = (() => {
       name: `${d.reason} ${d.worker}`, line: { color: d.lost ? LOST : LEFT, dash: d.lost ? "solid" : "dot", width: d.lost ? 2 : 1 },
     }));
   }
-  // Departures as markers with a legend entry each kind: what the lines' colours mean
-  function departureTraces(departures, yaxis) {
-    const kinds = [["worker lost", departures.filter((d) => d.lost), LOST, "x"],
-                   ["worker left (closed, retired, restarted)", departures.filter((d) => !d.lost), LEFT, "circle-open"]];
-    return kinds.filter(([, list]) => list.length).map(([name, list, colour, symbol]) => ({
-      type: "scatter", mode: "markers", name, yaxis, x: list.map((d) => ds.utc(d.at, true)), y: list.map(() => 0),
-      marker: { color: colour, symbol, size: 11, line: { width: 2, color: colour } }, cliponaxis: false,
-      customdata: list.map((d) => `${ds.text(short(d.worker))} ${d.reason}`),
-      hovertemplate: "%{customdata}<br>%{x}<extra></extra>", legendgroup: name,
-    }));
+  // Departures as markers where the workers left, with a legend entry each kind.
+  // Departures closer than 1/60 of the time axis share one marker ("×3"), whose hover
+  // lists them all: a cluster closing takes every worker at once, and their labels
+  // would stack on each other.
+  function departureGroups(departures, range) {
+    const sorted = [...departures].sort((a, b) => a.at - b.at);
+    const near = (range[1] - range[0]) / 60;
+    const groups = [];
+    for (const d of sorted) {
+      const last = groups[groups.length - 1];
+      if (last && last.lost === d.lost && d.at - last.list[0].at <= near) last.list.push(d);
+      else groups.push({ lost: d.lost, list: [d] });
+    }
+    return groups;
   }
+  function departureTraces(departures, yaxis, range) {
+    const kinds = [["worker lost", true, LOST, "x"],
+                   ["worker left (closed, retired, restarted)", false, LEFT, "circle-open"]];
+    const groups = departureGroups(departures, range);
+    return kinds.map(([name, lost, colour, symbol]) => [name, groups.filter((g) => g.lost === lost), colour, symbol])
+      .filter(([, list]) => list.length).map(([name, list, colour, symbol]) => ({
+        type: "scatter", mode: "markers+text", name, yaxis, x: list.map((g) => ds.utc(g.list[0].at, true)), y: list.map(() => 0),
+        text: list.map((g) => (g.list.length > 1 ? `×${g.list.length}` : "")), textposition: "top center",
+        textfont: { color: colour, size: 11 },
+        marker: { color: colour, symbol, size: 11, line: { width: 2, color: colour } }, cliponaxis: false,
+        customdata: list.map((g) => g.list.map((d) => `${ds.text(short(d.worker))} ${d.reason} at ${ds.utc(d.at, true)}`).join("<br>")),
+        hovertemplate: "%{customdata}<extra></extra>", legendgroup: name,
+      }));
+  }
+  // The time range drawn, in epoch seconds
+  const spanSeconds = (body) => {
+    const ts = [...Object.values(body.workers).flatMap((s) => s.t), ...body.departures.map((d) => d.at)];
+    return [Math.min(...ts), Math.max(...ts)];
+  };
 
   async function plot(div, traces, layout) {
     await Plotly.newPlot(div, traces, ds.layout(layout), ds.config);
@@ -86,7 +109,8 @@ window.dsWorkers = (() => {
   async function drawTotal(div, body) {
     const m = body.memory;
     const stacked = m.managed_bytes.map((v, i) => (v || 0) + (m.unmanaged_bytes[i] || 0) + (m.spilled_bytes[i] || 0));
-    await plot(div, memoryTraces(m.t, m, m.memory_limit, true), {
+    const traces = [...memoryTraces(m.t, m, m.memory_limit, true), ...departureTraces(body.departures, "y", spanSeconds(body))];
+    await plot(div, traces, {
       height: 280, xaxis: xaxis({ range: span(body) }), yaxis: bytesAxis("memory (bytes)", maxOf(stacked, m.memory_limit)),
       shapes: departureShapes(body.departures), legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
       margin: { l: 70, r: 20, t: 30, b: 40 },
@@ -138,7 +162,7 @@ window.dsWorkers = (() => {
       traces.push({ type: "scatter", mode: "lines", x: [null], y: [null], yaxis: "y3", name: label,
                     line: { color: "#555", dash, width: 1.5 }, hoverinfo: "skip" });
     }
-    traces.push(...departureTraces(body.departures, "y"));
+    traces.push(...departureTraces(body.departures, "y", spanSeconds(body)));
     const all = (key) => names.map((w) => body.workers[w][key]);
     const busiest = maxOf(...all("executing"));
     const net = maxOf(...all("net_read_bps"), ...all("net_write_bps"));
