@@ -1,0 +1,131 @@
+"""The Perfetto export of a large task log: streamed page by page (what ``daskscope
+export perfetto`` and the download do) beside everything read and encoded at once, in
+one run, each in its own process so that their peak memory is their own.
+
+Builds a store of one cluster with ``--tasks`` executions (16 worker threads, tasks
+1-100 ms back to back, a transfer before one task in ten) through the recorder's segment
+encoding, then writes the trace both ways and prints wall time, peak RSS, the output's
+size and the ratios.
+
+    .venv/bin/python bench/export_perfetto.py --tasks 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from daskscope import model, segments
+from daskscope.store import open_store, write_records
+
+WORKERS, THREADS, PER_SEGMENT, T0 = 4, 4, 50_000, 1_790_000_000.0
+
+
+def build(url: str, tasks: int) -> str:
+    rng = random.Random(0)
+    cluster_id = model.stable_id("bench-export", tasks)
+    lanes = [(f"tcp://10.0.0.{w}:4000{w}", 140_000_000_000 + t * 4096) for w in range(WORKERS)
+             for t in range(THREADS)]  # fmt: skip
+    clock = [T0] * len(lanes)
+    records: list[Any] = []
+    buffered: list[Any] = []
+    number, last = 0, T0
+    for i in range(tasks):
+        lane = i % len(lanes)
+        worker, thread = lanes[lane]
+        group = f"p{(i // 2000) % 10}-{(i // 2000) % 30:04x}"
+        start = clock[lane] + rng.uniform(0, 0.002)
+        stop = clock[lane] = start + rng.uniform(0.001, 0.1)
+        last = max(last, stop)
+        startstops = [{"action": "compute", "start": start, "stop": stop}]
+        if i % 10 == 0:
+            source = lanes[(lane + THREADS) % len(lanes)][0]
+            startstops.insert(0, {"action": "transfer", "start": start - 0.01,
+                                  "stop": start - 0.001, "source": source})  # fmt: skip
+        buffered.append(segments.execution(
+            (group, i), group, group.split("-")[0], worker, thread, startstops, erred=False,
+            nbytes=8000, computation=f"comp-{i // 100_000}", span=None))  # fmt: skip
+        if len(buffered) == PER_SEGMENT:
+            sealed = segments.encode_segment(cluster_id, number, buffered)
+            number += len(sealed)
+            records += sealed
+            buffered = []
+    if buffered:
+        records += segments.encode_segment(cluster_id, number, buffered)
+    cluster = model.ClusterRecord(
+        id=cluster_id, name=f"export bench {tasks:,}", account="default", user="bench",
+        scheduler_address="tcp://10.0.0.1:8786", dask_version="2026.8.0",
+        distributed_version="2026.8.0", python_version="3.11", started_at=T0 - 1,
+        stopped_at=last + 1, last_seen_at=last + 1)  # fmt: skip
+    with open_store(url) as store:
+        write_records(store, [cluster])
+        for at in range(0, len(records), 20):
+            write_records(store, records[at : at + 20])
+    return cluster_id
+
+
+def run(way: str, url: str, cluster_id: str, out: str) -> None:
+    """One way of writing the trace, in this process; prints its figures as JSON."""
+    from daskscope.export.perfetto import _Ids, perfetto_chunks, perfetto_events
+    from daskscope.store.timeline import timeline_window
+
+    store = open_store(url)
+    started = time.perf_counter()
+    with open(out, "w") as f:
+        if way == "streamed":
+            for chunk in perfetto_chunks(store, cluster_id):
+                f.write(chunk)
+        else:  # every execution read at once, every event built, then one dump
+            window = timeline_window(store, cluster_id, max_tasks=10**9, bins=1)
+            origin = window.start
+            ids = _Ids()
+            events = [e for t in window.tasks for e in perfetto_events(t, origin, ids)]
+            json.dump({"traceEvents": events}, f)
+    wall = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"wall_s": wall, "peak_rss": peak, "bytes": Path(out).stat().st_size}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=1_000_000)
+    parser.add_argument("--run", nargs=3, metavar=("WAY", "URL", "CLUSTER"), help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.run:
+        run(*args.run, args.out)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/bench.db"
+        started = time.perf_counter()
+        cluster_id = build(url, args.tasks)
+        print(f"store of {args.tasks:,} tasks built in {time.perf_counter() - started:.1f} s")
+        results = {}
+        for way in ("streamed", "at once"):
+            answer = subprocess.run(
+                [sys.executable, __file__, "--run", way, url, cluster_id, "--out",
+                 f"{tmp}/{way.replace(' ', '-')}.json"],
+                check=True, capture_output=True, text=True,
+            )  # fmt: skip
+            results[way] = json.loads(answer.stdout.strip().splitlines()[-1])
+        for way, r in results.items():
+            print(f"{way:>9}: {r['wall_s']:7.1f} s  {r['wall_s'] / args.tasks * 1e6:6.1f} µs/task  "
+                  f"peak RSS {r['peak_rss'] / 2**20:7.0f} MiB  file {r['bytes'] / 2**20:6.0f} MiB "
+                  f"({r['bytes'] / args.tasks:.0f} B/task)")  # fmt: skip
+        s, a = results["streamed"], results["at once"]
+        print(
+            f"streamed / at once: wall {s['wall_s'] / a['wall_s']:.2f}, "
+            f"peak RSS {s['peak_rss'] / a['peak_rss']:.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
