@@ -228,7 +228,6 @@ def otlp_request(
                             "daskscope.cluster.id": cluster_id,
                             "dask.version": cluster["dask_version"],
                             "dask.distributed.version": cluster["distributed_version"],
-                            "process.runtime.name": "python",
                             "process.runtime.version": cluster["python_version"],
                         }
                     )
