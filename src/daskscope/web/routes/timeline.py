@@ -29,6 +29,10 @@ __all__ = ["api", "pages"]
 pages = APIRouter(include_in_schema=False)
 api = APIRouter(tags=["timeline"])
 
+#: Bins a thread on the page's first drawing: one every two pixels of a wide screen (its
+#: script asks for its own width's worth after that)
+PAGE_BINS = 700
+
 _START = Query(None, description="Window start, UTC epoch seconds (default: the first task).")
 _STOP = Query(None, description="Window stop, UTC epoch seconds (default: the last task's end).")
 _COMPUTATION = Query(None, description="Only this computation's tasks.")
@@ -94,9 +98,7 @@ def timeline_page(
     group: str | None = _GROUP,
     max_tasks: int = _MAX_TASKS,
 ) -> HTMLResponse:
-    view = _view(
-        request, cluster_id, start, stop, computation, span, group, DEFAULT_BINS, max_tasks
-    )
+    view = _view(request, cluster_id, start, stop, computation, span, group, PAGE_BINS, max_tasks)
     name = _cluster_name(store_of(request), view.cluster_id)
     return page(request, "timeline.html", title=f"Timeline · {name}", name=name, data=to_data(view))
 
