@@ -66,22 +66,26 @@ def span_runs(
     """The newest ``limit`` spans tagged ``tag`` (the outermost of each tagged subtree),
     oldest first, each with its cluster's ``cluster_name``."""
     sp, c = s.spans.c, s.clusters.c
-    query = (
-        sa.select(s.spans, c.name.label("cluster_name"))
-        .join(s.clusters, c.id == sp.cluster_id)
-        .where(own_tag_filter(tag), _account(account))
-        .order_by(sp.enqueued_at.desc(), sp.span_id)
-    )
-    found: list[Row] = []
+    # Narrow rows to sort and scan (id and name); the full rows of the chosen only
+    query = sa.select(sp.id, sp.name).where(own_tag_filter(tag))
+    if account is not None:
+        query = query.where(sp.cluster_id.in_(sa.select(c.id).where(c.account == account)))
+    query = query.order_by(sp.enqueued_at.desc(), sp.span_id)
+    chosen: list[str] = []
     with as_engine(store).connect() as conn:
         # A span whose parents carry the tag too is rare: read on until enough are left
         for row in conn.execute(query.execution_options(yield_per=limit)):
             if outermost(row.name, tag):
-                found.append(dict(row._mapping))
-                if len(found) == limit:
+                chosen.append(row.id)
+                if len(chosen) == limit:
                     break
-    found.reverse()
-    return found
+        full = (
+            sa.select(s.spans, c.name.label("cluster_name"))
+            .join(s.clusters, c.id == sp.cluster_id)
+            .where(sp.id.in_(chosen))
+            .order_by(sp.enqueued_at, sp.span_id)
+        )
+        return [dict(r._mapping) for r in conn.execute(full)]
 
 
 def workflow_runs(
