@@ -109,8 +109,16 @@ sa.Index(
     ),
 )
 computations = _record_table(model.ComputationRecord, "computations", ("cluster_id", "started_at"))
-# Leads with cluster_id, so it also serves "all groups of a cluster".
-task_groups = _record_table(model.TaskGroupRecord, "task_groups", ("cluster_id", "computation_id"))
+# Leads with cluster_id, so it also serves "all groups of a cluster". The other two
+# serve a cluster page of tens of thousands of groups: each computation's first groups
+# by start (GROUP_ORDER, read from the index in order on PostgreSQL) and the longest.
+task_groups = _record_table(
+    model.TaskGroupRecord,
+    "task_groups",
+    ("cluster_id", "computation_id"),
+    ("cluster_id", "computation_id", "started_at", "name", "id"),
+    ("cluster_id", "duration_s"),
+)
 task_prefixes = _record_table(model.TaskPrefixRecord, "task_prefixes", ("cluster_id",))
 spans = _record_table(model.SpanRecord, "spans", ("cluster_id", "enqueued_at"))
 span_metrics = _record_table(model.SpanMetricRecord, "span_metrics", ("cluster_id", "span_id"))
