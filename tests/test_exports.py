@@ -553,6 +553,10 @@ def test_clear_errors(recorded: Recorded) -> None:
     )
     bad = call(app, "GET", f"{prefix}/speedscope?start=10&stop=5")
     assert bad.status_code == 400
+    for kind in ("perfetto", "speedscope"):
+        odd = call(app, "GET", f"{prefix}/{kind}?start=nan")
+        assert odd.status_code == 400, odd.text
+        assert "start must be a finite number" in odd.json()["error"]["message"]
 
 
 def test_a_cluster_without_tasks_or_profiles_says_so(tmp_path: Path) -> None:

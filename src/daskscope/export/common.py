@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -32,9 +33,10 @@ class UnknownComputation(ExportError):
 
 
 class BadWindow(ExportError):
-    def __init__(self, start: float | None, stop: float | None) -> None:
+    def __init__(self, start: float | None, stop: float | None, why: str | None = None) -> None:
         super().__init__(
-            f"the window [{start}, {stop}] is empty: give --start before --stop "
+            why
+            or f"the window [{start}, {stop}] is empty: give --start before --stop "
             "(epoch seconds, as the timeline and the API show them)"
         )
 
@@ -64,6 +66,10 @@ def file_name(cluster_id: str, kind: str, extension: str, computation: str | Non
 
 
 def check_window(start: float | None, stop: float | None) -> None:
-    """Refuse a window that holds no time (stop at or before start)."""
+    """Refuse a window that holds no time (stop at or before start) or has an end that
+    is not a number."""
+    for name, value in (("start", start), ("stop", stop)):
+        if value is not None and not math.isfinite(value):
+            raise BadWindow(start, stop, f"{name} must be a finite number of epoch seconds")
     if start is not None and stop is not None and stop <= start:
         raise BadWindow(start, stop)
