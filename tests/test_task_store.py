@@ -167,6 +167,33 @@ def test_the_window_raw_and_binned_agree_with_the_run(store: Store) -> None:
         assert max(b.tasks for b in lane.bins) >= 1
 
 
+def test_a_zoomed_out_window_adds_up_the_segments_summaries(store: Store) -> None:
+    cluster_id, truth = stored_run(store)
+    # bins wider than twice a summary's: the summaries answer, not the decoded segments
+    coarse = timeline_window(store, cluster_id, max_tasks=10, bins=20)
+    assert not coarse.raw and coarse.total_tasks == len(truth.executions)
+    run_start, run_stop = coarse.start, coarse.stop
+    busy = sum(sum(b.busy_s.values()) for lane in coarse.lanes for b in lane.bins)
+    assert busy == pytest.approx(truth.duration_in(run_start, run_stop), rel=1e-5)
+    # every execution counted once, in the bin it starts in
+    assert sum(b.tasks for lane in coarse.lanes for b in lane.bins) == len(truth.executions)
+    for lane in coarse.lanes:
+        mine = [
+            e for e in truth.executions if (e["worker"], e["thread"]) == (lane.worker, lane.thread)
+        ]
+        seconds = sum(a["stop"] - a["start"] for e in mine for a in e["startstops"])
+        assert sum(sum(b.busy_s.values()) for b in lane.bins) == pytest.approx(seconds, rel=1e-5)
+        assert {b.top_group for b in lane.bins} <= {e["group"] for e in mine}
+    # the same window decoded (bins as narrow as the summaries' own) agrees per bin
+    fine = timeline_window(store, cluster_id, run_start, run_stop, max_tasks=10, bins=400)
+    coarse_again = timeline_window(store, cluster_id, run_start, run_stop, max_tasks=10, bins=20)
+    for a, b in zip(fine.lanes, coarse_again.lanes, strict=True):
+        for i, coarse_bin in enumerate(b.bins):
+            fine_sum = sum(sum(x.busy_s.values()) for x in a.bins[i * 20 : (i + 1) * 20])
+            # a summary bin straddling two window bins is split by overlap: close, not exact
+            assert sum(coarse_bin.busy_s.values()) == pytest.approx(fine_sum, abs=0.2)
+
+
 def test_filters_and_lookups(store: Store) -> None:
     cluster_id, truth = stored_run(store)
     second = timeline_window(store, cluster_id, computation_id="computation-b", max_tasks=10_000)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from daskscope.model import TaskSegmentRecord, stable_id
+from daskscope.summaries import summarize
 
 if TYPE_CHECKING:
     import numpy as np
@@ -232,6 +233,30 @@ def _encode_one(cluster_id: str, number: int, executions: Sequence[Execution]) -
             "source": interned(a_source),
         }
     )
+    s_start, s_stop = start[order], stop[order]
+    span_first, span_last = s_start.copy(), s_stop.copy()
+    placed = a_place[a_order]
+    if len(placed):
+        np.minimum.at(span_first, placed, a_start[a_order])
+        np.maximum.at(span_last, placed, a_stop[a_order])
+    summary = summarize(
+        names,
+        first=first,
+        last=last,
+        start=s_start,
+        stop=s_stop,
+        span_first=span_first,
+        span_last=span_last,
+        group=code[0],
+        worker=code[2],
+        thread=thread,
+        computation=code[3],
+        span=code[4],
+        action_row=placed,
+        action_name=a_name,
+        action_start=a_start[a_order],
+        action_stop=a_stop[a_order],
+    )
     return TaskSegmentRecord(
         id=segment_id(cluster_id, number),
         cluster_id=cluster_id,
@@ -242,6 +267,7 @@ def _encode_one(cluster_id: str, number: int, executions: Sequence[Execution]) -
         format=FORMAT,
         payload=_ipc_bytes(table, actions, base),
         groups=sorted(set(group_names)),
+        summary=summary,
         key_filter=_key_filter(key_texts),
     )
 

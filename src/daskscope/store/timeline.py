@@ -35,6 +35,7 @@ from daskscope.segments import (
 from daskscope.store import schema as s
 from daskscope.store.engine import Store, as_engine
 from daskscope.store.errors import UnknownCluster
+from daskscope.summaries import BINS, SLOWEST_PER_GROUP, Summary, busy_per_bin, read_summary
 
 __all__ = [
     "Lane",
@@ -159,38 +160,43 @@ class _SegmentRow:
     id: str
     first_start: float
     last_stop: float
+    executions: int
     groups: list[str]
-    key_filter: bytes
 
 
-class _DecodedCache:
-    """Decoded segments, least recently used first out, bounded by executions held."""
+class _Lru:
+    """Values by key, least recently used first out, bounded by a total weight."""
 
-    def __init__(self, max_executions: int) -> None:
-        self.max_executions = max_executions
-        self._held: OrderedDict[tuple[str, str], DecodedSegment] = OrderedDict()
-        self._executions = 0
+    def __init__(self, max_weight: int) -> None:
+        self.max_weight = max_weight
+        self._held: OrderedDict[tuple[str, str], tuple[Any, int]] = OrderedDict()
+        self._weight = 0
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, str]) -> DecodedSegment | None:
+    def get(self, key: tuple[str, str]) -> Any:
         with self._lock:
             found = self._held.get(key)
-            if found is not None:
-                self._held.move_to_end(key)
-            return found
+            if found is None:
+                return None
+            self._held.move_to_end(key)
+            return found[0]
 
-    def put(self, key: tuple[str, str], segment: DecodedSegment) -> None:
+    def put(self, key: tuple[str, str], value: Any, weight: int) -> None:
         with self._lock:
             if key in self._held:
                 return
-            self._held[key] = segment
-            self._executions += len(segment)
-            while self._executions > self.max_executions and len(self._held) > 1:
-                _, dropped = self._held.popitem(last=False)
-                self._executions -= len(dropped)
+            self._held[key] = (value, weight)
+            self._weight += weight
+            while self._weight > self.max_weight and len(self._held) > 1:
+                _, (_, dropped) = self._held.popitem(last=False)
+                self._weight -= dropped
 
 
-_cache = _DecodedCache(max_executions=2_000_000)
+# In the server process: a segment never changes once written (its id is its cluster
+# and number, and writing it again writes the same executions)
+_decoded_cache = _Lru(max_weight=2_000_000)  # executions
+_summary_cache = _Lru(max_weight=256 * 2**20)  # bytes
+_filter_cache = _Lru(max_weight=64 * 2**20)  # bytes
 
 
 def _check_cluster(conn: sa.Connection, cluster_id: str) -> None:
@@ -204,7 +210,7 @@ def _segment_rows(
 ) -> list[_SegmentRow]:
     """The cluster's segments overlapping ``[start, stop]``, oldest first."""
     t = s.task_segments.c
-    query = sa.select(t.id, t.first_start, t.last_stop, t.groups, t.key_filter).where(
+    query = sa.select(t.id, t.first_start, t.last_stop, t.executions, t.groups).where(
         t.cluster_id == cluster_id
     )
     if stop is not None:
@@ -212,25 +218,55 @@ def _segment_rows(
     if start is not None:
         query = query.where(t.last_stop >= start)
     rows = conn.execute(query.order_by(t.first_start, t.segment))
-    return [_SegmentRow(r[0], r[1], r[2], list(r[3] or ()), bytes(r[4] or b"")) for r in rows]
+    return [_SegmentRow(r[0], r[1], r[2], r[3], list(r[4] or ())) for r in rows]
+
+
+def _blobs(
+    conn: sa.Connection, column: sa.ColumnElement[Any], ids: list[str], cache: _Lru
+) -> dict[str, bytes]:
+    """A bytes column of the segments ``ids``: from ``cache``, else read (and kept)."""
+    url = str(conn.engine.url)
+    found: dict[str, bytes] = {}
+    missing = []
+    for segment_id in ids:
+        value = cache.get((url, segment_id))
+        if value is None:
+            missing.append(segment_id)
+        else:
+            found[segment_id] = value
+    t = s.task_segments.c
+    for first in range(0, len(missing), 500):
+        query = sa.select(t.id, column).where(t.id.in_(missing[first : first + 500]))
+        for segment_id, value in conn.execute(query):
+            found[segment_id] = bytes(value or b"")
+            cache.put((url, segment_id), found[segment_id], len(found[segment_id]) + 100)
+    return found
+
+
+def _summaries(conn: sa.Connection, rows: list[_SegmentRow]) -> dict[str, Summary]:
+    blobs = _blobs(conn, s.task_segments.c.summary, [r.id for r in rows], _summary_cache)
+    read = {segment_id: read_summary(blob) for segment_id, blob in blobs.items()}
+    return {segment_id: found for segment_id, found in read.items() if found is not None}
 
 
 def _decoded(conn: sa.Connection, rows: list[_SegmentRow]) -> Iterator[DecodedSegment]:
     """The segments of ``rows`` decoded: from the cache, else read in one query."""
     url = str(conn.engine.url)
-    missing = [r.id for r in rows if _cache.get((url, r.id)) is None]
-    if missing:
-        t = s.task_segments.c
-        for start in range(0, len(missing), 500):
-            part = missing[start : start + 500]
-            query = sa.select(t.id, t.format, t.payload).where(t.id.in_(part))
-            for segment_id, fmt, payload in conn.execute(query):
-                _cache.put((url, segment_id), decode_segment(fmt, bytes(payload)))
+    missing = [r.id for r in rows if _decoded_cache.get((url, r.id)) is None]
+    fresh: dict[str, DecodedSegment] = {}
+    t = s.task_segments.c
+    for first in range(0, len(missing), 50):
+        query = sa.select(t.id, t.format, t.payload).where(t.id.in_(missing[first : first + 50]))
+        for segment_id, fmt, payload in conn.execute(query):
+            segment = decode_segment(fmt, bytes(payload))
+            _decoded_cache.put((url, segment_id), segment, len(segment))
+            if len(fresh) < 8:  # a few survive a cache too small for the query
+                fresh[segment_id] = segment
     for r in rows:
-        segment = _cache.get((url, r.id))
+        segment = fresh.get(r.id) or _decoded_cache.get((url, r.id))
         if segment is None:  # evicted meanwhile by a larger query: read it alone
-            query = sa.select(s.task_segments.c.format, s.task_segments.c.payload)
-            fmt, payload = conn.execute(query.where(s.task_segments.c.id == r.id)).one()
+            query = sa.select(t.format, t.payload).where(t.id == r.id)
+            fmt, payload = conn.execute(query).one()
             segment = decode_segment(fmt, bytes(payload))
         yield segment
 
@@ -314,17 +350,6 @@ def _execution(seg: DecodedSegment, row: int) -> TaskExecution:
 # -- the window --------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _LaneParts:
-    """One lane's intervals gathered from all segments, by activity."""
-
-    intervals: dict[str, list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]]
-    firsts: list[npt.NDArray[np.float64]]
-    lasts: list[npt.NDArray[np.float64]]
-    #: compute intervals by group
-    groups: dict[str, list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]]
-
-
 def timeline_window(
     store: Store | sa.Engine,
     cluster_id: str,
@@ -338,7 +363,12 @@ def timeline_window(
     bins: int = 1000,
 ) -> TimelineWindow:
     """The executions of ``[start, stop)`` (the whole log when not given): raw when
-    at most ``max_tasks``, else busy time per worker thread in ``bins`` bins."""
+    at most ``max_tasks``, else busy time per worker thread in ``bins`` bins.
+
+    Zoomed out, a segment wholly inside the window whose executions all pass the filters
+    is taken from its summary (busy seconds in bins of 1/128 of its time range, spread
+    over the window's bins by overlap) when the window's bins are at least twice as wide;
+    its bins then count the executions that *start* in them."""
     if max_tasks < 0 or bins < 1:
         raise ValueError("max_tasks must be >= 0 and bins >= 1")
     if start is not None and stop is not None and stop < start:
@@ -349,18 +379,33 @@ def timeline_window(
         rows = _segment_rows(conn, cluster_id, start, stop)
         if group is not None:
             rows = [r for r in rows if group in r.groups]
-        picked: list[tuple[DecodedSegment, npt.NDArray[np.intp], Any, Any]] = []
-        for seg in _decoded(conn, rows):
-            mask, first, last = _selected(seg, start, stop, **filters)
-            chosen = np.flatnonzero(mask)
-            if len(chosen):
-                picked.append((seg, chosen, first, last))
-    total = sum(len(chosen) for _, chosen, _, _ in picked)
-    if start is None or stop is None:
-        firsts = [float(first[c].min()) for _, c, first, _ in picked]
-        lasts = [float(last[c].max()) for _, c, _, last in picked]
-        start = (min(firsts) if firsts else 0.0) if start is None else start
-        stop = (max(lasts) if lasts else start) if stop is None else stop
+        inside = [
+            r
+            for r in rows
+            if (start is None or r.first_start >= start) and (stop is None or r.last_stop < stop)
+        ]
+        summaries = {
+            segment_id: summary
+            for segment_id, summary in _summaries(conn, inside).items()
+            if _passes_all(summary, computation_id, span_id, group)
+        }
+        whole = [r for r in rows if r.id in summaries]
+        picked = _picked(conn, [r for r in rows if r.id not in summaries], start, stop, filters)
+        total = sum(r.executions for r in whole) + sum(len(c) for _, c, _, _ in picked)
+        if start is None or stop is None:
+            firsts = [r.first_start for r in whole] + [float(f[c].min()) for _, c, f, _ in picked]
+            lasts = [r.last_stop for r in whole] + [float(la[c].max()) for _, c, _, la in picked]
+            start = (min(firsts) if firsts else 0.0) if start is None else start
+            stop = (max(lasts) if lasts else start) if stop is None else stop
+        width = (stop - start) / bins
+        if total <= max_tasks:
+            summed: list[Summary] = []
+            picked += _picked(conn, whole, start, stop, filters)
+        else:
+            summed = [summaries[r.id] for r in whole if 2 * summaries[r.id].width <= width]
+            used = {id(summary) for summary in summed}
+            rest = [r for r in whole if id(summaries[r.id]) not in used]
+            picked += _picked(conn, rest, start, stop, filters)
     lane_names = sorted(
         {
             (seg.names[int(w)], int(t))
@@ -369,102 +414,217 @@ def timeline_window(
                 zip(seg.worker[chosen].tolist(), seg.thread[chosen].tolist(), strict=True)
             )
         }
+        | {lane for summary in summed for lane in summary.lanes}
     )
     if total <= max_tasks:
         tasks = [_execution(seg, int(row)) for seg, chosen, _, _ in picked for row in chosen]
         tasks.sort(key=lambda t: (t.start, t.worker, t.thread, t.key))
         lanes = tuple(Lane(w, t, ()) for w, t in lane_names)
         return TimelineWindow(cluster_id, start, stop, total, True, tuple(tasks), lanes)
-    binned = _binned(picked, lane_names, start, stop, bins)
+    binned = _binned(picked, summed, lane_names, start, stop, bins)
     return TimelineWindow(cluster_id, start, stop, total, False, (), binned)
 
 
+_Picked = tuple[DecodedSegment, "npt.NDArray[np.intp]", "npt.NDArray[np.float64]", Any]
+
+
+def _picked(
+    conn: sa.Connection,
+    rows: list[_SegmentRow],
+    start: float | None,
+    stop: float | None,
+    filters: dict[str, str | None],
+) -> list[_Picked]:
+    """The executions of the segments of ``rows`` in the window and passing the filters:
+    (segment, rows chosen, first starts, last stops)."""
+    picked: list[_Picked] = []
+    for seg in _decoded(conn, rows):
+        mask, first, last = _selected(seg, start, stop, **filters)
+        chosen = np.flatnonzero(mask)
+        if len(chosen):
+            picked.append((seg, chosen, first, last))
+    return picked
+
+
+def _passes_all(
+    summary: Summary, computation_id: str | None, span_id: str | None, group: str | None
+) -> bool:
+    """Every execution of the summary's segment passes the filters."""
+    return (
+        (computation_id is None or summary.computations == [computation_id])
+        and (span_id is None or summary.spans == [span_id])
+        and (group is None or summary.groups == [group])
+    )
+
+
+class _LaneSums:
+    """One lane's figures in the window's bins, added up from decoded segments and from
+    summaries; a bin's colour from sparse (bin, group, seconds) triples."""
+
+    def __init__(self, bins: int) -> None:
+        self.bins = bins
+        self.busy: dict[str, npt.NDArray[np.float64]] = {}
+        self.counts = np.zeros(bins, dtype=np.int64)
+        self.top_bins: list[npt.NDArray[np.int64]] = []
+        self.top_groups: list[npt.NDArray[np.int64]] = []
+        self.top_seconds: list[npt.NDArray[np.float64]] = []
+
+    def add_busy(self, activity: str, seconds: npt.NDArray[np.float64]) -> None:
+        held = self.busy.get(activity)
+        self.busy[activity] = seconds if held is None else held + seconds
+
+    def add_top(
+        self,
+        where: npt.NDArray[np.int64],
+        groups: npt.NDArray[np.int64],
+        seconds: npt.NDArray[np.float64],
+    ) -> None:
+        self.top_bins.append(where)
+        self.top_groups.append(groups)
+        self.top_seconds.append(seconds)
+
+    def colours(self, group_names: list[str]) -> list[str | None]:
+        top: list[str | None] = [None] * self.bins
+        if not self.top_bins:
+            return top
+        where = np.concatenate(self.top_bins)
+        groups = np.concatenate(self.top_groups)
+        seconds = np.concatenate(self.top_seconds)
+        n = max(len(group_names), 1)
+        combos, inverse = np.unique(where * n + groups, return_inverse=True)
+        sums = np.bincount(inverse.ravel(), weights=seconds)
+        cells = combos // n
+        by_cell = np.lexsort((sums, cells))
+        best = by_cell[np.r_[cells[by_cell][1:] != cells[by_cell][:-1], True]]
+        for cell, combo, total in zip(
+            cells[best].tolist(), combos[best].tolist(), sums[best].tolist(), strict=True
+        ):
+            if total > 0:
+                top[cell] = group_names[combo % n]
+        return top
+
+
 def _binned(
-    picked: list[tuple[DecodedSegment, npt.NDArray[np.intp], Any, Any]],
+    picked: list[_Picked],
+    summed: list[Summary],
     lane_names: list[tuple[str, int]],
     start: float,
     stop: float,
     bins: int,
 ) -> tuple[Lane, ...]:
-    parts = {lane: _LaneParts({}, [], [], {}) for lane in lane_names}
-    for seg, chosen, first, last in picked:
-        workers = seg.worker[chosen]
-        threads = seg.thread[chosen]
-        for w in np.unique(workers):
-            w_mask = workers == w
-            for t in np.unique(threads[w_mask]):
-                rows = chosen[w_mask & (threads == t)]
-                lane = parts[(seg.names[int(w)], int(t))]
-                lane.firsts.append(first[rows])
-                lane.lasts.append(last[rows])
-                # (an execution without compute has a zero-length one: it adds nothing)
-                computed = (seg.start[rows], seg.stop[rows])
-                lane.intervals.setdefault(COMPUTE, []).append(computed)
-                for g in np.unique(seg.group[rows]):
-                    in_group = seg.group[rows] == g
-                    lane.groups.setdefault(seg.names[int(g)], []).append(
-                        (computed[0][in_group], computed[1][in_group])
-                    )
-                # the other actions of these rows
-                a_mask = np.isin(seg.action_row, rows)
-                for a in np.unique(seg.action_name[a_mask]):
-                    sel = a_mask & (seg.action_name == a)
-                    lane.intervals.setdefault(seg.names[int(a)], []).append(
-                        (seg.action_start[sel], seg.action_stop[sel])
-                    )
     edges = np.linspace(start, stop, bins + 1)
-    lanes = []
-    for (worker, thread), lane in parts.items():
-        busy = {
-            activity: _busy_per_bin(*_joined(pieces), edges)
-            for activity, pieces in lane.intervals.items()
-        }
-        counts = _overlapping_per_bin(
-            np.concatenate(lane.firsts), np.concatenate(lane.lasts), edges
-        )
-        top = _top_groups(lane.groups, edges)
-        lanes.append(
+    width = (stop - start) / bins
+    lanes = {lane: _LaneSums(bins) for lane in lane_names}
+    group_ids: dict[str, int] = {}
+
+    def gid(name: str) -> int:
+        return group_ids.setdefault(name, len(group_ids))
+
+    for seg, chosen, first, last in picked:
+        _add_decoded(seg, chosen, first, last, lanes, edges, gid)
+    for summary in summed:
+        _add_summary(summary, lanes, start, width, bins, gid)
+    names = sorted(group_ids, key=group_ids.__getitem__)
+    out = []
+    for (worker, thread), sums in lanes.items():
+        colours = sums.colours(names)
+        busy = {a: v.tolist() for a, v in sums.busy.items()}
+        counts = sums.counts.tolist()
+        lo, hi = edges[:-1].tolist(), edges[1:].tolist()
+        out.append(
             Lane(
                 worker,
                 thread,
                 tuple(
                     LaneBin(
-                        float(edges[b]),
-                        float(edges[b + 1]),
-                        {a: float(v[b]) for a, v in busy.items() if v[b] > 0},
-                        int(counts[b]),
-                        top[b],
+                        lo[b],
+                        hi[b],
+                        {a: v[b] for a, v in busy.items() if v[b] > 0},
+                        counts[b],
+                        colours[b],
                     )
                     for b in range(bins)
                 ),
             )
         )
-    return tuple(lanes)
+    return tuple(out)
 
 
-def _joined(
-    pieces: list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]],
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    return np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces])
+def _add_decoded(
+    seg: DecodedSegment,
+    chosen: npt.NDArray[np.intp],
+    first: npt.NDArray[np.float64],
+    last: npt.NDArray[np.float64],
+    lanes: dict[tuple[str, int], _LaneSums],
+    edges: npt.NDArray[np.float64],
+    gid: Any,
+) -> None:
+    """Exact figures of a decoded segment's chosen executions."""
+    workers, threads = seg.worker[chosen], seg.thread[chosen]
+    bins = len(edges) - 1
+    for w in np.unique(workers).tolist():
+        w_mask = workers == w
+        for t in np.unique(threads[w_mask]).tolist():
+            rows = chosen[w_mask & (threads == t)]
+            lane = lanes[(seg.names[w], t)]
+            starts, stops = seg.start[rows], seg.stop[rows]
+            # (an execution without compute has a zero-length one: it adds nothing)
+            lane.add_busy(COMPUTE, busy_per_bin(starts, stops, edges))
+            lane.counts += _overlapping_per_bin(first[rows], last[rows], edges)
+            groups = seg.group[rows]
+            present = np.unique(groups).tolist()
+            for g in present if len(present) <= _EXACT_TOP_GROUPS else ():
+                mine = groups == g
+                seconds = busy_per_bin(starts[mine], stops[mine], edges)
+                where = np.flatnonzero(seconds)
+                lane.add_top(where, np.full(len(where), gid(seg.names[g])), seconds[where])
+            if len(present) > _EXACT_TOP_GROUPS:  # by the bin each execution starts in
+                where = np.clip(((starts - edges[0]) / (edges[1] - edges[0])), 0, bins - 1)
+                ids = np.array([gid(seg.names[g]) for g in groups.tolist()], dtype=np.int64)
+                lane.add_top(where.astype(np.int64), ids, stops - starts)
+            a_mask = np.isin(seg.action_row, rows)
+            for a in np.unique(seg.action_name[a_mask]).tolist():
+                sel = a_mask & (seg.action_name == a)
+                lane.add_busy(
+                    seg.names[a], busy_per_bin(seg.action_start[sel], seg.action_stop[sel], edges)
+                )
 
 
-def _busy_per_bin(
-    starts: npt.NDArray[np.float64], stops: npt.NDArray[np.float64], edges: npt.NDArray[np.float64]
-) -> npt.NDArray[np.float64]:
-    """Seconds of the intervals inside each bin: F(edge) differences, where F(t) is the
-    time covered before t, Σ (t - s) over starts before t - Σ (t - e) over stops before
-    t; times relative to the first edge keep the sums precise."""
-    origin = edges[0]
-    ss = np.sort(np.clip(starts, edges[0], edges[-1]) - origin)
-    es = np.sort(np.clip(stops, edges[0], edges[-1]) - origin)
-    at = edges - origin
-    cs = np.concatenate(([0.0], np.cumsum(ss)))
-    ce = np.concatenate(([0.0], np.cumsum(es)))
-    ns = np.searchsorted(ss, at, "left")
-    ne = np.searchsorted(es, at, "left")
-    covered = (ns * at - cs[ns]) - (ne * at - ce[ne])
-    busy: npt.NDArray[np.float64] = np.maximum(np.diff(covered), 0.0)
-    return busy
+def _add_summary(
+    summary: Summary,
+    lanes: dict[tuple[str, int], _LaneSums],
+    start: float,
+    width: float,
+    bins: int,
+    gid: Any,
+) -> None:
+    """A summary's figures spread over the window's bins: each of its bins (at most half
+    as wide as the window's) splits between the one or two window bins it overlaps."""
+    own = summary.start + summary.width * np.arange(BINS)
+    left = np.clip(((own - start) / width).astype(np.int64), 0, bins - 1)
+    right = np.clip(((own + summary.width - start) / width).astype(np.int64), 0, bins - 1)
+    boundary = start + (left + 1) * width
+    share = np.where(left == right, 1.0, np.clip((boundary - own) / summary.width, 0.0, 1.0))
+    middle = np.clip(((own + summary.width / 2 - start) / width).astype(np.int64), 0, bins - 1)
+    ids = np.array([gid(g) for g in summary.groups], dtype=np.int64)
+    for i, lane_name in enumerate(summary.lanes):
+        lane = lanes[lane_name]
+        for j, activity in enumerate(summary.activities):
+            seconds = summary.busy[i, j].astype(np.float64)
+            if not seconds.any():
+                continue
+            spread = np.bincount(left, weights=seconds * share, minlength=bins).astype(np.float64)
+            spread += np.bincount(right, weights=seconds * (1.0 - share), minlength=bins)
+            lane.add_busy(activity, spread)
+        lane.counts += np.bincount(middle, weights=summary.starts[i], minlength=bins).astype(
+            np.int64
+        )
+        coloured = np.flatnonzero(summary.top[i] >= 0)
+        lane.add_top(
+            middle[coloured],
+            ids[summary.top[i][coloured]],
+            summary.top_seconds[i][coloured].astype(np.float64),
+        )
 
 
 def _overlapping_per_bin(
@@ -478,30 +638,9 @@ def _overlapping_per_bin(
     return np.asarray(len(firsts) - later - earlier, dtype=np.int64)
 
 
-#: above this many groups in a lane, a bin's colour is the group that started the most
-#: compute time in it (exact per-group sums cost a pass per group)
+#: above this many groups in a lane's part of a segment, a bin's colour is the group
+#: that started the most compute time in it (exact sums cost a pass per group)
 _EXACT_TOP_GROUPS = 64
-
-
-def _top_groups(
-    groups: dict[str, list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]],
-    edges: npt.NDArray[np.float64],
-) -> list[str | None]:
-    names = list(groups)
-    bins = len(edges) - 1
-    if not names:
-        return [None] * bins
-    if len(names) <= _EXACT_TOP_GROUPS:
-        busy = np.stack([_busy_per_bin(*_joined(groups[n]), edges) for n in names])
-    else:
-        busy = np.zeros((len(names), bins))
-        width = (edges[-1] - edges[0]) / bins or 1.0
-        for i, n in enumerate(names):
-            starts, stops = _joined(groups[n])
-            where = np.clip(((starts - edges[0]) / width).astype(np.int64), 0, bins - 1)
-            np.add.at(busy[i], where, stops - starts)
-    best = busy.argmax(axis=0)
-    return [names[int(best[b])] if busy[best[b], b] > 0 else None for b in range(bins)]
 
 
 # -- lookups -----------------------------------------------------------------------------
@@ -512,9 +651,9 @@ def task_executions(store: Store | sa.Engine, cluster_id: str, key: str) -> list
     found: list[TaskExecution] = []
     with as_engine(store).connect() as conn:
         _check_cluster(conn, cluster_id)
-        rows = [
-            r for r in _segment_rows(conn, cluster_id) if key_filter_may_hold(r.key_filter, key)
-        ]
+        rows = _segment_rows(conn, cluster_id)
+        filters = _blobs(conn, s.task_segments.c.key_filter, [r.id for r in rows], _filter_cache)
+        rows = [r for r in rows if key_filter_may_hold(filters[r.id], key)]
         for seg in _decoded(conn, rows):
             found += [_execution(seg, int(row)) for row in _rows_of_key(seg, key)]
     return sorted(found, key=lambda t: (t.start, t.stop))
@@ -545,34 +684,62 @@ def slowest_tasks(
     computation_id: str | None = None,
     limit: int = 20,
 ) -> list[TaskExecution]:
-    """The ``limit`` longest executions (stop - start), longest first."""
-    best: list[tuple[float, int, TaskExecution]] = []
-    counter = 0
+    """The ``limit`` longest executions (last stop - first start), longest first.
+
+    Each segment's summary names its groups' slowest executions: only the segments
+    holding the longest of those are decoded."""
+    if limit <= 0:
+        return []
     with as_engine(store).connect() as conn:
         _check_cluster(conn, cluster_id)
         rows = _segment_rows(conn, cluster_id)
         if group is not None:
             rows = [r for r in rows if group in r.groups]
-        for seg in _decoded(conn, rows):
+        summaries = {
+            segment_id: summary
+            for segment_id, summary in _summaries(conn, rows).items()
+            if limit <= SLOWEST_PER_GROUP and _passes_all(summary, computation_id, None, None)
+        }
+        # (duration, segment, row) of the candidates the summaries name
+        candidates: list[tuple[float, int, int]] = []
+        for index, r in enumerate(rows):
+            summary = summaries.get(r.id)
+            if summary is None:
+                continue
+            wanted = summary.slowest_group >= 0
+            if group is not None:
+                wanted &= summary.slowest_group == _index(summary.groups, group)
+            candidates += zip(
+                summary.slowest_duration[wanted].tolist(),
+                [index] * int(wanted.sum()),
+                summary.slowest_row[wanted].tolist(),
+                strict=True,
+            )
+        best = heapq.nlargest(limit, candidates)
+        needed = sorted({index for _, index, _ in best})
+        decoded = dict(zip(needed, _decoded(conn, [rows[i] for i in needed]), strict=True))
+        found = [(d, row, decoded[index]) for d, index, row in best]
+        for seg in _decoded(conn, [r for r in rows if r.id not in summaries]):
             mask, first, last = _selected(
                 seg, None, None, group=group, computation_id=computation_id
             )
             chosen = np.flatnonzero(mask)
-            if not len(chosen) or limit <= 0:
-                continue
             durations = (last - first)[chosen]
             if len(chosen) > limit:
                 top = np.argpartition(-durations, limit - 1)[:limit]
                 chosen, durations = chosen[top], durations[top]
-            for row, duration in zip(chosen.tolist(), durations.tolist(), strict=True):
-                if len(best) < limit or duration > best[0][0]:
-                    counter += 1
-                    item = (duration, counter, _execution(seg, row))
-                    if len(best) < limit:
-                        heapq.heappush(best, item)
-                    else:
-                        heapq.heapreplace(best, item)
-    return [t for _, _, t in sorted(best, key=lambda x: (-x[0], x[1]))]
+            found += [
+                (d, row, seg) for d, row in zip(durations.tolist(), chosen.tolist(), strict=True)
+            ]
+    found.sort(key=lambda item: -item[0])
+    return [_execution(seg, row) for _, row, seg in found[:limit]]
+
+
+def _index(names: list[str], name: str) -> int:
+    try:
+        return names.index(name)
+    except ValueError:
+        return -2  # matches nothing (not even "none")
 
 
 def transfers(

@@ -1,0 +1,213 @@
+"""A task-log segment's coarse summary: busy seconds per worker thread and activity in
+:data:`BINS` bins over the segment's time range, executions started and the main group
+per bin, and each group's slowest executions. A zoomed-out timeline window adds up
+summaries instead of decoding every segment (what keeps it fast at ten million tasks).
+
+Built in the recorder's writer thread from the arrays :mod:`daskscope.segments` encodes;
+stored in :attr:`~daskscope.model.TaskSegmentRecord.summary` as a JSON header and the
+arrays, zstd-compressed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["BINS", "SLOWEST_PER_GROUP", "Summary", "busy_per_bin", "read_summary", "summarize"]
+
+BINS = 128
+#: executions kept per group for "the slowest tasks of a group"
+SLOWEST_PER_GROUP = 20
+_VERSION = 1
+
+
+def busy_per_bin(
+    starts: npt.NDArray[np.float64], stops: npt.NDArray[np.float64], edges: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """Seconds of the intervals inside each bin: differences of F(edge), where F(t) is
+    the time covered before t (the sum of t - s over starts before t, less the sum of
+    t - e over stops before t); times relative to the first edge keep the sums precise."""
+    import numpy as np
+
+    origin = edges[0]
+    ss = np.sort(np.clip(starts, edges[0], edges[-1]) - origin)
+    es = np.sort(np.clip(stops, edges[0], edges[-1]) - origin)
+    at = edges - origin
+    cs = np.concatenate(([0.0], np.cumsum(ss)))
+    ce = np.concatenate(([0.0], np.cumsum(es)))
+    ns = np.searchsorted(ss, at, "left")
+    ne = np.searchsorted(es, at, "left")
+    covered = (ns * at - cs[ns]) - (ne * at - ce[ne])
+    busy: npt.NDArray[np.float64] = np.maximum(np.diff(covered), 0.0)
+    return busy
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    start: float
+    width: float
+    lanes: list[tuple[str, int]]
+    activities: list[str]
+    groups: list[str]
+    computations: list[str | None]
+    spans: list[str | None]
+    #: (lanes, activities, BINS) seconds
+    busy: npt.NDArray[np.float32]
+    #: (lanes, BINS) executions started in the bin
+    starts: npt.NDArray[np.int32]
+    #: (lanes, BINS) index into ``groups`` of the group with most compute started (-1)
+    top: npt.NDArray[np.int32]
+    #: (lanes, BINS) compute seconds of that group
+    top_seconds: npt.NDArray[np.float32]
+    #: rows (in the segment) of each group's slowest executions, and their durations
+    slowest_group: npt.NDArray[np.int32]
+    slowest_row: npt.NDArray[np.int32]
+    slowest_duration: npt.NDArray[np.float64]
+
+    @property
+    def stop(self) -> float:
+        return self.start + self.width * BINS
+
+
+def summarize(
+    names: list[str],
+    *,
+    first: float,
+    last: float,
+    start: npt.NDArray[np.float64],
+    stop: npt.NDArray[np.float64],
+    span_first: npt.NDArray[np.float64],
+    span_last: npt.NDArray[np.float64],
+    group: npt.NDArray[np.int32],
+    worker: npt.NDArray[np.int32],
+    thread: npt.NDArray[np.int64],
+    computation: npt.NDArray[np.int32],
+    span: npt.NDArray[np.int32],
+    action_row: npt.NDArray[np.int64],
+    action_name: npt.NDArray[np.int32],
+    action_start: npt.NDArray[np.float64],
+    action_stop: npt.NDArray[np.float64],
+) -> bytes:
+    """The summary of one segment's executions (rows in the segment's order)."""
+    import numpy as np
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    width = max(last - first, 1e-6) / BINS
+    edges = np.asarray(first + width * np.arange(BINS + 1), dtype=np.float64)
+    lane_pairs, lane_of = np.unique(
+        np.stack([worker.astype(np.int64), thread]), axis=1, return_inverse=True
+    )
+    lane_of = lane_of.ravel()
+    n_lanes = lane_pairs.shape[1]
+    activity_codes = sorted(set(np.unique(action_name).tolist()))
+    activities = ["compute", *(names[a] for a in activity_codes)]
+    busy = np.zeros((n_lanes, len(activities), BINS), dtype=np.float32)
+    a_lane = lane_of[action_row] if len(action_row) else action_row
+    for lane in range(n_lanes):
+        mine = lane_of == lane
+        busy[lane, 0] = busy_per_bin(start[mine], stop[mine], edges)
+        for i, code in enumerate(activity_codes, start=1):
+            sel = (a_lane == lane) & (action_name == code)
+            if sel.any():
+                busy[lane, i] = busy_per_bin(action_start[sel], action_stop[sel], edges)
+    start_bin = np.clip(((span_first - first) / width).astype(np.int64), 0, BINS - 1)
+    cell = lane_of * BINS + start_bin
+    starts = np.bincount(cell, minlength=n_lanes * BINS).astype(np.int32)
+    # the main group of a cell: most compute seconds started in it
+    group_codes, group_of = np.unique(group, return_inverse=True)
+    n_groups = len(group_codes)
+    # (sparse: a segment may hold thousands of groups)
+    combos, inverse = np.unique(cell * n_groups + group_of, return_inverse=True)
+    group_seconds = np.bincount(inverse.ravel(), weights=stop - start)
+    cells = combos // n_groups
+    by_cell = np.lexsort((group_seconds, cells))
+    best = by_cell[np.r_[cells[by_cell][1:] != cells[by_cell][:-1], True]]
+    top = np.full(n_lanes * BINS, -1, dtype=np.int32)
+    top_seconds = np.zeros(n_lanes * BINS, dtype=np.float32)
+    top[cells[best]] = (combos[best] % n_groups).astype(np.int32)
+    top_seconds[cells[best]] = group_seconds[best]
+    # each group's slowest executions
+    duration = span_last - span_first
+    order = np.lexsort((-duration, group_of))
+    sorted_groups = group_of[order]
+    rank = np.arange(len(order)) - np.searchsorted(sorted_groups, sorted_groups, "left")
+    kept = order[rank < SLOWEST_PER_GROUP]
+    header = {
+        "version": _VERSION,
+        "start": first,
+        "width": width,
+        "lanes": [[names[int(w)], int(t)] for w, t in lane_pairs.T.tolist()],
+        "activities": activities,
+        "groups": [names[int(g)] for g in group_codes],
+        "computations": [names[c] if c >= 0 else None for c in np.unique(computation).tolist()],
+        "spans": [names[c] if c >= 0 else None for c in np.unique(span).tolist()],
+        "slowest": len(kept),
+    }
+    body = b"".join(
+        a.tobytes()
+        for a in (
+            busy,
+            starts,
+            top,
+            top_seconds,
+            group_of[kept].astype(np.int32),
+            kept.astype(np.int32),
+            duration[kept].astype(np.float64),
+        )
+    )
+    text = json.dumps(header).encode()
+    packed = pa.compress(body, codec="zstd", asbytes=True)
+    return len(text).to_bytes(4, "little") + text + len(body).to_bytes(8, "little") + bytes(packed)
+
+
+def read_summary(blob: bytes) -> Summary | None:
+    """The summary in ``blob``; None when there is none (or of a version not known)."""
+    if len(blob) < 4:
+        return None
+    import numpy as np
+    import pyarrow as pa
+
+    size = int.from_bytes(blob[:4], "little")
+    header: dict[str, Any] = json.loads(blob[4 : 4 + size])
+    if header.get("version") != _VERSION:
+        return None
+    raw = int.from_bytes(blob[4 + size : 12 + size], "little")
+    body = pa.decompress(blob[12 + size :], decompressed_size=raw, codec="zstd", asbytes=True)
+    lanes = [(str(w), int(t)) for w, t in header["lanes"]]
+    n_lanes, n_acts, kept = len(lanes), len(header["activities"]), header["slowest"]
+    shapes: list[tuple[Any, tuple[int, ...]]] = [
+        (np.float32, (n_lanes, n_acts, BINS)),
+        (np.int32, (n_lanes, BINS)),
+        (np.int32, (n_lanes, BINS)),
+        (np.float32, (n_lanes, BINS)),
+        (np.int32, (kept,)),
+        (np.int32, (kept,)),
+        (np.float64, (kept,)),
+    ]
+    arrays = []
+    offset = 0
+    for dtype, shape in shapes:
+        count = int(np.prod(shape))
+        arrays.append(np.frombuffer(body, dtype=dtype, count=count, offset=offset).reshape(shape))
+        offset += count * np.dtype(dtype).itemsize
+    return Summary(
+        start=float(header["start"]),
+        width=float(header["width"]),
+        lanes=lanes,
+        activities=list(header["activities"]),
+        groups=list(header["groups"]),
+        computations=list(header["computations"]),
+        spans=list(header["spans"]),
+        busy=arrays[0],
+        starts=arrays[1],
+        top=arrays[2],
+        top_seconds=arrays[3],
+        slowest_group=arrays[4],
+        slowest_row=arrays[5],
+        slowest_duration=arrays[6],
+    )
