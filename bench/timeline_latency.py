@@ -148,6 +148,7 @@ def main() -> None:
     span = last - first
     windows = {
         "whole": (None, None),
+        "whole/700": (None, None),  # the page's first drawing: 700 bins a thread
         "10 %": (first + 0.45 * span, first + 0.55 * span),
         "1 s": (first + span / 2, first + span / 2 + 1.0),
         "10 ms": (first + span / 2, first + span / 2 + 0.01),
@@ -170,9 +171,13 @@ def main() -> None:
                 f"{'query p95':>10} {'ratio p50':>10}  mode"
             )
             for name, (a, b) in windows.items():
-                query = "" if a is None else f"?start={a:.6f}&stop={b:.6f}"
+                bins = 700 if name.endswith("/700") else 1000
+                query = f"?bins={bins}" + ("" if a is None else f"&start={a:.6f}&stop={b:.6f}")
                 route = [await get(f"{base}/timeline{query}") for _ in range(args.repeat)]
-                bare = timed(lambda a=a, b=b: timeline_window(store, cluster_id, a, b), args.repeat)
+                bare = timed(
+                    lambda a=a, b=b, n=bins: timeline_window(store, cluster_id, a, b, bins=n),
+                    args.repeat,
+                )
                 mode = "raw" if timeline_window(store, cluster_id, a, b).raw else "binned"
                 print(
                     f"{name:<8} {statistics.median(route):>10.1f} {p95(route):>10.1f} "
