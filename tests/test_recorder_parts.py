@@ -285,6 +285,7 @@ def test_span_tracker_writes_what_changed_and_lets_settled_spans_go() -> None:
     root = Span("root", ("default",))
     child = Span("child", ("default", "load"), parent=root)
     child._cumulative_worker_metrics = {("execute", "inc", "thread-cpu", "seconds"): 2.0}
+    root._cumulative_worker_metrics = {("execute", "add", "thread-cpu", "seconds"): 5.0}
     root.done = child.done = True
     with_spans(scheduler, root, child)
     spans = SpanTracker("c", max_code_chars=1000)
@@ -292,8 +293,8 @@ def test_span_tracker_writes_what_changed_and_lets_settled_spans_go() -> None:
     records: list[Record] = []
     tracks = spans.snapshot(scheduler, {"child"}, records, paced=False)  # type: ignore[arg-type]
     assert {r.span_id for r in records if isinstance(r, SpanRecord)} == {"root", "child"}
-    (metric,) = [r for r in records if isinstance(r, SpanMetricRecord)]
-    assert (metric.span_id, metric.activity, metric.value) == ("child", "thread-cpu", 2.0)
+    metrics = {(r.span_id, r.prefix, r.value) for r in records if isinstance(r, SpanMetricRecord)}
+    assert metrics == {("child", "inc", 2.0), ("root", "add", 5.0)}
     spans.remember(tracks)
 
     # done, nothing changed: nothing to write
@@ -301,18 +302,28 @@ def test_span_tracker_writes_what_changed_and_lets_settled_spans_go() -> None:
     spans.remember(spans.snapshot(scheduler, set(), records, paced=False))  # type: ignore[arg-type]
     assert records == []
 
-    # a heartbeat brings more of the child's metrics: the child again, with its metrics
+    # a heartbeat brings more of the child's metrics: the child again, with the metric
+    # that moved (not the others: a flush writes what changed)
     child._cumulative_worker_metrics[("execute", "inc", "thread-cpu", "seconds")] = 3.0
+    child._cumulative_worker_metrics[("execute", "inc", "disk-read", "bytes")] = 64.0
     records = []
     spans.remember(spans.snapshot(scheduler, set(), records, paced=False))  # type: ignore[arg-type]
     assert [r.span_id for r in records if isinstance(r, SpanRecord)] == ["child"]
-    assert [r.value for r in records if isinstance(r, SpanMetricRecord)] == [3.0]
+    moved = {(r.activity, r.value) for r in records if isinstance(r, SpanMetricRecord)}
+    assert moved == {("thread-cpu", 3.0), ("disk-read", 64.0)}
+    child._cumulative_worker_metrics[("execute", "inc", "disk-read", "bytes")] = 96.0
+    records = []
+    spans.remember(spans.snapshot(scheduler, set(), records, paced=False))  # type: ignore[arg-type]
+    assert [(r.activity, r.value) for r in records if isinstance(r, SpanMetricRecord)] == [
+        ("disk-read", 96.0)
+    ]
 
-    # a lost store: everything again
+    # a lost store: everything again, every metric too
     spans.forget()
     records = []
     spans.snapshot(scheduler, set(), records, paced=False)  # type: ignore[arg-type]
     assert {r.span_id for r in records if isinstance(r, SpanRecord)} == {"root", "child"}
+    assert len([r for r in records if isinstance(r, SpanMetricRecord)]) == 3
 
 
 def test_span_tracker_without_the_spans_extension_writes_nothing() -> None:

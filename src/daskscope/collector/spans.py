@@ -250,8 +250,12 @@ class SpanTracker:
             self.due[span_id] = now + (perf_counter() - started) * PACING
             records.append(record)
             if metrics_changed:
+                # only the metrics that moved (a running span's heartbeats touch a few
+                # of its hundreds of metrics; each record costs an id to make and write)
+                before = track.own_metrics if track is not None else {}
+                moved = {k: v for k, v in own.items() if before.get(k) != v}
                 records.extend(
-                    snapshot.span_metric_records(span_id, own, cluster_id=self.cluster_id)
+                    snapshot.span_metric_records(span_id, moved, cluster_id=self.cluster_id)
                 )
             written_at = track.written_at if track and track.done and not metrics_changed else now
             out[span_id] = SpanTrack(dict(own), record.done, written_at)
