@@ -24,6 +24,7 @@ __all__ = [
     "group_names_by_computation",
     "group_page",
     "group_summary",
+    "group_totals_by_computation",
     "selected_groups",
     "span_prefixes",
     "span_scope_ids",
@@ -124,13 +125,22 @@ def group_summary(
     *,
     top: int,
     computation_id: str | None = None,
+    by_computation: dict[str | None, Row] | None = None,
 ) -> Row:
     """How many groups, their summed tasks, bytes and seconds, and the ``top`` longest
-    (by ``duration_s``, brief rows); ``omitted`` is how many the summary leaves out."""
+    (by ``duration_s``, brief rows); ``omitted`` is how many the summary leaves out.
+    ``by_computation`` (:func:`group_totals_by_computation`) spares summing them again."""
     where = _scope(cluster_id, computation_id)
-    sums = [sa.func.coalesce(sa.func.sum(getattr(_g, c)), 0).label(c) for c in _TOTALS]
-    totals = conn.execute(sa.select(sa.func.count().label("count"), *sums).where(where)).one()
-    count = int(totals._mapping["count"])  # not .count: a Row method
+    if by_computation is not None and computation_id is None:
+        # summed already, per computation: their sums are the cluster's
+        totals: Any = {
+            c: sum(row[c] for row in by_computation.values()) for c in ("count", *_TOTALS)
+        }
+    else:
+        sums = [sa.func.coalesce(sa.func.sum(getattr(_g, c)), 0).label(c) for c in _TOTALS]
+        query = sa.select(sa.func.count().label("count"), *sums).where(where)
+        totals = conn.execute(query).one()._mapping
+    count = int(totals["count"])
     longest = _rows(
         conn,
         sa.select(*BRIEF_COLUMNS)
@@ -140,7 +150,7 @@ def group_summary(
     )
     return {
         "count": count,
-        **{c: (float if c == "duration_s" else int)(getattr(totals, c)) for c in _TOTALS},
+        **{c: (float if c == "duration_s" else int)(totals[c]) for c in _TOTALS},
         "top": longest,
         "top_by": "duration_s",
         "shown": len(longest),
@@ -192,7 +202,11 @@ def group_page(
 
 
 def group_names_by_computation(
-    conn: sa.Connection, cluster_id: str, *, per_computation: int
+    conn: sa.Connection,
+    cluster_id: str,
+    *,
+    per_computation: int,
+    counts: dict[str | None, int] | None = None,
 ) -> dict[str | None, tuple[list[str], int]]:
     """Per computation: the names of its first ``per_computation`` groups in
     :data:`GROUP_ORDER`, and how many groups it has, reading only the names shown.
@@ -200,19 +214,20 @@ def group_names_by_computation(
     The counts come from the index; the names of the computations within the limit in
     one query, and those of each larger computation in one query of its own, which the
     database answers with a bounded (top-N) sort instead of sorting every group."""
-    counts = group_counts_by_computation(conn, cluster_id)
+    counts = dict(group_counts_by_computation(conn, cluster_id) if counts is None else counts)
     counts.pop(None, None)
     large = sorted(c for c, n in counts.items() if c is not None and n > per_computation)
     if len(large) > _MAX_LARGE_COMPUTATIONS:
         return _names_numbered(conn, cluster_id, per_computation, counts)
     found: dict[str | None, tuple[list[str], int]] = {c: ([], n) for c, n in counts.items()}
-    small = sa.select(_g.computation_id, _g.name).where(
-        _g.cluster_id == cluster_id,
-        _g.computation_id.is_not(None),
-        _g.computation_id.not_in(large),
-    )
-    for computation_id, name in conn.execute(small.order_by(*GROUP_ORDER)).all():
-        found[computation_id][0].append(name)
+    if len(large) < len(counts):  # else every group is in a large computation: none to read
+        small = sa.select(_g.computation_id, _g.name).where(
+            _g.cluster_id == cluster_id,
+            _g.computation_id.is_not(None),
+            _g.computation_id.not_in(large),
+        )
+        for computation_id, name in conn.execute(small.order_by(*GROUP_ORDER)).all():
+            found[computation_id][0].append(name)
     for computation_id in large:
         first = (
             sa.select(_g.name)
@@ -253,6 +268,19 @@ def _names_numbered(
     for computation_id, name in conn.execute(query).all():
         found[computation_id][0].append(name)
     return found
+
+
+def group_totals_by_computation(conn: sa.Connection, cluster_id: str) -> dict[str | None, Row]:
+    """Per computation (None: groups of no known computation): how many groups, and
+    their summed tasks, bytes and seconds; one pass over the cluster's groups serves
+    both the cluster's totals and each computation's count."""
+    sums = [sa.func.coalesce(sa.func.sum(getattr(_g, c)), 0).label(c) for c in _TOTALS]
+    query = (
+        sa.select(_g.computation_id, sa.func.count().label("count"), *sums)
+        .where(_g.cluster_id == cluster_id)
+        .group_by(_g.computation_id)
+    )
+    return {row.computation_id: dict(row._mapping) for row in conn.execute(query)}
 
 
 def group_counts_by_computation(conn: sa.Connection, cluster_id: str) -> dict[str | None, int]:

@@ -19,6 +19,7 @@ from daskscope.store.groups import (
     Selection,
     group_names_by_computation,
     group_summary,
+    group_totals_by_computation,
     selected_groups,
 )
 
@@ -126,7 +127,11 @@ def cluster_detail(
         if cluster is None:
             raise UnknownCluster(cluster_id)
         computations = _children(conn, s.computations, cluster_id, s.computations.c.started_at)
-        summary = group_summary(conn, cluster_id, top=PAGE_TOP_GROUPS)
+        # one pass over the groups: the cluster's totals and each computation's count
+        by_computation = group_totals_by_computation(conn, cluster_id)
+        summary = group_summary(
+            conn, cluster_id, top=PAGE_TOP_GROUPS, by_computation=by_computation
+        )
         groups = (
             []
             if max_groups == 0
@@ -143,7 +148,10 @@ def cluster_detail(
             else "earliest",
         )
         names = group_names_by_computation(
-            conn, cluster_id, per_computation=PAGE_NAMES_PER_COMPUTATION
+            conn,
+            cluster_id,
+            per_computation=PAGE_NAMES_PER_COMPUTATION,
+            counts={c: int(row["count"]) for c, row in by_computation.items()},
         )
         for comp in computations:
             shown, total = names.get(comp["id"], ([], 0))

@@ -9,9 +9,8 @@ column that query reads (member, account, start, end, core, compute and memory-l
 seconds), so the database groups 10,000 clusters from the index instead of reading
 their wide rows.
 
-``ix_task_groups_cluster_id_computation_id_started_at_name_id`` and
-``ix_task_groups_cluster_id_duration_s`` serve the page of a cluster with tens of
-thousands of task groups: each computation's first groups by start, and the longest.
+``ix_task_groups_cluster_id_computation_id_started_at_name_id`` serves the page of a
+cluster with tens of thousands of task groups: each computation's first groups by start.
 """
 
 from __future__ import annotations
@@ -42,7 +41,6 @@ GROUPS = (
         "ix_task_groups_cluster_id_computation_id_started_at_name_id",
         ["cluster_id", "computation_id", "started_at", "name", "id"],
     ),
-    ("ix_task_groups_cluster_id_duration_s", ["cluster_id", "duration_s"]),
 )
 
 
