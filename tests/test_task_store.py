@@ -185,11 +185,11 @@ def test_a_zoomed_out_window_adds_up_the_segments_summaries(store: Store) -> Non
         assert sum(sum(b.busy_s.values()) for b in lane.bins) == pytest.approx(seconds, rel=1e-5)
         assert {b.top_group for b in lane.bins} <= {e["group"] for e in mine}
     # the same window decoded (bins as narrow as the summaries' own) agrees per bin
-    fine = timeline_window(store, cluster_id, run_start, run_stop, max_tasks=10, bins=400)
+    fine = timeline_window(store, cluster_id, run_start, run_stop, max_tasks=10, bins=2000)
     coarse_again = timeline_window(store, cluster_id, run_start, run_stop, max_tasks=10, bins=20)
     for a, b in zip(fine.lanes, coarse_again.lanes, strict=True):
         for i, coarse_bin in enumerate(b.bins):
-            fine_sum = sum(sum(x.busy_s.values()) for x in a.bins[i * 20 : (i + 1) * 20])
+            fine_sum = sum(sum(x.busy_s.values()) for x in a.bins[i * 100 : (i + 1) * 100])
             # a summary bin straddling two window bins is split by overlap: close, not exact
             assert sum(coarse_bin.busy_s.values()) == pytest.approx(fine_sum, abs=0.2)
 

@@ -397,6 +397,9 @@ class DecodedSegment:
     action_start: npt.NDArray[np.float64]
     action_stop: npt.NDArray[np.float64]
     action_source: npt.NDArray[np.int32]
+    #: each execution's first start and last stop over all its actions
+    first: npt.NDArray[np.float64]
+    last: npt.NDArray[np.float64]
 
     def __len__(self) -> int:
         return len(self.start)
@@ -445,6 +448,13 @@ def decode_segment(format: str, payload: bytes) -> DecodedSegment:
 
     start = np.asarray(base + ints(rows, "start_us") * _US, dtype=np.float64)
     a_start = np.asarray(base + ints(actions, "start_us") * _US, dtype=np.float64)
+    a_rows = np.asarray(ints(actions, "row"), dtype=np.int32)
+    a_stop = a_start + ints(actions, "duration_us") * _US
+    stop = start + ints(rows, "duration_us") * _US
+    first, last = start.copy(), stop.copy()
+    if len(a_rows):
+        np.minimum.at(first, a_rows, a_start)
+        np.maximum.at(last, a_rows, a_stop)
     return DecodedSegment(
         names=names,
         key_form=np.asarray(rows.column("key_form").combine_chunks(), dtype=np.int8),
@@ -454,14 +464,16 @@ def decode_segment(format: str, payload: bytes) -> DecodedSegment:
         worker=codes(rows, "worker"),
         thread=ints(rows, "thread"),
         start=start,
-        stop=start + ints(rows, "duration_us") * _US,
+        stop=stop,
         state=np.asarray(rows.column("state").combine_chunks(), dtype=np.int8),
         nbytes=ints(rows, "nbytes", -1),
         computation=codes(rows, "computation"),
         span=codes(rows, "span"),
-        action_row=np.asarray(ints(actions, "row"), dtype=np.int32),
+        action_row=a_rows,
         action_name=codes(actions, "action"),
         action_start=a_start,
-        action_stop=a_start + ints(actions, "duration_us") * _US,
+        action_stop=a_stop,
         action_source=codes(actions, "source"),
+        first=first,
+        last=last,
     )

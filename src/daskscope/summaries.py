@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BINS", "SLOWEST_PER_GROUP", "Summary", "busy_per_bin", "read_summary", "summarize"]
 
-BINS = 128
+BINS = 256
 #: executions kept per group for "the slowest tasks of a group"
 SLOWEST_PER_GROUP = 20
 _VERSION = 1

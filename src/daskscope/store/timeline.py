@@ -276,11 +276,7 @@ def _decoded(conn: sa.Connection, rows: list[_SegmentRow]) -> Iterator[DecodedSe
 
 def _spans(seg: DecodedSegment) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Each execution's first start and last stop over all its actions."""
-    first, last = seg.start.copy(), seg.stop.copy()
-    if len(seg.action_row):
-        np.minimum.at(first, seg.action_row, seg.action_start)
-        np.maximum.at(last, seg.action_row, seg.action_stop)
-    return first, last
+    return seg.first, seg.last
 
 
 def _selected(
@@ -402,7 +398,7 @@ def timeline_window(
             summed: list[Summary] = []
             picked += _picked(conn, whole, start, stop, filters)
         else:
-            summed = [summaries[r.id] for r in whole if 2 * summaries[r.id].width <= width]
+            summed = [summaries[r.id] for r in whole if summaries[r.id].width <= width]
             used = {id(summary) for summary in summed}
             rest = [r for r in whole if id(summaries[r.id]) not in used]
             picked += _picked(conn, rest, start, stop, filters)
@@ -598,8 +594,8 @@ def _add_summary(
     bins: int,
     gid: Any,
 ) -> None:
-    """A summary's figures spread over the window's bins: each of its bins (at most half
-    as wide as the window's) splits between the one or two window bins it overlaps."""
+    """A summary's figures spread over the window's bins: each of its bins (no wider
+    than the window's) splits between the one or two window bins it overlaps."""
     own = summary.start + summary.width * np.arange(BINS)
     left = np.clip(((own - start) / width).astype(np.int64), 0, bins - 1)
     right = np.clip(((own + summary.width - start) / width).astype(np.int64), 0, bins - 1)
@@ -607,18 +603,25 @@ def _add_summary(
     share = np.where(left == right, 1.0, np.clip((boundary - own) / summary.width, 0.0, 1.0))
     middle = np.clip(((own + summary.width / 2 - start) / width).astype(np.int64), 0, bins - 1)
     ids = np.array([gid(g) for g in summary.groups], dtype=np.int64)
-    for i, lane_name in enumerate(summary.lanes):
-        lane = lanes[lane_name]
-        for j, activity in enumerate(summary.activities):
-            seconds = summary.busy[i, j].astype(np.float64)
-            if not seconds.any():
-                continue
-            spread = np.bincount(left, weights=seconds * share, minlength=bins).astype(np.float64)
-            spread += np.bincount(right, weights=seconds * (1.0 - share), minlength=bins)
-            lane.add_busy(activity, spread)
-        lane.counts += np.bincount(middle, weights=summary.starts[i], minlength=bins).astype(
-            np.int64
-        )
+    n_lanes = len(summary.lanes)
+    # every lane at once: cell = lane * bins + window bin
+    offset = (np.arange(n_lanes) * bins)[:, None]
+    cells_left, cells_right = (offset + left).ravel(), (offset + right).ravel()
+    size = n_lanes * bins
+    for j, activity in enumerate(summary.activities):
+        seconds = summary.busy[:, j, :].astype(np.float64)
+        if not seconds.any():
+            continue
+        spread = np.zeros(size, dtype=np.float64)
+        spread += np.bincount(cells_left, weights=(seconds * share).ravel(), minlength=size)
+        spread += np.bincount(cells_right, weights=(seconds * (1 - share)).ravel(), minlength=size)
+        for i, row in enumerate(spread.reshape(n_lanes, bins)):
+            lanes[summary.lanes[i]].add_busy(activity, row)
+    cells_middle = (offset + middle).ravel()
+    started = np.bincount(cells_middle, weights=summary.starts.ravel(), minlength=size)
+    for i, counted in enumerate(started.reshape(n_lanes, bins).astype(np.int64)):
+        lane = lanes[summary.lanes[i]]
+        lane.counts += counted
         coloured = np.flatnonzero(summary.top[i] >= 0)
         lane.add_top(
             middle[coloured],
