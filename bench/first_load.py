@@ -1,9 +1,12 @@
 """First load of the account page in Chromium on loopback: a fresh browser context each
 time (nothing cached), ``daskscope serve`` in its own process.
 
-For each load it prints when the HTML arrived (``responseEnd``), ``DOMContentLoaded``, the
-first frame after the heat map was drawn (``#usage-chart`` gets ``data-ready="1"``), the
-first frame after the listing's first row was in the page, and the bytes fetched. With
+For each load it prints when the HTML arrived (``responseEnd``), the first contentful
+paint, ``DOMContentLoaded``, the first frame after the heat map was drawn (a map drawn by
+the server: its table is in the page down to the week labels; one drawn by a script:
+``#usage-chart`` got ``data-ready="1"``), the first frame after the page's scripts made
+it respond to clicks (``data-ready="1"``), the first frame after the listing's first row
+was in the page, and the bytes fetched. With
 ``--before SRC URL`` it also serves the page from another source tree (for example the
 commit before the rework: ``git archive <commit> src | tar -x -C DIR``) on its own store
 (the same data at that tree's schema), alternating loads, and prints the ratio of the
@@ -23,7 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +51,8 @@ const mark = (name) => {
 };
 new MutationObserver(() => {
   const heat = document.getElementById("usage-chart");
-  if (heat && heat.dataset.ready === "1") mark("drawn");
+  if (heat && (heat.dataset.ready === "1" || heat.querySelector("tfoot th"))) mark("drawn");
+  if (heat && heat.dataset.ready === "1") mark("ready");
   if (document.querySelector("#cluster-listing tbody tr")) mark("listing");
 }).observe(document, {
   subtree: true, childList: true, attributes: true, attributeFilter: ["data-ready"] });
@@ -58,11 +62,15 @@ READ = """() => {
   const n = performance.getEntriesByType("navigation")[0];
   const bytes = performance.getEntriesByType("resource")
     .reduce((a, e) => a + e.transferSize, n.transferSize);
-  return { html: n.responseEnd, dcl: n.domContentLoadedEventEnd, drawn: window.__marks.drawn,
-           listing: window.__marks.listing, bytes };
+  const paint = performance.getEntriesByName("first-contentful-paint")[0];
+  return { html: n.responseEnd, fcp: paint ? paint.startTime : NaN,
+           dcl: n.domContentLoadedEventEnd, drawn: window.__marks.drawn,
+           ready: window.__marks.ready, listing: window.__marks.listing, bytes };
 }"""
 
-FIGURES = ("html", "dcl", "drawn", "listing")
+FIGURES = ("html", "fcp", "dcl", "drawn", "ready", "listing")
+HEADS = ("html", "FCP", "DCL", "drawn", "ready", "listing")
+KEYS = (*FIGURES, "bytes")
 
 
 def free_port() -> int:
@@ -104,7 +112,9 @@ def load(browser: Any, base: str) -> dict[str, float]:
     context.add_init_script(OBSERVE)
     page = context.new_page()
     page.goto(base + "/", wait_until="domcontentloaded", timeout=60_000)
-    page.wait_for_function("() => window.__marks.drawn > 0 && window.__marks.listing > 0")
+    page.wait_for_function(
+        "() => ['drawn', 'ready', 'listing'].every((k) => window.__marks[k] > 0)", timeout=60_000
+    )
     figures = page.evaluate(READ)
     context.close()
     return figures
@@ -128,32 +138,25 @@ def main() -> None:
     results: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        bases = {}
-        stack = []
-        for name, (src, url) in trees.items():
-            stack.append(serve(src, url))
-            bases[name] = stack[-1].__enter__()
-        try:
-            print(
-                f"{'':<8}{'html':>7}  {'DCL':>7}  {'drawn':>7}  {'listing':>7}  {'bytes':>10}  (ms)"
-            )
+        with ExitStack() as servers:
+            bases = {name: servers.enter_context(serve(*tree)) for name, tree in trees.items()}
+            heads = "  ".join(f"{k:>7}" for k in HEADS)
+            print(f"{'':<8}{heads}  {'bytes':>10}  (ms)")
             for i in range(args.loads):
                 for name, base in bases.items():  # alternate, so both see the same load
                     figures = load(browser, base)
                     results[name].append(figures)
                     print(row(f"{name} {i + 1}", figures), flush=True)
-        finally:
-            for context in reversed(stack):
-                context.__exit__(None, None, None)
-            browser.close()
+        browser.close()
+    # a load without a paint entry (NaN) leaves that figure's median to the others
     medians = {
-        name: {k: statistics.median(r[k] for r in runs) for k in (*FIGURES, "bytes")}
+        name: {k: statistics.median(r[k] for r in runs if r[k] == r[k]) for k in KEYS}
         for name, runs in results.items()
     }
     for name, m in medians.items():
         print(row(f"{name} med", m))
     if "before" in medians:
-        ratios = {k: medians["now"][k] / medians["before"][k] for k in (*FIGURES, "bytes")}
+        ratios = {k: medians["now"][k] / medians["before"][k] for k in KEYS}
         print(
             "ratio   "
             + "  ".join(f"{ratios[k]:7.2f}" for k in FIGURES)
