@@ -24,7 +24,7 @@ window.dsProfile = (() => {
     const body = await ds.json(`${base}/profile${scope ? `?computation=${encodeURIComponent(scope)}` : ""}`);
     document.getElementById("profile-summary").textContent =
       `${ds.num(body.samples)} samples · ${ds.duration(body.seconds)} over ${ds.num(body.windows)} profile windows` +
-      (body.estimated_splits ? ` · where a frame called several innermost frames (${ds.num(body.estimated_splits)} frames), Dask's profile does not say how its samples split between them: shared evenly` : "");
+      (body.estimated_splits ? ` · where a frame called several innermost frames (${ds.num(body.estimated_splits)} frame${body.estimated_splits === 1 ? "" : "s"}), Dask's profile does not say how its samples split between them: shared evenly` : "");
     const level = body.ids.includes(zoom) ? zoom : "";
     const trace = {
       type: "icicle", ids: body.ids, labels: body.labels.map(ds.text), parents: body.parents, values: body.values,
