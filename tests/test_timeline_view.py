@@ -311,6 +311,15 @@ def test_cli_errors(tmp_path: Path) -> None:
     assert unknown.exit_code == 2 and "no cluster with id 'ffffffff'" in unknown.output
     as_json = runner.invoke(cli, ["--database", url, "timeline", cluster.id, "--json"])
     assert as_json.exit_code == 0 and json.loads(as_json.output)["recorded"] is False
+    # the page says why there is nothing to draw
+    from daskscope.web import create_app
+
+    app = create_app(url)
+    page = call(app, "GET", f"/clusters/{cluster.id}/timeline")
+    assert page.status_code == 200
+    assert "daskscope.tasks.enabled" in page.text and 'id="timeline"' not in page.text
+    assert call(app, "GET", "/clusters/ffffffff/timeline").status_code == 404
+    app.state.store.close()
 
 
 # -- busy and idle on hand-built intervals ---------------------------------------------
