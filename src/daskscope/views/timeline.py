@@ -14,6 +14,7 @@ deserialisation grey).
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -408,6 +409,11 @@ def timeline_view(
 ) -> TimelineView:
     """The window ``[start, stop)`` (None: from the first task / to the last one) of
     the tasks that pass the filters; raises :class:`~daskscope.store.UnknownCluster`."""
+    for name, value in (("start", start), ("stop", stop)):
+        if value is not None and not math.isfinite(value):
+            raise ValueError(f"the window's {name} must be a finite number, got {value}")
+    if start is not None and stop is not None and not math.isfinite(stop - start):
+        raise ValueError("the window is too wide: give start and stop as epoch seconds")
     if start is not None and stop is not None and stop <= start:
         raise ValueError(f"the window's stop ({stop}) must be after its start ({start})")
     if not 1 <= width_bins <= MAX_BINS:
