@@ -419,7 +419,7 @@ def test_a_closed_worker_is_not_drawn_as_lost(
         assert sum(line.startswith(d["worker"].split("://")[-1]) for line in named) >= 1
     for hover, text in total:
         n = hover.count("<br>") + 1
-        assert text == ("" if n == 1 else f"×{n}")
+        assert text == ("" if n == 1 else f"\u00d7{n}")
     by_reason: dict[str, set[str]] = {}
     for reason, colour in drawn["shapes"]:
         by_reason.setdefault(reason, set()).add(_rgb(colour))
