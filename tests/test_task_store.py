@@ -133,12 +133,13 @@ def test_the_window_raw_and_binned_agree_with_the_run(store: Store) -> None:
         for e in truth.executions
     )
     assert stored == expected
-    # a window in the middle, binned: busy seconds add up to the run's time inside it
+    # a window in the middle, binned (bins narrower than the segments' summaries: read
+    # from the executions): busy seconds add up to the run's time inside it
     start, stop = whole.start + 5.0, whole.start + 15.0
     raw = timeline_window(store, cluster_id, start, stop, max_tasks=100_000)
-    binned = timeline_window(store, cluster_id, start, stop, max_tasks=10, bins=200)
+    binned = timeline_window(store, cluster_id, start, stop, max_tasks=10, bins=400)
     assert raw.raw and not binned.raw and raw.total_tasks == binned.total_tasks > 10
-    assert all(len(lane.bins) == 200 for lane in binned.lanes)
+    assert all(len(lane.bins) == 400 for lane in binned.lanes)
     assert binned.lanes[0].bins[0].start == start and binned.lanes[0].bins[-1].stop == stop
     busy = sum(sum(b.busy_s.values()) for lane in binned.lanes for b in lane.bins)
     assert busy == pytest.approx(truth.duration_in(start, stop), rel=1e-6)
@@ -184,7 +185,15 @@ def test_a_zoomed_out_window_adds_up_the_segments_summaries(store: Store) -> Non
         seconds = sum(a["stop"] - a["start"] for e in mine for a in e["startstops"])
         assert sum(sum(b.busy_s.values()) for b in lane.bins) == pytest.approx(seconds, rel=1e-5)
         assert {b.top_group for b in lane.bins} <= {e["group"] for e in mine}
-    # the same window decoded (bins as narrow as the summaries' own) agrees per bin
+    # a part of the run from the summaries, cut at the window's edges: close to exact
+    part = timeline_window(store, cluster_id, run_start + 3, run_stop - 3, max_tasks=10, bins=20)
+    inside = truth.duration_in(run_start + 3, run_stop - 3)
+    busy = sum(sum(b.busy_s.values()) for lane in part.lanes for b in lane.bins)
+    assert busy == pytest.approx(inside, rel=0.01)
+    assert part.total_tasks == pytest.approx(
+        sum(run_start + 3 <= e["start"] < run_stop - 3 for e in truth.executions), rel=0.01
+    )
+    # the same window decoded (bins narrower than the summaries' own) agrees per bin
     fine = timeline_window(store, cluster_id, run_start, run_stop, max_tasks=10, bins=2000)
     coarse_again = timeline_window(store, cluster_id, run_start, run_stop, max_tasks=10, bins=20)
     for a, b in zip(fine.lanes, coarse_again.lanes, strict=True):

@@ -375,33 +375,36 @@ def timeline_window(
         rows = _segment_rows(conn, cluster_id, start, stop)
         if group is not None:
             rows = [r for r in rows if group in r.groups]
-        inside = [
-            r
-            for r in rows
-            if (start is None or r.first_start >= start) and (stop is None or r.last_stop < stop)
-        ]
         summaries = {
             segment_id: summary
-            for segment_id, summary in _summaries(conn, inside).items()
+            for segment_id, summary in _summaries(conn, rows).items()
             if _passes_all(summary, computation_id, span_id, group)
         }
         whole = [r for r in rows if r.id in summaries]
         picked = _picked(conn, [r for r in rows if r.id not in summaries], start, stop, filters)
-        total = sum(r.executions for r in whole) + sum(len(c) for _, c, _, _ in picked)
+        total = sum(_started_within(summaries[r.id], r, start, stop) for r in whole)
+        total += sum(len(c) for _, c, _, _ in picked)
         if start is None or stop is None:
             firsts = [r.first_start for r in whole] + [float(f[c].min()) for _, c, f, _ in picked]
             lasts = [r.last_stop for r in whole] + [float(la[c].max()) for _, c, _, la in picked]
             start = (min(firsts) if firsts else 0.0) if start is None else start
             stop = (max(lasts) if lasts else start) if stop is None else stop
         width = (stop - start) / bins
-        if total <= max_tasks:
-            summed: list[Summary] = []
+        summed: list[Summary] = []
+        if total <= max_tasks:  # few: every one of them, exactly
             picked += _picked(conn, whole, start, stop, filters)
+            total = sum(len(c) for _, c, _, _ in picked)
         else:
             summed = [summaries[r.id] for r in whole if summaries[r.id].width <= width]
             used = {id(summary) for summary in summed}
             rest = [r for r in whole if id(summaries[r.id]) not in used]
             picked += _picked(conn, rest, start, stop, filters)
+            # exact where decoded, by the summaries' starts where not
+            total = sum(len(c) for _, c, _, _ in picked) + sum(
+                _started_within(summaries[r.id], r, start, stop)
+                for r in whole
+                if id(summaries[r.id]) in used
+            )
     lane_names = sorted(
         {
             (seg.names[int(w)], int(t))
@@ -412,7 +415,7 @@ def timeline_window(
         }
         | {lane for summary in summed for lane in summary.lanes}
     )
-    if total <= max_tasks:
+    if not summed and total <= max_tasks:
         tasks = [_execution(seg, int(row)) for seg, chosen, _, _ in picked for row in chosen]
         tasks.sort(key=lambda t: (t.start, t.worker, t.thread, t.key))
         lanes = tuple(Lane(w, t, ()) for w, t in lane_names)
@@ -440,6 +443,22 @@ def _picked(
         if len(chosen):
             picked.append((seg, chosen, first, last))
     return picked
+
+
+def _started_within(
+    summary: Summary, row: _SegmentRow, start: float | None, stop: float | None
+) -> int:
+    """The segment's executions in the window: all when it lies inside, else those its
+    summary says started in bins whose middle is inside."""
+    if (start is None or row.first_start >= start) and (stop is None or row.last_stop < stop):
+        return row.executions
+    middle = summary.start + summary.width * (np.arange(BINS) + 0.5)
+    within = np.ones(BINS, dtype=bool)
+    if start is not None:
+        within &= middle >= start
+    if stop is not None:
+        within &= middle < stop
+    return int(summary.starts[:, within].sum())
 
 
 def _passes_all(
@@ -597,11 +616,19 @@ def _add_summary(
     """A summary's figures spread over the window's bins: each of its bins (no wider
     than the window's) splits between the one or two window bins it overlaps."""
     own = summary.start + summary.width * np.arange(BINS)
-    left = np.clip(((own - start) / width).astype(np.int64), 0, bins - 1)
-    right = np.clip(((own + summary.width - start) / width).astype(np.int64), 0, bins - 1)
+    # a summary's bins straddling the window's edges count for the part inside
+    lo = np.clip(own, start, start + width * bins)
+    hi = np.clip(own + summary.width, start, start + width * bins)
+    inside = (hi - lo) / summary.width
+    left = np.clip(((lo - start) / width).astype(np.int64), 0, bins - 1)
+    right = np.clip(((hi - start) / width).astype(np.int64), 0, bins - 1)
     boundary = start + (left + 1) * width
-    share = np.where(left == right, 1.0, np.clip((boundary - own) / summary.width, 0.0, 1.0))
-    middle = np.clip(((own + summary.width / 2 - start) / width).astype(np.int64), 0, bins - 1)
+    part = np.where(hi > lo, (np.minimum(boundary, hi) - lo) / np.maximum(hi - lo, 1e-300), 0.0)
+    share = np.where(left == right, 1.0, np.clip(part, 0.0, 1.0)) * inside
+    rest = np.where(left == right, 0.0, 1.0 - np.clip(part, 0.0, 1.0)) * inside
+    centre = own + summary.width / 2
+    counted = (centre >= start) & (centre < start + width * bins)
+    middle = np.clip(((centre - start) / width).astype(np.int64), 0, bins - 1)
     ids = np.array([gid(g) for g in summary.groups], dtype=np.int64)
     n_lanes = len(summary.lanes)
     # every lane at once: cell = lane * bins + window bin
@@ -614,15 +641,15 @@ def _add_summary(
             continue
         spread = np.zeros(size, dtype=np.float64)
         spread += np.bincount(cells_left, weights=(seconds * share).ravel(), minlength=size)
-        spread += np.bincount(cells_right, weights=(seconds * (1 - share)).ravel(), minlength=size)
+        spread += np.bincount(cells_right, weights=(seconds * rest).ravel(), minlength=size)
         for i, row in enumerate(spread.reshape(n_lanes, bins)):
             lanes[summary.lanes[i]].add_busy(activity, row)
     cells_middle = (offset + middle).ravel()
-    started = np.bincount(cells_middle, weights=summary.starts.ravel(), minlength=size)
-    for i, counted in enumerate(started.reshape(n_lanes, bins).astype(np.int64)):
+    started = np.bincount(cells_middle, weights=(summary.starts * counted).ravel(), minlength=size)
+    for i, lane_counts in enumerate(started.reshape(n_lanes, bins).astype(np.int64)):
         lane = lanes[summary.lanes[i]]
-        lane.counts += counted
-        coloured = np.flatnonzero(summary.top[i] >= 0)
+        lane.counts += lane_counts
+        coloured = np.flatnonzero((summary.top[i] >= 0) & counted)
         lane.add_top(
             middle[coloured],
             ids[summary.top[i][coloured]],
