@@ -83,7 +83,8 @@ window.dsWorkers = (() => {
     return kinds.map(([name, lost, colour, symbol]) => [name, groups.filter((g) => g.lost === lost), colour, symbol])
       .filter(([, list]) => list.length).map(([name, list, colour, symbol]) => ({
         type: "scatter", mode: "markers+text", name, yaxis, x: list.map((g) => ds.utc(g.list[0].at, true)), y: list.map(() => 0),
-        text: list.map((g) => (g.list.length > 1 ? `×${g.list.length}` : "")), textposition: "top center",
+        // left of the marker: a cluster's close is at the right edge, where the text would be cut
+        text: list.map((g) => (g.list.length > 1 ? `×${g.list.length}` : "")), textposition: "top left",
         textfont: { color: colour, size: 11 },
         marker: { color: colour, symbol, size: 11, line: { width: 2, color: colour } }, cliponaxis: false,
         customdata: list.map((g) => g.list.map((d) => `${ds.text(short(d.worker))} ${d.reason} at ${ds.utc(d.at, true)}`).join("<br>")),
@@ -179,7 +180,8 @@ window.dsWorkers = (() => {
                                                         dtick: Math.max(1, Math.ceil(busiest / 4)) }),
       yaxis3: bytesAxis("network (bytes/s)", net, "/s", { domain: [0.27, 0.48] }),
       yaxis4: bytesAxis("disk (bytes/s)", disk, "/s", { domain: [0, 0.22] }),
-      shapes: departureShapes(body.departures), annotations, legend: { orientation: "h", y: -0.1 },
+      // on a phone the time ticks turn and take more room: the legend goes lower
+      shapes: departureShapes(body.departures), annotations, legend: { orientation: "h", y: div.clientWidth < 640 ? -0.15 : -0.1 },
       margin: { l: 80, r: 20, t: 10, b: 40 },
     });
   }
