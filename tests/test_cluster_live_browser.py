@@ -88,6 +88,12 @@ def test_live_page_follows_a_running_cluster(browser: Any, tmp_path: Any) -> Non
                 page.click("#tab-spans")
                 names = page.locator("#spans button.span-link").all_inner_texts()
                 assert sorted(names) == span_names and "second" in names
+                # each redrawn row links its tasks on the timeline, as the server draws it
+                second = next(sp.id for sp in spans if sp.name[-1] == "second")
+                link = page.locator(f"#spans tr[data-span='{second}'] a.timeline-link")
+                assert link.get_attribute("href") == (
+                    f"/clusters/{cluster_id}/timeline?span={second}"
+                )
                 # Task groups and statistics: as the API says now
                 view = page.request.get(f"{base}/api/v1/clusters/{cluster_id}").json()
                 page.click("#tab-overview")

@@ -11,6 +11,7 @@ window.dsLive = (() => {
     node.append(...children);
     return node;
   };
+  const timeline = (clusterId) => `/clusters/${encodeURIComponent(clusterId)}/timeline`;
   const num = (text, bad) => el("td", { className: `num${bad ? " bad" : ""}`, textContent: text });
 
   // The body of url, or null when its ETag is the one already drawn. The browser
@@ -43,7 +44,10 @@ window.dsLive = (() => {
     for (const g of summary.top) {
       const tr = tbody.insertRow();
       tr.dataset.group = g.name;
-      tr.append(el("td", {}, el("code", { textContent: g.name })), num(`${ds.num(g.tasks_executed)} / ${ds.num(g.tasks_total)}`),
+      const link = el("a", { className: "timeline-link", title: "this group's tasks on the timeline",
+                             href: `${timeline(clusterId)}?group=${encodeURIComponent(g.name)}` }, el("code", { textContent: g.name }));
+      link.dataset.group = g.name;
+      tr.append(el("td", {}, link), num(`${ds.num(g.tasks_executed)} / ${ds.num(g.tasks_total)}`),
                 num(ds.num(g.tasks_erred), g.tasks_erred > 0), num(ds.bytes(g.nbytes_total)), num(ds.duration(g.duration_s)),
                 el("td", { textContent: ds.utc(g.started_at) }));
     }
@@ -69,7 +73,9 @@ window.dsLive = (() => {
       const button = el("button", { type: "button", className: "span-link", textContent: sp.name.length ? sp.name[sp.name.length - 1] : sp.span_id });
       button.dataset.span = sp.span_id;
       button.setAttribute("aria-pressed", "false");
-      const name = el("td", {}, button);
+      const link = el("a", { className: "timeline-link small-note", title: "this span's tasks on the timeline", textContent: "timeline",
+                             href: `${timeline(view.cluster.id)}?span=${encodeURIComponent(sp.span_id)}` });
+      const name = el("td", {}, button, " ", link);
       name.style.paddingLeft = `${0.4 + sp.depth * 1.4}em`;
       tr.append(name, num(ds.duration(sp.duration_s)), num(ds.bytes(sp.nbytes_total)), num(ds.num(sp.tasks)),
                 num(ds.num(sp.group_count)), num(ds.duration(sp.active_cpu_seconds)));
