@@ -196,19 +196,18 @@ async def _instrument(dask_scheduler: Any) -> dict[str, Any]:
         return wrapper
 
     flush, submit = plugin.flusher._flush, plugin.flusher.writer.submit
-    give_back = plugin.flusher._yield
+    give_back = plugin.flusher._give_back
 
-    async def timed_yield(started: float, position: int) -> float:
+    async def timed_give_back(started: float) -> float:
         # a flush gives the loop back between slices: a block ends here, the next
         # begins when the loop comes back
         entry = log["current"]
-        if not position or entry is None:
-            return await give_back(started, position)
         ended = stamp()
         try:
-            return await give_back(started, position)
+            return await give_back(started)
         finally:
-            entry["cuts"].append((ended, stamp()))
+            if entry is not None:
+                entry["cuts"].append((ended, stamp()))
 
     async def timed_flush() -> Any:
         entry = {"t0": stamp(), "cuts": [], "submit": None, "drop": None, "records": 0}
@@ -245,7 +244,7 @@ async def _instrument(dask_scheduler: Any) -> dict[str, Any]:
             depth[0] -= 1
 
     plugin.flusher._flush = timed_flush
-    plugin.flusher._yield = timed_yield
+    plugin.flusher._give_back = timed_give_back
     plugin.spans.groups_changed = timed("span figures", plugin.spans.groups_changed)
     plugin.flusher.writer.submit = timed_submit
     plugin.update_graph = timed("update_graph", plugin.update_graph)

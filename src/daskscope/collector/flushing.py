@@ -98,6 +98,8 @@ class Flusher:
         #: the last one at close), whatever its pacing says
         self.unpaced = False
         self._lock = asyncio.Lock()
+        #: groups taken in the current block of the event loop (see _slice_done)
+        self._in_block = 0
 
     def status(self) -> dict[str, Any]:
         """The flushes' and the sink's statistics, as the recorder's info reports them."""
@@ -199,11 +201,17 @@ class Flusher:
         self.stats.loop_seconds += block
         self.stats.longest_block_seconds = max(self.stats.longest_block_seconds, block)
 
-    async def _yield(self, started: float, position: int) -> float:
-        """Give the event loop back between two slices (not before the first);
-        returns when the next block starts."""
-        if not position:
+    async def _slice_done(self, started: float, groups: int) -> float:
+        """``groups`` more were taken in this block: once a slice's worth is, give the
+        event loop back; returns when the current block started."""
+        self._in_block += groups
+        if self._in_block < GROUPS_PER_SLICE:
             return started
+        self._in_block = 0
+        return await self._give_back(started)
+
+    async def _give_back(self, started: float) -> float:
+        """End a block of the event loop; returns when the next one starts."""
         self._held(started)
         await asyncio.sleep(0)
         return perf_counter()
@@ -230,23 +238,22 @@ class Flusher:
             # loop is given back between slices
             self.spans.discover(self.scheduler)
             unread, self.spans.unread = self.spans.unread, []
+            self._in_block = 0
             for first in range(0, len(unread), GROUPS_PER_SLICE):
-                started = await self._yield(started, first)
-                spans |= self.spans.groups_changed(
-                    self.scheduler, unread[first : first + GROUPS_PER_SLICE]
-                )
+                part = unread[first : first + GROUPS_PER_SLICE]
+                spans |= self.spans.groups_changed(self.scheduler, part)
+                started = await self._slice_done(started, len(part))
             for first in range(0, len(adopted), GROUPS_PER_SLICE):
-                started = await self._yield(started, first or len(unread))
-                spans |= self.spans.groups_changed(
-                    self.scheduler, adopted[first : first + GROUPS_PER_SLICE]
-                )
+                part = adopted[first : first + GROUPS_PER_SLICE]
+                spans |= self.spans.groups_changed(self.scheduler, part)
+                started = await self._slice_done(started, len(part))
             for first in range(0, len(dirty), GROUPS_PER_SLICE):
-                started = await self._yield(started, first or len(adopted) + len(unread))
-                part = dirty[first : first + GROUPS_PER_SLICE]
-                touched, done = tracker.snapshot_groups(part, self.scheduler, records)
-                spans |= self.spans.groups_changed(self.scheduler, (use.group for use in part))
+                uses = dirty[first : first + GROUPS_PER_SLICE]
+                touched, done = tracker.snapshot_groups(uses, self.scheduler, records)
+                spans |= self.spans.groups_changed(self.scheduler, (use.group for use in uses))
                 spans |= touched
                 finished += done
+                started = await self._slice_done(started, len(uses))
             self.stats.last_groups_snapshotted = len(dirty)
             self.stats.groups_snapshotted += len(dirty)
             computations, tracker.dirty_computations = tracker.dirty_computations, set()
