@@ -15,7 +15,7 @@ may hit the decoded-segment cache, as a server's would).
 (what daskscope keeps), Parquet + zstd (sorted by start, dictionary-encoded) and one
 SQLite row per execution; bytes per task, encode time per task, and the time of one
 binned window over all of them (numpy over the decoded Arrow arrays vs DuckDB SQL over
-the Arrow table).
+the Arrow table, when DuckDB is installed: it is not a dependency, having lost).
 
     python bench/task_log.py record [--executions 10000000] [--postgres]
     python bench/task_log.py formats [--format-executions 1000000]
@@ -116,7 +116,8 @@ def record(args: argparse.Namespace) -> None:
     log.attach(writer, lambda: sink)
     rss_before = rss_mib()
     hook = baseline = 0.0
-    chunk = 100_000
+    waited = 0
+    chunk = 20_000
     made = simulated(n)
     for first in range(0, n, chunk):
         batch = [next(made) for _ in range(min(chunk, n - first))]
@@ -128,7 +129,11 @@ def record(args: argparse.Namespace) -> None:
         for key, ts, kwargs, comp in batch:
             log.task_done(key, ts, kwargs, comp, erred=False)
         hook += time.perf_counter() - started
-        if first // chunk % 10 == 9:
+        # a real scheduler is far slower than this loop: wait for the writer as it would
+        while log.pending_segments >= log.max_pending_segments - 1:
+            waited += 1
+            time.sleep(0.05)
+        if first // chunk % 50 == 49:
             asyncio.run(log.flush())  # a flush every million, as flushes would come
     asyncio.run(log.flush())
     writer.submit(sink.close).result()
@@ -140,6 +145,7 @@ def record(args: argparse.Namespace) -> None:
     print(f"writer CPU (encode) per task:   {stats.encode_cpu_seconds / n * 1e6:.2f} µs")
     print(f"writer CPU (sink write) / task: {stats.write_cpu_seconds / n * 1e6:.2f} µs")
     print(f"segments:                       {stats.segments_written}")
+    print(f"driver waits for the writer:    {waited} x 50 ms (fed faster than encoded)")
     print(f"peak RSS of the driver:         {rss_mib():.0f} MiB (before feeding {rss_before:.0f})")
     size = sum(f.stat().st_size for f in folder.glob("store.db*"))
     print(f"SQLite bytes per task:          {size / n:.2f} B (file {size / 2**20:.0f} MiB)")
@@ -210,7 +216,6 @@ def queries(label: str, store: Any, cluster_id: str, n: int, repeat: int = 20) -
 
 
 def formats(args: argparse.Namespace) -> None:
-    import duckdb
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -288,17 +293,23 @@ def formats(args: argparse.Namespace) -> None:
     numpy_sums = {int(ln): busy_per_bin(start[lane == ln], stop[lane == ln], edges).sum()
                   for ln in np.unique(lane)}  # fmt: skip
     numpy_s = time.perf_counter() - started
-    table = pa.table({"lane": lane, "start": start, "stop": stop})
+    try:
+        import duckdb  # not a dependency: measured slower than numpy for this
+    except ImportError:
+        print(f"  binned window over all: numpy {numpy_s * 1e3:.0f} ms (DuckDB not installed)")
+        return
+    db = duckdb.connect()
+    db.register("intervals", pa.table({"lane": lane, "start": start, "stop": stop}))
     width = (last - first) / 1000
     started = time.perf_counter()
     # each execution's seconds by bin: DuckDB spreads an interval over its bins
-    duck = duckdb.sql(
+    duck = db.sql(
         f"""
         WITH spread AS (
           SELECT lane, start, stop,
                  unnest(range(CAST(floor((start - {first}) / {width}) AS BIGINT),
                               CAST(floor((stop - {first}) / {width}) AS BIGINT) + 1)) AS b
-          FROM table)
+          FROM intervals)
         SELECT lane, b, sum(least(stop, {first} + (b + 1) * {width})
                             - greatest(start, {first} + b * {width})) AS busy
         FROM spread GROUP BY lane, b
