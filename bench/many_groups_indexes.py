@@ -37,7 +37,7 @@ MANY_GROUPS_ID = stable_id("bench", "many-groups")
 INDEXES = [
     i
     for i in s.task_groups.indexes
-    if i.name == "ix_task_groups_cluster_id_computation_id_started_at_name_id"
+    if i.name == "ix_task_groups_cluster_id_computation_id_started_at"
 ]
 
 

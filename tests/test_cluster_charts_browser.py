@@ -308,11 +308,22 @@ def test_memory_split_per_worker_against_its_limit(
     total = _CHART.format("memory-total")
     assert texts(page, f"{total} .g-ytitle") == ["memory (bytes)"]
     assert texts(page, f"{total} .g-xtitle") == ["time (UTC)"]
+    # then what its departure marks mean, for the kinds of departure recorded
+    departures = page.request.get(f"{base}/api/v1/clusters/{cid}/workers").json()["departures"]
+    kinds = [
+        name
+        for name, lost in (
+            ("worker lost", True),
+            ("worker left (closed, retired, restarted)", False),
+        )
+        if any(d["lost"] == lost for d in departures)
+    ]
     assert texts(page, f"{total} .legendtext") == [
         "managed",
         "unmanaged",
         "spilled",
         "memory limit",
+        *kinds,
     ]
     ticks = texts(page, f"{total} .ytick text")
     assert len(ticks) >= 3 and all(_BINARY_TICK.match(t) for t in ticks), ticks

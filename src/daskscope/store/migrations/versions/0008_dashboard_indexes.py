@@ -9,7 +9,7 @@ column that query reads (member, account, start, end, core, compute and memory-l
 seconds), so the database groups 10,000 clusters from the index instead of reading
 their wide rows.
 
-``ix_task_groups_cluster_id_computation_id_started_at_name_id`` serves the page of a
+``ix_task_groups_cluster_id_computation_id_started_at`` serves the page of a
 cluster with tens of thousands of task groups: each computation's first groups by start.
 """
 
@@ -38,8 +38,8 @@ USAGE = (
 #: The task groups' indexes: name, columns
 GROUPS = (
     (
-        "ix_task_groups_cluster_id_computation_id_started_at_name_id",
-        ["cluster_id", "computation_id", "started_at", "name", "id"],
+        "ix_task_groups_cluster_id_computation_id_started_at",
+        ["cluster_id", "computation_id", "started_at"],
     ),
 )
 
