@@ -543,7 +543,15 @@ def _binned(
     out = []
     for (worker, thread), sums in lanes.items():
         colours = sums.colours(names)
-        busy = {a: v.tolist() for a, v in sums.busy.items()}
+        activities = list(sums.busy)
+        # one dict a bin, made in C where every activity was busy (the common case)
+        per_bin = zip(*(sums.busy[a].tolist() for a in activities), strict=True)
+        busy = [
+            dict(zip(activities, xs, strict=True))
+            if min(xs) > 0
+            else {a: x for a, x in zip(activities, xs, strict=True) if x > 0}
+            for xs in per_bin
+        ] or [{} for _ in range(bins)]
         counts = sums.counts.tolist()
         lo, hi = edges[:-1].tolist(), edges[1:].tolist()
         out.append(
@@ -551,14 +559,7 @@ def _binned(
                 worker,
                 thread,
                 tuple(
-                    LaneBin(
-                        lo[b],
-                        hi[b],
-                        {a: v[b] for a, v in busy.items() if v[b] > 0},
-                        counts[b],
-                        colours[b],
-                    )
-                    for b in range(bins)
+                    map(LaneBin, lo, hi, busy, counts, colours),
                 ),
             )
         )
