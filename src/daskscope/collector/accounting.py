@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 import platform
 from collections.abc import Iterable
+from importlib.metadata import version
 from typing import TYPE_CHECKING
 
 import dask
-import distributed
 
 from daskscope.model import ClusterRecord
 
@@ -34,7 +34,7 @@ def cluster_record(
         user=settings.user,
         scheduler_address=scheduler.address or "",
         dask_version=dask.__version__,
-        distributed_version=distributed.__version__,
+        distributed_version=version("distributed"),
         python_version=platform.python_version(),
         started_at=getattr(scheduler, "time_started", now),
         last_seen_at=now,
