@@ -14,6 +14,24 @@ from pgserver import PG_BIN, PostgresServer, free_port
 __all__ = ["PostgresServer", "free_port"]
 
 
+def _utf8_safe(text: str) -> str:
+    """``text`` with lone surrogates as ``\\udXXX`` escapes (UTF-8 cannot hold them)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Reports travel between the test processes as UTF-8 (pytest-xdist): the tests of
+    text a database cannot hold log lone surrogates, which would stop the whole run."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    report.sections = [(title, _utf8_safe(content)) for title, content in report.sections]
+    if report.longrepr is not None and not isinstance(report.longrepr, tuple):
+        text = str(report.longrepr)
+        if _utf8_safe(text) != text:
+            report.longrepr = _utf8_safe(text)
+
+
 @pytest.fixture
 def unused_port() -> int:
     """A TCP port on 127.0.0.1 with nothing listening."""
