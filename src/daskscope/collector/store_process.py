@@ -172,6 +172,10 @@ def _serve(url: str, stdin: IO[bytes], stdout: IO[bytes]) -> int:
             answer = {"error": str(exc), "retryable": exc.retryable}
         except Exception as exc:
             answer = {"error": f"{type(exc).__name__}: {exc}", "retryable": True}
+        if "error" in answer:
+            # A connection SQLite opened while the file was unwritable (e.g. an immutable
+            # -shm) stays read-only for good: the next write opens new ones.
+            store.engine.dispose()
         _send(stdout, json.dumps(answer).encode())
     store.close()
     return 0
