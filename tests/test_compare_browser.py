@@ -143,8 +143,10 @@ def test_history_chart(served: dict[str, Any], page: Any) -> None:
     chart = page.locator('figure[data-figure="span.wall_s"]')
     plot = chart.locator(".history-plot")
     plot.locator(".main-svg").first.wait_for()
-    page.wait_for_function("document.querySelectorAll('.history-plot[data-ready]').length === "
-                           f"{len(view.series)}")  # fmt: skip
+    # functions, not expressions: Playwright evaluates an expression that is not true at
+    # once with eval(), which the page's CSP refuses
+    page.wait_for_function("() => document.querySelectorAll('.history-plot[data-ready]')"
+                           f".length === {len(view.series)}")  # fmt: skip
     assert drawn(plot.locator(".g-xtitle")) == ["run start (UTC)"]
     assert drawn(plot.locator(".g-ytitle")) == ["wall time (s)"]
     legend = drawn(plot.locator(".legendtext"))
@@ -181,7 +183,7 @@ def test_account_page_regressions_box(served: dict[str, Any], page: Any) -> None
     box = page.locator("#regressions-box")
     summary = box.locator("#regressions-summary")
     page.wait_for_function(
-        "!document.getElementById('regressions-summary').textContent.startsWith('Checking')"
+        "() => !document.getElementById('regressions-summary').textContent.startsWith('Checking')"
     )
     assert summary.inner_text().startswith("1 figure regressed (")
     found = box.locator("#regressions-found li")
