@@ -1,0 +1,3 @@
+"""Advice rules: resources (issue 14)."""
+
+from __future__ import annotations
