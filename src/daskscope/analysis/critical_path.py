@@ -1,0 +1,220 @@
+"""A computation's critical path through its task-group graph, and how long it would
+take with more or fewer worker threads (pure: groups and task durations in, seconds out).
+
+The model, after Sparklens' for Spark stages:
+
+- **Groups are stages.** A group's tasks may start once *every* task of every group it
+  depends on has finished (Dask only records dependencies between groups, not between
+  tasks, so the task-level overlap Dask allows between a group and the next is not
+  modelled: the estimates lean long where groups pipeline).
+- **A task's duration is the recorded one**, the same on any thread: no contention for
+  memory, disk or the GIL, no transfers between workers, no scheduler overhead.
+- **Infinite workers**: every task of a stage runs at once, so a stage lasts as long as
+  its longest task; the *critical path* is the chain of groups whose longest tasks add
+  up to the most, and its length is the shortest the computation could take.
+- **N worker threads**: a list-scheduling simulation. Whenever a thread is free it takes
+  the waiting task whose stage has the longest path still ahead of it (its own longest
+  task plus the longest chain after it), the longest task of that stage first. With one
+  thread the estimate is the sum of all durations; with as many threads as tasks it
+  equals the critical path's length.
+
+Dependencies on groups outside the computation are left out (their data existed
+before it started).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "CriticalPath",
+    "Stage",
+    "critical_path",
+    "simulate_threads",
+    "stages_of",
+    "what_if",
+]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A task group as a stage: its name, the groups it waits for, its tasks' seconds."""
+
+    name: str
+    dependencies: tuple[str, ...]
+    durations: tuple[float, ...]
+
+    @property
+    def longest_s(self) -> float:
+        return max(self.durations, default=0.0)
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.durations)
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    """The critical path (sources first) and its length; for every stage its earliest
+    start and finish with infinite workers, and the longest chain from its start to the
+    end of the computation (``remaining_s``)."""
+
+    path: tuple[str, ...]
+    length_s: float
+    earliest_start: Mapping[str, float]
+    earliest_finish: Mapping[str, float]
+    remaining_s: Mapping[str, float]
+
+
+def stages_of(
+    groups: Iterable[tuple[str, Sequence[str], Sequence[float]]],
+) -> dict[str, Stage]:
+    """Stages from (name, dependencies, durations), dependencies outside the set dropped.
+
+    Raises ``ValueError`` on a negative duration or a cycle."""
+    rows = list(groups)
+    names = {name for name, _, _ in rows}
+    stages: dict[str, Stage] = {}
+    for name, deps, durations in rows:
+        if any(d < 0 for d in durations):
+            raise ValueError(f"group {name!r} has a negative task duration")
+        kept = tuple(sorted({d for d in deps if d in names and d != name}))
+        stages[name] = Stage(name, kept, tuple(float(d) for d in durations))
+    _order(stages)  # refuses cycles
+    return stages
+
+
+def _order(stages: Mapping[str, Stage]) -> list[str]:
+    """The stages in dependency order (Kahn's algorithm, ties by name)."""
+    waiting = {n: len(st.dependencies) for n, st in stages.items()}
+    dependents = _dependents(stages)
+    ready = sorted(n for n, k in waiting.items() if k == 0)
+    heapq.heapify(ready)
+    order: list[str] = []
+    while ready:
+        n = heapq.heappop(ready)
+        order.append(n)
+        for m in dependents[n]:
+            waiting[m] -= 1
+            if waiting[m] == 0:
+                heapq.heappush(ready, m)
+    if len(order) != len(stages):
+        stuck = sorted(n for n in stages if n not in set(order))[:5]
+        raise ValueError(f"the group graph has a cycle through {', '.join(stuck)}")
+    return order
+
+
+def _dependents(stages: Mapping[str, Stage]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {n: [] for n in stages}
+    for n, st in stages.items():
+        for d in st.dependencies:
+            out[d].append(n)
+    return out
+
+
+def critical_path(stages: Mapping[str, Stage]) -> CriticalPath:
+    """The longest chain of stages weighted by their longest task (ties: by name)."""
+    order = _order(stages)
+    start: dict[str, float] = {}
+    finish: dict[str, float] = {}
+    before: dict[str, str | None] = {}
+    for n in order:
+        deps = stages[n].dependencies
+        # the dependency finishing last holds this stage back (ties: the first by name)
+        last = min(deps, key=lambda d: (-finish[d], d), default=None)
+        before[n] = last
+        start[n] = finish[last] if last is not None else 0.0
+        finish[n] = start[n] + stages[n].longest_s
+    remaining: dict[str, float] = {}
+    dependents = _dependents(stages)
+    for n in reversed(order):
+        after = max((remaining[m] for m in dependents[n]), default=0.0)
+        remaining[n] = stages[n].longest_s + after
+    if not stages:
+        return CriticalPath((), 0.0, {}, {}, {})
+    end = min(order, key=lambda n: (-finish[n], n))
+    path = [end]
+    while (previous := before[path[-1]]) is not None:
+        path.append(previous)
+    return CriticalPath(tuple(reversed(path)), finish[end], start, finish, remaining)
+
+
+def simulate_threads(stages: Mapping[str, Stage], threads: int) -> float:
+    """Seconds from the first task's start to the last one's end on ``threads`` threads
+    (the list scheduling of the module's docstring)."""
+    if threads < 1:
+        raise ValueError(f"threads must be 1 or more, not {threads}")
+    if not stages:
+        return 0.0
+    remaining = critical_path(stages).remaining_s
+    dependents = _dependents(stages)
+    waiting = {n: len(st.dependencies) for n, st in stages.items()}
+    unfinished = {n: len(st.durations) for n, st in stages.items()}
+    # tasks waiting for a thread: (-path ahead, -duration, stage name, index)
+    queue: list[tuple[float, float, str, int]] = []
+    # tasks running: (finish time, stage name)
+    running: list[tuple[float, str]] = []
+    now = 0.0
+    end = 0.0
+
+    def release(name: str) -> list[str]:
+        """Stage ``name`` may start: queue its tasks; stages without tasks finish at
+        once, and their dependents may start in turn (returned as done)."""
+        done: list[str] = []
+        pending = [name]
+        while pending:
+            n = pending.pop()
+            if unfinished[n] == 0:
+                done.append(n)
+                for m in dependents[n]:
+                    waiting[m] -= 1
+                    if waiting[m] == 0:
+                        pending.append(m)
+                continue
+            for i, d in enumerate(stages[n].durations):
+                heapq.heappush(queue, (-remaining[n], -d, n, i))
+        return done
+
+    for n in sorted(n for n, k in waiting.items() if k == 0):
+        release(n)
+    free = threads
+    while queue or running:
+        while free and queue:
+            _, minus_d, n, _ = heapq.heappop(queue)
+            heapq.heappush(running, (now - minus_d, n))
+            free -= 1
+        now, n = heapq.heappop(running)
+        finished = [n]
+        while running and running[0][0] <= now:  # everything ending at the same moment
+            finished.append(heapq.heappop(running)[1])
+        free += len(finished)
+        end = now
+        for n in finished:
+            unfinished[n] -= 1
+            if unfinished[n] == 0:
+                for m in dependents[n]:
+                    waiting[m] -= 1
+                    if waiting[m] == 0:
+                        release(m)
+    return end
+
+
+def what_if(stages: Mapping[str, Stage], *also: int, limit: int = 1024) -> list[tuple[int, float]]:
+    """(threads, estimated seconds) for 1, 2, 4, … threads, stopping at the first count
+    that reaches the critical path's length (more threads change nothing) or at
+    ``limit``; the counts of ``also`` are added."""
+    floor = critical_path(stages).length_s
+    tasks = sum(len(st.durations) for st in stages.values())
+    out: dict[int, float] = {}
+    n = 1
+    while True:
+        out[n] = simulate_threads(stages, n)
+        if out[n] <= floor + 1e-9 * max(1.0, floor) or n >= min(limit, max(tasks, 1)):
+            break
+        n *= 2
+    for a in also:
+        if a >= 1 and a not in out:
+            out[a] = simulate_threads(stages, a)
+    return sorted(out.items())
