@@ -2,15 +2,40 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
+from urllib.parse import urlparse
 
 from daskscope.store import Store
+from daskscope.store.runs import run_detail
 
-__all__ = ["resource_extra"]
+__all__ = ["file_sizes", "resource_extra"]
 
 
 def resource_extra(
     store: Store, cluster_id: str | None, computation_id: str | None, run_id: str | None
 ) -> dict[str, Any]:
-    """What goes into ``AdviceFacts.extra`` for the rules of ``analysis/advice/resources.py``."""
-    return {}
+    """What goes into ``AdviceFacts.extra`` for the rules of ``analysis/advice/resources.py``:
+    ``file_sizes``, the size of each input file of a run that can be stat'ed here (the
+    read-amplification rule compares the bytes read with it)."""
+    if run_id is None:
+        return {}
+    names = {c["filename"] for c in run_detail(store, run_id)["chunks"] if c.get("filename")}
+    return {"file_sizes": file_sizes(names)}
+
+
+def file_sizes(names: set[str]) -> dict[str, int]:
+    """Bytes of each named file that is a local path (or ``file:`` URL) present here;
+    remote files (``root://``, ``https://``, ...) and missing ones are left out: their
+    size is not measured rather than guessed."""
+    sizes: dict[str, int] = {}
+    for name in sorted(names):
+        url = urlparse(name)
+        if url.scheme not in ("", "file") and len(url.scheme) > 1:  # "C:" is a drive
+            continue
+        path = url.path if url.scheme == "file" else name
+        try:
+            sizes[name] = os.stat(path).st_size
+        except OSError:
+            continue
+    return sizes
