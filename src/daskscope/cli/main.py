@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import click
 from rich.console import Console
 
+from daskscope.cli.advise import advise_command
 from daskscope.cli.compare import COMMANDS as COMPARE_COMMANDS
+from daskscope.cli.critical_path import critical_path_command
 from daskscope.cli.export import export_group
 from daskscope.cli.identity import account_group, token_group, user_group
 from daskscope.cli.runs import run_command, runs_command
@@ -249,6 +251,8 @@ cli.add_command(upload_report_command)
 cli.add_command(spool_group)
 cli.add_command(export_group)  # cli/export.py
 cli.add_command(timeline_command)  # cli/timeline.py
+cli.add_command(advise_command)  # cli/advise.py
+cli.add_command(critical_path_command)  # cli/critical_path.py
 
 
 for _command in (runs_command, run_command):  # workflow runs (cli/runs.py)

@@ -17,10 +17,12 @@ from daskscope.web.auth import pages as login_pages
 from daskscope.web.limits import BodyLimit
 from daskscope.web.routes import (
     account,
+    advice,
     apidocs,
     assets,
     clusters,
     compare,
+    computation,
     exports,
     ingest,
     reports,
@@ -63,6 +65,9 @@ def create_app(
         app.include_router(module.api, prefix=API_PREFIX)
     app.include_router(timeline.pages)  # the task timeline (routes/timeline.py)
     app.include_router(timeline.api, prefix=API_PREFIX)
+    app.include_router(advice.api, prefix=API_PREFIX)  # the advice rules (routes/advice.py)
+    app.include_router(computation.pages)  # critical path, what-if (routes/computation.py)
+    app.include_router(computation.api, prefix=API_PREFIX)
     # After the routes: /static/common.js is a route (assets), the rest plain files
     static = Path(__file__).with_name("static")
     app.mount("/static", assets.StaticAssets(directory=static), name="static")

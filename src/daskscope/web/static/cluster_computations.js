@@ -134,6 +134,9 @@ window.dsComputations = (() => {
       cell.append(pre);
     }
     if (!comp.code_frames.length) cell.append(Object.assign(document.createElement("p"), { className: "muted code-note", textContent: comp.code_note }));
+    const links = Object.assign(document.createElement("p"), { className: "muted" });
+    links.append(Object.assign(document.createElement("a"), { className: "computation-link", href: `${base.replace(/^\/api\/v1/, "")}/computations/${encodeURIComponent(comp.id)}`, textContent: "Its page: critical path and what-if" }));
+    cell.append(links);
     const legend = document.createElement("div");
     legend.className = "legend";
     for (const [activity, colour] of Object.entries(colours)) {

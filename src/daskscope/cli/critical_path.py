@@ -1,0 +1,97 @@
+"""``daskscope critical-path CLUSTER COMPUTATION``: a computation's critical path through
+its task groups and its estimated wall time on 1, 2, 4, … threads and infinitely many.
+``--json`` prints what ``/api/v1/clusters/ID/computations/CID/critical-path`` answers."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import click
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from daskscope.format import count_text, duration_text, percent_text
+
+if TYPE_CHECKING:  # the views load when the command runs
+    from daskscope.views.critical_path import CriticalPathView
+
+__all__ = ["critical_path_command", "critical_path_summary"]
+
+
+def critical_path_summary(view: CriticalPathView) -> RenderableType:
+    """The view as text: the path with its groups' longest tasks, then the estimates."""
+    head = Text()
+    head.append(f"computation {view.computation_id}", style="bold")
+    head.append(
+        f" of cluster {view.cluster_id}\n{count_text(view.tasks_executed)} tasks in "
+        f"{count_text(view.group_count)} groups · tasks' wall time "
+        f"{duration_text(view.measured_wall_s)} on {count_text(view.measured_threads)} threads"
+        f" · durations from the {view.durations_from}"
+    )
+    if not view.path:
+        return Group(head, Text("no task ran in this computation: there is no path"))
+    fraction = (
+        f" ({percent_text(view.path_fraction)} of the wall time)"
+        if view.path_fraction is not None
+        else ""
+    )
+    head.append(f"\ncritical path: {duration_text(view.critical_path_s)}{fraction}")
+    path = Table(
+        title="critical path (each group as long as its longest task)", title_justify="left"
+    )
+    path.add_column("group")
+    path.add_column("tasks", justify="right")
+    path.add_column("longest task", justify="right")
+    path.add_column("starts after", justify="right")
+    by_name = {g.name: g for g in view.groups}
+    for name in view.path:
+        g = by_name[name]
+        path.add_row(
+            name, count_text(g.tasks), duration_text(g.longest_s), duration_text(g.earliest_start_s)
+        )
+    what_if = Table(title="estimated wall time", title_justify="left")
+    what_if.add_column("worker threads", justify="right")
+    what_if.add_column("wall time", justify="right")
+    rows = [(e.threads, e.wall_s, "") for e in view.estimates]
+    if view.requested is not None:
+        rows.append((view.requested.threads, view.requested.wall_s, " (asked for)"))
+    for threads, seconds, note in rows:
+        measured = " (as measured)" if threads == view.measured_threads else ""
+        what_if.add_row(f"{count_text(threads)}{measured}{note}", duration_text(seconds))
+    what_if.add_row("∞", duration_text(view.critical_path_s))
+    return Group(head, path, what_if)
+
+
+@click.command("critical-path")
+@click.argument("cluster_id")
+@click.argument("computation_id")
+@click.option("--threads", type=click.IntRange(min=1), help="Also estimate for this many threads.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the API's) instead of text.")
+@click.pass_obj
+def critical_path_command(
+    state: object, cluster_id: str, computation_id: str, threads: int | None, as_json: bool
+) -> None:
+    """A computation's critical path through its task groups and how long it would take
+    on more or fewer worker threads (a unique cluster id prefix is enough)."""
+    from daskscope.store import open_store, resolve_cluster_id
+    from daskscope.views import to_pretty_json
+    from daskscope.views.critical_path import critical_path_view
+
+    database = getattr(state, "database", None)
+    with open_store(database) as store:
+        full_id = resolve_cluster_id(store, cluster_id)
+        try:
+            view = critical_path_view(store, full_id, computation_id, threads=threads)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+    if view is None:
+        raise click.UsageError(
+            f"cluster {full_id} has no computation {computation_id!r}: "
+            f"`daskscope show {full_id}` lists its computations"
+        )
+    if as_json:
+        click.echo(to_pretty_json(view))
+        return
+    Console(width=None if sys.stdout.isatty() else 160).print(critical_path_summary(view))
