@@ -1,3 +1,490 @@
-"""Advice rules: scheduling (issue 14)."""
+"""Advice rules: scheduling (issue 14) — how the work was cut into tasks and spread over
+the cluster's threads.
+
+Every rule reads :class:`AdviceFacts`: the task groups (``detail["task_groups"]``, for a
+computation only its own), the computations, the cluster row, and what
+``views/advice.py`` gathered from the task timeline into ``extra`` (see
+:data:`EXTRA_KEYS`). Thresholds are the module's constants, named in the docs.
+"""
+
+# ruff: noqa: RUF001 (the multiplication sign of ratios in the docs)
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from daskscope.analysis.advice.base import Advice, AdviceFacts, Evidence, rule
+
+__all__ = [
+    "EXTRA_KEYS",
+    "FEW_TASKS_MIN_WALL_S",
+    "LARGE_GRAPH_DELAY_S",
+    "LARGE_GRAPH_TASKS",
+    "REPEATED_MIN_S",
+    "SCHEDULER_OVERHEAD_S",
+    "SMALL_TASK_MIN_TASKS",
+    "SMALL_TASK_S",
+    "TASK_SKEW_MIN_S",
+    "TASK_SKEW_MIN_TASKS",
+    "TASK_SKEW_RATIO",
+    "TRANSFER_MIN_S",
+    "TRANSFER_RATIO",
+    "UTILISATION_MIN_WALL_S",
+    "UTILISATION_THRESHOLD",
+    "WORKER_SKEW_MIN_BUSY_S",
+    "WORKER_SKEW_RATIO",
+]
+
+Row = Mapping[str, Any]
+
+#: What ``extra`` holds for these rules (``views/advice.py`` fills it):
+#: ``worker_busy_s``: {worker: compute seconds on the timeline}, every worker seen;
+#: ``group_actions_s``: {group: {action: seconds}} from the timeline's executions, or
+#: None when the timeline was too large to read whole; ``slowest_tasks``: the longest
+#: executions as {"group", "key", "worker", "duration_s"}; ``cluster_groups``: for a
+#: computation, every task group of its cluster (what ran before it).
+EXTRA_KEYS = ("worker_busy_s", "group_actions_s", "slowest_tasks", "cluster_groups")
+
+#: Dask's documented cost of scheduling one task ("about 1 ms", Dask's best practices)
+SCHEDULER_OVERHEAD_S = 0.001
+#: a prefix's tasks are too small below this mean compute time a task...
+SMALL_TASK_S = 0.005
+#: ...when it has at least this many tasks (a few small tasks cost nothing)
+SMALL_TASK_MIN_TASKS = 500
+#: a computation shorter than this never has "too few tasks" (its start-up dominates)
+FEW_TASKS_MIN_WALL_S = 1.0
+#: busy core-seconds / available core-seconds below this is idle cores...
+UTILISATION_THRESHOLD = 0.5
+#: ...counted over computations whose tasks ran at least this long
+UTILISATION_MIN_WALL_S = 2.0
+#: the busiest worker's compute time over the workers' mean
+WORKER_SKEW_RATIO = 1.5
+#: ...when the workers were busy at least this long in total
+WORKER_SKEW_MIN_BUSY_S = 2.0
+#: a group's slowest task over the group's mean task time...
+TASK_SKEW_RATIO = 10.0
+#: ...when that task took at least this long...
+TASK_SKEW_MIN_S = 1.0
+#: ...in a group of at least this many tasks
+TASK_SKEW_MIN_TASKS = 10
+#: a group's time fetching its inputs from other workers over its compute time...
+TRANSFER_RATIO = 1.0
+#: ...when the transfers took at least this long
+TRANSFER_MIN_S = 0.5
+#: from the graph reaching the scheduler to its first task starting (deserialising,
+#: materialising and ordering the graph, which grow with its size and embedded data)
+LARGE_GRAPH_DELAY_S = 1.0
+#: tasks in one computation from which its graph is large whatever its delay
+LARGE_GRAPH_TASKS = 100_000
+#: task time spent again on groups an earlier computation had already computed
+REPEATED_MIN_S = 0.5
+
+_MOST_SUBJECTS = 5  # per rule: the worst few, not one advice per group
+
+
+def _groups(facts: AdviceFacts) -> list[Row]:
+    return list(facts.detail.get("task_groups") or ())
+
+
+def _computations(facts: AdviceFacts) -> list[Row]:
+    comps = list(facts.detail.get("computations") or ())
+    if facts.computation_id is not None:
+        comps = [c for c in comps if c["id"] == facts.computation_id]
+    return comps
+
+
+def _threads(facts: AdviceFacts) -> int:
+    cluster = facts.detail.get("cluster") or {}
+    threads = int(cluster.get("threads_peak") or 0)
+    if not threads:
+        threads = sum(int(w.get("nthreads") or 0) for w in facts.detail.get("workers") or ())
+    return threads
+
+
+def _by_computation(groups: Iterable[Row]) -> dict[str | None, list[Row]]:
+    found: dict[str | None, list[Row]] = {}
+    for g in groups:
+        found.setdefault(g.get("computation_id"), []).append(g)
+    return found
+
+
+def _active_window(groups: Sequence[Row]) -> tuple[float, float] | None:
+    """First task start to last task stop of ``groups`` (None when none ran)."""
+    starts = [g["started_at"] for g in groups if g.get("started_at") is not None]
+    stops = [g["stopped_at"] for g in groups if g.get("stopped_at") is not None]
+    if not starts or not stops:
+        return None
+    return min(starts), max(stops)
+
+
+def _short(computation_id: str) -> str:
+    return f"computation {computation_id[:8]}"
+
+
+@rule(
+    "tasks-too-small",
+    title="Tasks too small for the scheduler's overhead",
+    scopes=("cluster", "computation", "run"),
+    explanation=(
+        f"Per task prefix with at least {SMALL_TASK_MIN_TASKS} tasks: the mean compute time "
+        f"a task (the prefix's task time / its tasks) below {SMALL_TASK_S * 1000:g} ms, "
+        f"that is within a few times Dask's scheduling cost of about "
+        f"{SCHEDULER_OVERHEAD_S * 1000:g} ms a task; critical at or below that cost."
+    ),
+)
+def tasks_too_small(facts: AdviceFacts) -> Iterator[Advice]:
+    prefixes: dict[str, list[float]] = {}
+    for g in _groups(facts):
+        seconds_tasks = prefixes.setdefault(g["prefix"], [0.0, 0.0])
+        seconds_tasks[0] += float(g.get("duration_s") or 0.0)
+        seconds_tasks[1] += int(g.get("tasks_executed") or 0)
+    small = [
+        (tasks, seconds, prefix)
+        for prefix, (seconds, tasks) in prefixes.items()
+        if tasks >= SMALL_TASK_MIN_TASKS and seconds / tasks < SMALL_TASK_S
+    ]
+    for tasks, seconds, prefix in sorted(small, reverse=True)[:_MOST_SUBJECTS]:
+        mean = seconds / tasks
+        yield Advice(
+            rule="tasks-too-small",
+            title="Tasks too small for the scheduler's overhead",
+            severity="critical" if mean <= SCHEDULER_OVERHEAD_S else "warning",
+            subject=prefix,
+            evidence=(
+                Evidence("Mean compute time a task", mean, "seconds", SMALL_TASK_S),
+                Evidence("Tasks", int(tasks), "count", SMALL_TASK_MIN_TASKS),
+                Evidence("Compute time of these tasks", seconds, "seconds"),
+                Evidence(
+                    "Scheduling cost at about 1 ms a task", tasks * SCHEDULER_OVERHEAD_S, "seconds"
+                ),
+            ),
+            action=(
+                "Give each task more work: larger chunks or partitions (e.g. rechunk, "
+                "repartition(partition_size=...)), or batch many small calls into one "
+                "delayed function, so that a task runs for 100 ms or more."
+            ),
+        )
+
+
+@rule(
+    "too-few-tasks",
+    title="Too few tasks for the cluster's threads",
+    scopes=("cluster", "computation", "run"),
+    explanation=(
+        "Per computation whose tasks ran for at least "
+        f"{FEW_TASKS_MIN_WALL_S:g} s: its widest task group (most tasks) has fewer tasks "
+        "than the cluster's threads (its peak), so some threads had nothing to do."
+    ),
+)
+def too_few_tasks(facts: AdviceFacts) -> Iterator[Advice]:
+    threads = _threads(facts)
+    if threads <= 1:
+        return
+    by_comp = _by_computation(_groups(facts))
+    for comp in _computations(facts):
+        groups = [g for g in by_comp.get(comp["id"], ()) if g.get("tasks_executed")]
+        window = _active_window(groups)
+        if window is None or window[1] - window[0] < FEW_TASKS_MIN_WALL_S:
+            continue
+        widest = max(groups, key=lambda g: (int(g["tasks_total"]), g["name"]))
+        if int(widest["tasks_total"]) >= threads:
+            continue
+        yield Advice(
+            rule="too-few-tasks",
+            title="Too few tasks for the cluster's threads",
+            severity="warning",
+            subject=_short(comp["id"]),
+            evidence=(
+                Evidence(
+                    f"Tasks in its widest group ({widest['name']})",
+                    int(widest["tasks_total"]),
+                    "count",
+                    threads,
+                ),
+                Evidence("Threads of the cluster", threads, "count"),
+                Evidence(
+                    "Time its tasks ran", window[1] - window[0], "seconds", FEW_TASKS_MIN_WALL_S
+                ),
+            ),
+            action=(
+                "Split the work into at least as many tasks as threads (smaller chunks or "
+                "more partitions), or run it on fewer workers."
+            ),
+        )
+
+
+@rule(
+    "idle-cores",
+    title="Idle cores while computations ran",
+    scopes=("cluster", "computation", "run"),
+    explanation=(
+        "Utilisation: the task time of the computations whose tasks ran for at least "
+        f"{UTILISATION_MIN_WALL_S:g} s, over the cluster's threads (its peak) × the time "
+        f"from each one's first task start to its last task stop; below "
+        f"{UTILISATION_THRESHOLD:.0%} (critical below half of that)."
+    ),
+)
+def idle_cores(facts: AdviceFacts) -> Iterator[Advice]:
+    threads = _threads(facts)
+    if threads <= 0:
+        return
+    by_comp = _by_computation(_groups(facts))
+    busy = available = 0.0
+    counted = 0
+    for comp in _computations(facts):
+        groups = by_comp.get(comp["id"], [])
+        window = _active_window(groups)
+        if window is None or window[1] - window[0] < UTILISATION_MIN_WALL_S:
+            continue
+        counted += 1
+        busy += sum(float(g.get("duration_s") or 0.0) for g in groups)
+        available += threads * (window[1] - window[0])
+    if not available or busy / available >= UTILISATION_THRESHOLD:
+        return
+    utilisation = busy / available
+    yield Advice(
+        rule="idle-cores",
+        title="Idle cores while computations ran",
+        severity="critical" if utilisation < UTILISATION_THRESHOLD / 2 else "warning",
+        subject=_short(facts.computation_id) if facts.computation_id else None,
+        evidence=(
+            Evidence("Utilisation", utilisation, "fraction", UTILISATION_THRESHOLD),
+            Evidence("Busy core time (task time)", busy, "seconds"),
+            Evidence("Available core time", available, "seconds"),
+            Evidence("Computations counted", counted, "count"),
+        ),
+        action=(
+            "The work did not keep the threads busy: look for long chains of dependent "
+            "tasks or a few long tasks at the end (the task timeline shows them); expose "
+            "more parallelism, or use fewer workers or adaptive scaling."
+        ),
+    )
+
+
+@rule(
+    "worker-skew",
+    title="Work spread unevenly over the workers",
+    scopes=("cluster", "computation", "run"),
+    explanation=(
+        "Compute time per worker from the task timeline: the busiest worker's over the "
+        f"mean of all workers at least {WORKER_SKEW_RATIO:g}×, when the workers computed "
+        f"at least {WORKER_SKEW_MIN_BUSY_S:g} s in all."
+    ),
+)
+def worker_skew(facts: AdviceFacts) -> Iterator[Advice]:
+    busy: Mapping[str, float] = facts.extra.get("worker_busy_s") or {}
+    if len(busy) < 2:
+        return
+    total = sum(busy.values())
+    if total < WORKER_SKEW_MIN_BUSY_S:
+        return
+    mean = total / len(busy)
+    worker, most = max(busy.items(), key=lambda item: (item[1], item[0]))
+    if most / mean < WORKER_SKEW_RATIO:
+        return
+    yield Advice(
+        rule="worker-skew",
+        title="Work spread unevenly over the workers",
+        severity="warning",
+        subject=worker,
+        evidence=(
+            Evidence("Busiest worker over the mean", most / mean, "ratio", WORKER_SKEW_RATIO),
+            Evidence("Busiest worker's compute time", most, "seconds"),
+            Evidence("Least busy worker's compute time", min(busy.values()), "seconds"),
+            Evidence("Workers", len(busy), "count"),
+        ),
+        action=(
+            "Check for restrictions (workers=, resources=) or data placed on one worker "
+            "(scatter, persist on a subset) that pin tasks there; rebalance the data or "
+            "let Dask choose the workers."
+        ),
+    )
+
+
+@rule(
+    "task-skew",
+    title="A few tasks much slower than the rest of their group",
+    scopes=("cluster", "computation", "run"),
+    explanation=(
+        f"Per task group of at least {TASK_SKEW_MIN_TASKS} tasks: its slowest execution "
+        "(from the timeline) over the group's mean task time at least "
+        f"{TASK_SKEW_RATIO:g}×, when that execution took at least {TASK_SKEW_MIN_S:g} s."
+    ),
+)
+def task_skew(facts: AdviceFacts) -> Iterator[Advice]:
+    groups = {g["name"]: g for g in _groups(facts)}
+    slowest: dict[str, Row] = {}
+    for t in facts.extra.get("slowest_tasks") or ():
+        if t["group"] in groups and t["duration_s"] > slowest.get(t["group"], {}).get(
+            "duration_s", -1.0
+        ):
+            slowest[t["group"]] = t
+    found = []
+    for name, t in slowest.items():
+        g = groups[name]
+        tasks = int(g.get("tasks_executed") or 0)
+        if tasks < TASK_SKEW_MIN_TASKS or t["duration_s"] < TASK_SKEW_MIN_S:
+            continue
+        mean = float(g["duration_s"]) / tasks
+        if mean > 0 and t["duration_s"] / mean >= TASK_SKEW_RATIO:
+            found.append((t["duration_s"] / mean, name, t, mean, tasks))
+    for ratio, name, t, mean, tasks in sorted(found, reverse=True)[:_MOST_SUBJECTS]:
+        yield Advice(
+            rule="task-skew",
+            title="A few tasks much slower than the rest of their group",
+            severity="warning",
+            subject=name,
+            evidence=(
+                Evidence("Slowest task over the group's mean", ratio, "ratio", TASK_SKEW_RATIO),
+                Evidence(f"Slowest task ({t['key']})", t["duration_s"], "seconds", TASK_SKEW_MIN_S),
+                Evidence("Mean task time of the group", mean, "seconds"),
+                Evidence("Tasks in the group", tasks, "count", TASK_SKEW_MIN_TASKS),
+            ),
+            action=(
+                "Its input is probably uneven: a larger chunk or partition, or a skewed key "
+                "in a groupby or join. Even the partitions out (repartition, a salted key) "
+                "or split the slow task's work."
+            ),
+        )
+
+
+@rule(
+    "transfer-bound",
+    title="Groups waiting on transfers more than computing",
+    scopes=("cluster", "computation", "run"),
+    explanation=(
+        "Per task group, from the task timeline's actions: the time spent fetching its "
+        f"inputs from other workers over its compute time at least {TRANSFER_RATIO:g}×, "
+        f"when the transfers took at least {TRANSFER_MIN_S:g} s."
+    ),
+)
+def transfer_bound(facts: AdviceFacts) -> Iterator[Advice]:
+    actions: Mapping[str, Mapping[str, float]] | None = facts.extra.get("group_actions_s")
+    if not actions:
+        return
+    names = {g["name"] for g in _groups(facts)}
+    found = []
+    for name, seconds in actions.items():
+        if name not in names:
+            continue
+        transfer, compute = seconds.get("transfer", 0.0), seconds.get("compute", 0.0)
+        if transfer < TRANSFER_MIN_S:
+            continue
+        if compute <= 0 or transfer / compute >= TRANSFER_RATIO:
+            found.append((transfer, name, compute))
+    for transfer, name, compute in sorted(found, reverse=True)[:_MOST_SUBJECTS]:
+        yield Advice(
+            rule="transfer-bound",
+            title="Groups waiting on transfers more than computing",
+            severity="warning",
+            subject=name,
+            evidence=(
+                Evidence(
+                    "Transfer time over compute time",
+                    transfer / compute if compute > 0 else None,
+                    "ratio",
+                    TRANSFER_RATIO,
+                ),
+                Evidence(
+                    "Time fetching inputs from other workers", transfer, "seconds", TRANSFER_MIN_S
+                ),
+                Evidence("Compute time", compute, "seconds"),
+            ),
+            action=(
+                "Move less data between workers: reduce before combining (e.g. aggregate "
+                "per partition first), keep chunk sizes moderate, avoid all-to-all "
+                "shuffles where a map would do, or use fewer, larger workers."
+            ),
+        )
+
+
+@rule(
+    "large-graph",
+    title="Large graph sent from the client",
+    scopes=("cluster", "computation", "run"),
+    explanation=(
+        "Per computation: the time from its graph reaching the scheduler to its first task "
+        f"starting (deserialising, materialising and ordering the graph) at least "
+        f"{LARGE_GRAPH_DELAY_S:g} s, or at least {LARGE_GRAPH_TASKS:,} tasks in it. "
+        "(The graph's size in bytes is known only to the client, which warns above "
+        "distributed.admin.large-graph-warning-threshold.)"
+    ),
+)
+def large_graph(facts: AdviceFacts) -> Iterator[Advice]:
+    by_comp = _by_computation(_groups(facts))
+    for comp in _computations(facts):
+        groups = by_comp.get(comp["id"], [])
+        tasks = sum(int(g.get("tasks_total") or 0) for g in groups)
+        window = _active_window(groups)
+        delay = window[0] - float(comp["started_at"]) if window is not None else None
+        slow = delay is not None and delay >= LARGE_GRAPH_DELAY_S
+        if not slow and tasks < LARGE_GRAPH_TASKS:
+            continue
+        yield Advice(
+            rule="large-graph",
+            title="Large graph sent from the client",
+            severity="warning",
+            subject=_short(comp["id"]),
+            evidence=(
+                Evidence(
+                    "From graph received to first task", delay, "seconds", LARGE_GRAPH_DELAY_S
+                ),
+                Evidence("Tasks in the graph", tasks, "count", LARGE_GRAPH_TASKS),
+            ),
+            action=(
+                "Load data inside the tasks (dask.array / dask.dataframe readers, or "
+                "delayed functions that read files) instead of embedding it in the graph; "
+                "scatter large objects once and pass the futures; use fewer, larger tasks."
+            ),
+        )
+
+
+@rule(
+    "repeated-computation",
+    title="The same tasks computed again",
+    scopes=("cluster", "computation", "run"),
+    explanation=(
+        "Task groups named by a collection's token (a name that is not just its prefix) "
+        "whose tasks ran again in a later computation of the same cluster, when the "
+        f"repeated task time is at least {REPEATED_MIN_S:g} s: the same result computed "
+        "again instead of persisted."
+    ),
+)
+def repeated_computation(facts: AdviceFacts) -> Iterator[Advice]:
+    comps = list(facts.detail.get("computations") or ())
+    order = {c["id"]: (c["started_at"], c["id"]) for c in comps}
+    earlier: dict[str, list[Row]] = {}  # group name -> its executed uses, oldest first
+    all_groups = facts.extra.get("cluster_groups") or _groups(facts)
+    for g in sorted(all_groups, key=lambda g: order.get(g.get("computation_id"), (0.0, ""))):
+        if g["name"] == g["prefix"] or not g.get("tasks_executed"):
+            continue
+        earlier.setdefault(g["name"], []).append(g)
+    wanted = {c["id"] for c in _computations(facts)}
+    by_comp: dict[str, list[tuple[Row, int]]] = {}
+    for uses in earlier.values():
+        for times, g in enumerate(uses[1:], start=2):
+            if g.get("computation_id") in wanted:
+                by_comp.setdefault(g["computation_id"], []).append((g, times))
+    for comp_id, repeated in sorted(by_comp.items(), key=lambda item: order[item[0]]):
+        seconds = sum(float(g.get("duration_s") or 0.0) for g, _ in repeated)
+        if seconds < REPEATED_MIN_S:
+            continue
+        names = sorted({g["name"] for g, _ in repeated})
+        yield Advice(
+            rule="repeated-computation",
+            title="The same tasks computed again",
+            severity="warning",
+            subject=_short(comp_id),
+            evidence=(
+                Evidence("Task time spent again", seconds, "seconds", REPEATED_MIN_S),
+                Evidence("Groups computed again", len(names), "count"),
+                Evidence("Times computed (most)", max(t for _, t in repeated), "count"),
+                Evidence("First of them", names[0], ""),
+            ),
+            action=(
+                "Persist the shared intermediate result once (x = x.persist()) or compute "
+                "the results together (dask.compute(a, b)) so that their common tasks run "
+                "once."
+            ),
+        )
