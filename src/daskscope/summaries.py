@@ -73,6 +73,12 @@ class Summary:
     def stop(self) -> float:
         return self.start + self.width * BINS
 
+    @property
+    def nbytes(self) -> int:
+        """Memory its arrays hold (what a cache of summaries weighs)."""
+        arrays = (self.busy, self.starts, self.top, self.top_seconds, self.slowest_duration)
+        return sum(a.nbytes for a in arrays) + 2 * self.slowest_row.nbytes + 1000
+
 
 def summarize(
     names: list[str],

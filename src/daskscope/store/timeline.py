@@ -35,11 +35,14 @@ from daskscope.segments import (
 from daskscope.store import schema as s
 from daskscope.store.engine import Store, as_engine
 from daskscope.store.errors import UnknownCluster
-from daskscope.summaries import BINS, SLOWEST_PER_GROUP, Summary, busy_per_bin, read_summary
+from daskscope.store.groups import span_scope_ids
+from daskscope.store.timeline_bins import BinSums, LaneColumns
+from daskscope.summaries import BINS, SLOWEST_PER_GROUP, Summary, read_summary
 
 __all__ = [
     "Lane",
     "LaneBin",
+    "LaneColumns",
     "TaskAction",
     "TaskExecution",
     "TimelineExtent",
@@ -52,7 +55,7 @@ __all__ = [
     "transfers",
 ]
 
-COMPUTE = "compute"
+COMPUTE = "compute"  # (the same name as timeline_bins.COMPUTE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,12 +106,61 @@ class LaneBin:
     top_group: str | None
 
 
-@dataclass(frozen=True, slots=True)
 class Lane:
-    worker: str
-    thread: int
-    #: empty when the window is raw
-    bins: tuple[LaneBin, ...]
+    """One worker thread of a window: its bins as objects (``bins``, empty when the
+    window is raw) and, when binned, column-wise (``columns``: what the timeline view
+    reads; the objects are made from them only when first asked for)."""
+
+    __slots__ = ("_bins", "columns", "thread", "worker")
+
+    def __init__(
+        self,
+        worker: str,
+        thread: int,
+        bins: tuple[LaneBin, ...] = (),
+        columns: LaneColumns | None = None,
+    ) -> None:
+        self.worker = worker
+        self.thread = thread
+        self.columns = columns
+        self._bins: tuple[LaneBin, ...] | None = bins if bins or columns is None else None
+
+    @property
+    def bins(self) -> tuple[LaneBin, ...]:
+        if self._bins is None:
+            self._bins = _bins_of(self.columns) if self.columns is not None else ()
+        return self._bins
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Lane):
+            return NotImplemented
+        return (self.worker, self.thread, self.bins) == (other.worker, other.thread, other.bins)
+
+    def __hash__(self) -> int:
+        return hash((self.worker, self.thread))
+
+    def __repr__(self) -> str:
+        return f"Lane({self.worker!r}, {self.thread!r}, <{len(self.bins)} bins>)"
+
+
+def _bins_of(columns: LaneColumns) -> tuple[LaneBin, ...]:
+    activities = list(columns.busy)
+    per_bin = zip(*(columns.busy[a].tolist() for a in activities), strict=True)
+    busy = [{a: x for a, x in zip(activities, xs, strict=True) if x > 0} for xs in per_bin]
+    if not activities:
+        busy = [{} for _ in range(len(columns.start))]
+    names = columns.groups
+    top = [names[g] if g >= 0 else None for g in columns.top.tolist()]
+    return tuple(
+        map(
+            LaneBin,
+            columns.start.tolist(),
+            columns.stop.tolist(),
+            busy,
+            columns.tasks.tolist(),
+            top,
+        )
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +247,7 @@ class _Lru:
 # In the server process: a segment never changes once written (its id is its cluster
 # and number, and writing it again writes the same executions)
 _decoded_cache = _Lru(max_weight=2_000_000)  # executions
-_summary_cache = _Lru(max_weight=256 * 2**20)  # bytes
+_summary_cache = _Lru(max_weight=512 * 2**20)  # bytes of parsed summaries
 _filter_cache = _Lru(max_weight=64 * 2**20)  # bytes
 
 
@@ -244,9 +296,25 @@ def _blobs(
 
 
 def _summaries(conn: sa.Connection, rows: list[_SegmentRow]) -> dict[str, Summary]:
-    blobs = _blobs(conn, s.task_segments.c.summary, [r.id for r in rows], _summary_cache)
-    read = {segment_id: read_summary(blob) for segment_id, blob in blobs.items()}
-    return {segment_id: found for segment_id, found in read.items() if found is not None}
+    """The segments' summaries, read and parsed once per server process."""
+    url = str(conn.engine.url)
+    found: dict[str, Summary | None] = {}
+    missing = []
+    for r in rows:
+        held = _summary_cache.get((url, r.id))
+        if held is None:
+            missing.append(r.id)
+        else:
+            found[r.id] = held[0]
+    t = s.task_segments.c
+    for first in range(0, len(missing), 200):
+        query = sa.select(t.id, t.summary).where(t.id.in_(missing[first : first + 200]))
+        for segment_id, blob in conn.execute(query):
+            summary = read_summary(bytes(blob or b""))
+            found[segment_id] = summary
+            weight = 100 if summary is None else summary.nbytes
+            _summary_cache.put((url, segment_id), (summary,), weight)
+    return {segment_id: summary for segment_id, summary in found.items() if summary is not None}
 
 
 def _decoded(conn: sa.Connection, rows: list[_SegmentRow]) -> Iterator[DecodedSegment]:
@@ -285,10 +353,12 @@ def _selected(
     stop: float | None,
     *,
     computation_id: str | None = None,
-    span_id: str | None = None,
+    span_ids: frozenset[str] | None = None,
     group: str | None = None,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """Which executions overlap the window and pass the filters; with their spans."""
+    """Which executions overlap the window and pass the filters; with their spans. A
+    name the segment does not hold selects nothing (its index -1 is also the code of
+    "none": comparing with it would select the rows without a computation or span)."""
     first, last = _spans(seg)
     mask = np.ones(len(seg), dtype=bool)
     if start is not None:
@@ -296,12 +366,13 @@ def _selected(
     if stop is not None:
         mask &= first < stop if start is None or stop > start else first <= stop
     for column, wanted in (
-        (seg.computation, computation_id),
-        (seg.span, span_id),
-        (seg.group, group),
+        (seg.computation, None if computation_id is None else (computation_id,)),
+        (seg.span, span_ids),
+        (seg.group, None if group is None else (group,)),
     ):
         if wanted is not None:
-            mask &= column == seg.name_index(wanted)
+            codes = [i for i in (seg.name_index(name) for name in wanted) if i >= 0]
+            mask &= np.isin(column, codes) if codes else False
     return mask, first, last
 
 
@@ -361,24 +432,30 @@ def timeline_window(
     """The executions of ``[start, stop)`` (the whole log when not given): raw when
     at most ``max_tasks``, else busy time per worker thread in ``bins`` bins.
 
-    Zoomed out, a segment wholly inside the window whose executions all pass the filters
-    is taken from its summary (busy seconds in bins of 1/128 of its time range, spread
-    over the window's bins by overlap) when the window's bins are at least twice as wide;
-    its bins then count the executions that *start* in them."""
+    Zoomed out, a segment whose executions all pass the filters is taken from its
+    summary (busy seconds in :data:`~daskscope.summaries.BINS` bins of its time range,
+    spread over the window's bins by overlap) when the window's bins are at least as
+    wide; its executions then count in the bin where they *start*. ``span_id`` keeps the
+    tasks of the span and of every span below it."""
     if max_tasks < 0 or bins < 1:
         raise ValueError("max_tasks must be >= 0 and bins >= 1")
     if start is not None and stop is not None and stop < start:
         raise ValueError(f"the window's stop ({stop}) is before its start ({start})")
-    filters = {"computation_id": computation_id, "span_id": span_id, "group": group}
     with as_engine(store).connect() as conn:
         _check_cluster(conn, cluster_id)
+        span_ids = _span_ids(conn, cluster_id, span_id)
+        filters: dict[str, Any] = {
+            "computation_id": computation_id,
+            "span_ids": span_ids,
+            "group": group,
+        }
         rows = _segment_rows(conn, cluster_id, start, stop)
         if group is not None:
             rows = [r for r in rows if group in r.groups]
         summaries = {
             segment_id: summary
             for segment_id, summary in _summaries(conn, rows).items()
-            if _passes_all(summary, computation_id, span_id, group)
+            if _passes_all(summary, computation_id, span_ids, group)
         }
         whole = [r for r in rows if r.id in summaries]
         picked = _picked(conn, [r for r in rows if r.id not in summaries], start, stop, filters)
@@ -406,13 +483,7 @@ def timeline_window(
                 if id(summaries[r.id]) in used
             )
     lane_names = sorted(
-        {
-            (seg.names[int(w)], int(t))
-            for seg, chosen, _, _ in picked
-            for w, t in set(
-                zip(seg.worker[chosen].tolist(), seg.thread[chosen].tolist(), strict=True)
-            )
-        }
+        {lane for seg, chosen, _, _ in picked for lane in _lanes_of(seg, chosen)}
         | {lane for summary in summed for lane in summary.lanes}
     )
     if not summed and total <= max_tasks:
@@ -420,8 +491,21 @@ def timeline_window(
         tasks.sort(key=lambda t: (t.start, t.worker, t.thread, t.key))
         lanes = tuple(Lane(w, t, ()) for w, t in lane_names)
         return TimelineWindow(cluster_id, start, stop, total, True, tuple(tasks), lanes)
-    binned = _binned(picked, summed, lane_names, start, stop, bins)
+    sums = BinSums(lane_names, start, stop, bins)
+    for seg, chosen, first, last in picked:
+        sums.add_decoded(seg, chosen, first, last)
+    for summary in summed:
+        sums.add_summary(summary)
+    binned = tuple(
+        Lane(w, t, (), columns) for (w, t), columns in zip(lane_names, sums.columns(), strict=True)
+    )
     return TimelineWindow(cluster_id, start, stop, total, False, (), binned)
+
+
+def _lanes_of(seg: DecodedSegment, rows: npt.NDArray[np.intp]) -> list[tuple[str, int]]:
+    """The worker threads that ran ``rows`` of the segment."""
+    pairs = np.unique(np.stack([seg.worker[rows].astype(np.int64), seg.thread[rows]]), axis=1)
+    return [(seg.names[w], t) for w, t in pairs.T.tolist()]
 
 
 _Picked = tuple[DecodedSegment, "npt.NDArray[np.intp]", "npt.NDArray[np.float64]", Any]
@@ -432,7 +516,7 @@ def _picked(
     rows: list[_SegmentRow],
     start: float | None,
     stop: float | None,
-    filters: dict[str, str | None],
+    filters: dict[str, Any],
 ) -> list[_Picked]:
     """The executions of the segments of ``rows`` in the window and passing the filters:
     (segment, rows chosen, first starts, last stops)."""
@@ -462,216 +546,25 @@ def _started_within(
 
 
 def _passes_all(
-    summary: Summary, computation_id: str | None, span_id: str | None, group: str | None
+    summary: Summary,
+    computation_id: str | None,
+    span_ids: frozenset[str] | None,
+    group: str | None,
 ) -> bool:
     """Every execution of the summary's segment passes the filters."""
     return (
         (computation_id is None or summary.computations == [computation_id])
-        and (span_id is None or summary.spans == [span_id])
+        and (span_ids is None or all(span in span_ids for span in summary.spans))
         and (group is None or summary.groups == [group])
     )
 
 
-class _LaneSums:
-    """One lane's figures in the window's bins, added up from decoded segments and from
-    summaries; a bin's colour from sparse (bin, group, seconds) triples."""
-
-    def __init__(self, bins: int) -> None:
-        self.bins = bins
-        self.busy: dict[str, npt.NDArray[np.float64]] = {}
-        self.counts = np.zeros(bins, dtype=np.int64)
-        self.top_bins: list[npt.NDArray[np.int64]] = []
-        self.top_groups: list[npt.NDArray[np.int64]] = []
-        self.top_seconds: list[npt.NDArray[np.float64]] = []
-
-    def add_busy(self, activity: str, seconds: npt.NDArray[np.float64]) -> None:
-        held = self.busy.get(activity)
-        self.busy[activity] = seconds if held is None else held + seconds
-
-    def add_top(
-        self,
-        where: npt.NDArray[np.int64],
-        groups: npt.NDArray[np.int64],
-        seconds: npt.NDArray[np.float64],
-    ) -> None:
-        self.top_bins.append(where)
-        self.top_groups.append(groups)
-        self.top_seconds.append(seconds)
-
-    def colours(self, group_names: list[str]) -> list[str | None]:
-        top: list[str | None] = [None] * self.bins
-        if not self.top_bins:
-            return top
-        where = np.concatenate(self.top_bins)
-        groups = np.concatenate(self.top_groups)
-        seconds = np.concatenate(self.top_seconds)
-        n = max(len(group_names), 1)
-        combos, inverse = np.unique(where * n + groups, return_inverse=True)
-        sums = np.bincount(inverse.ravel(), weights=seconds)
-        cells = combos // n
-        by_cell = np.lexsort((sums, cells))
-        best = by_cell[np.r_[cells[by_cell][1:] != cells[by_cell][:-1], True]]
-        for cell, combo, total in zip(
-            cells[best].tolist(), combos[best].tolist(), sums[best].tolist(), strict=True
-        ):
-            if total > 0:
-                top[cell] = group_names[combo % n]
-        return top
-
-
-def _binned(
-    picked: list[_Picked],
-    summed: list[Summary],
-    lane_names: list[tuple[str, int]],
-    start: float,
-    stop: float,
-    bins: int,
-) -> tuple[Lane, ...]:
-    edges = np.linspace(start, stop, bins + 1)
-    width = (stop - start) / bins
-    lanes = {lane: _LaneSums(bins) for lane in lane_names}
-    group_ids: dict[str, int] = {}
-
-    def gid(name: str) -> int:
-        return group_ids.setdefault(name, len(group_ids))
-
-    for seg, chosen, first, last in picked:
-        _add_decoded(seg, chosen, first, last, lanes, edges, gid)
-    for summary in summed:
-        _add_summary(summary, lanes, start, width, bins, gid)
-    names = sorted(group_ids, key=group_ids.__getitem__)
-    out = []
-    for (worker, thread), sums in lanes.items():
-        colours = sums.colours(names)
-        activities = list(sums.busy)
-        # one dict a bin, made in C where every activity was busy (the common case)
-        per_bin = zip(*(sums.busy[a].tolist() for a in activities), strict=True)
-        busy = [
-            dict(zip(activities, xs, strict=True))
-            if min(xs) > 0
-            else {a: x for a, x in zip(activities, xs, strict=True) if x > 0}
-            for xs in per_bin
-        ] or [{} for _ in range(bins)]
-        counts = sums.counts.tolist()
-        lo, hi = edges[:-1].tolist(), edges[1:].tolist()
-        out.append(
-            Lane(
-                worker,
-                thread,
-                tuple(
-                    map(LaneBin, lo, hi, busy, counts, colours),
-                ),
-            )
-        )
-    return tuple(out)
-
-
-def _add_decoded(
-    seg: DecodedSegment,
-    chosen: npt.NDArray[np.intp],
-    first: npt.NDArray[np.float64],
-    last: npt.NDArray[np.float64],
-    lanes: dict[tuple[str, int], _LaneSums],
-    edges: npt.NDArray[np.float64],
-    gid: Any,
-) -> None:
-    """Exact figures of a decoded segment's chosen executions."""
-    workers, threads = seg.worker[chosen], seg.thread[chosen]
-    bins = len(edges) - 1
-    for w in np.unique(workers).tolist():
-        w_mask = workers == w
-        for t in np.unique(threads[w_mask]).tolist():
-            rows = chosen[w_mask & (threads == t)]
-            lane = lanes[(seg.names[w], t)]
-            starts, stops = seg.start[rows], seg.stop[rows]
-            # (an execution without compute has a zero-length one: it adds nothing)
-            lane.add_busy(COMPUTE, busy_per_bin(starts, stops, edges))
-            lane.counts += _overlapping_per_bin(first[rows], last[rows], edges)
-            groups = seg.group[rows]
-            present = np.unique(groups).tolist()
-            for g in present if len(present) <= _EXACT_TOP_GROUPS else ():
-                mine = groups == g
-                seconds = busy_per_bin(starts[mine], stops[mine], edges)
-                where = np.flatnonzero(seconds)
-                lane.add_top(where, np.full(len(where), gid(seg.names[g])), seconds[where])
-            if len(present) > _EXACT_TOP_GROUPS:  # by the bin each execution starts in
-                where = np.clip(((starts - edges[0]) / (edges[1] - edges[0])), 0, bins - 1)
-                ids = np.array([gid(seg.names[g]) for g in groups.tolist()], dtype=np.int64)
-                lane.add_top(where.astype(np.int64), ids, stops - starts)
-            a_mask = np.isin(seg.action_row, rows)
-            for a in np.unique(seg.action_name[a_mask]).tolist():
-                sel = a_mask & (seg.action_name == a)
-                lane.add_busy(
-                    seg.names[a], busy_per_bin(seg.action_start[sel], seg.action_stop[sel], edges)
-                )
-
-
-def _add_summary(
-    summary: Summary,
-    lanes: dict[tuple[str, int], _LaneSums],
-    start: float,
-    width: float,
-    bins: int,
-    gid: Any,
-) -> None:
-    """A summary's figures spread over the window's bins: each of its bins (no wider
-    than the window's) splits between the one or two window bins it overlaps."""
-    own = summary.start + summary.width * np.arange(BINS)
-    # a summary's bins straddling the window's edges count for the part inside
-    lo = np.clip(own, start, start + width * bins)
-    hi = np.clip(own + summary.width, start, start + width * bins)
-    inside = (hi - lo) / summary.width
-    left = np.clip(((lo - start) / width).astype(np.int64), 0, bins - 1)
-    right = np.clip(((hi - start) / width).astype(np.int64), 0, bins - 1)
-    boundary = start + (left + 1) * width
-    part = np.where(hi > lo, (np.minimum(boundary, hi) - lo) / np.maximum(hi - lo, 1e-300), 0.0)
-    share = np.where(left == right, 1.0, np.clip(part, 0.0, 1.0)) * inside
-    rest = np.where(left == right, 0.0, 1.0 - np.clip(part, 0.0, 1.0)) * inside
-    centre = own + summary.width / 2
-    counted = (centre >= start) & (centre < start + width * bins)
-    middle = np.clip(((centre - start) / width).astype(np.int64), 0, bins - 1)
-    ids = np.array([gid(g) for g in summary.groups], dtype=np.int64)
-    n_lanes = len(summary.lanes)
-    # every lane at once: cell = lane * bins + window bin
-    offset = (np.arange(n_lanes) * bins)[:, None]
-    cells_left, cells_right = (offset + left).ravel(), (offset + right).ravel()
-    size = n_lanes * bins
-    for j, activity in enumerate(summary.activities):
-        seconds = summary.busy[:, j, :].astype(np.float64)
-        if not seconds.any():
-            continue
-        spread = np.zeros(size, dtype=np.float64)
-        spread += np.bincount(cells_left, weights=(seconds * share).ravel(), minlength=size)
-        spread += np.bincount(cells_right, weights=(seconds * rest).ravel(), minlength=size)
-        for i, row in enumerate(spread.reshape(n_lanes, bins)):
-            lanes[summary.lanes[i]].add_busy(activity, row)
-    cells_middle = (offset + middle).ravel()
-    started = np.bincount(cells_middle, weights=(summary.starts * counted).ravel(), minlength=size)
-    for i, lane_counts in enumerate(started.reshape(n_lanes, bins).astype(np.int64)):
-        lane = lanes[summary.lanes[i]]
-        lane.counts += lane_counts
-        coloured = np.flatnonzero((summary.top[i] >= 0) & counted)
-        lane.add_top(
-            middle[coloured],
-            ids[summary.top[i][coloured]],
-            summary.top_seconds[i][coloured].astype(np.float64),
-        )
-
-
-def _overlapping_per_bin(
-    firsts: npt.NDArray[np.float64], lasts: npt.NDArray[np.float64], edges: npt.NDArray[np.float64]
-) -> npt.NDArray[np.int64]:
-    """Executions overlapping each bin: all but those starting at or after its end and
-    those ending at or before its start."""
-    firsts, lasts = np.sort(firsts), np.sort(lasts)
-    later = len(firsts) - np.searchsorted(firsts, edges[1:], "left")
-    earlier = np.searchsorted(lasts, edges[:-1], "right")
-    return np.asarray(len(firsts) - later - earlier, dtype=np.int64)
-
-
-#: above this many groups in a lane's part of a segment, a bin's colour is the group
-#: that started the most compute time in it (exact sums cost a pass per group)
-_EXACT_TOP_GROUPS = 64
+def _span_ids(conn: sa.Connection, cluster_id: str, span_id: str | None) -> frozenset[str] | None:
+    """The spans a span filter keeps: the span and its subtree (a task carries its
+    innermost span); the span alone when the cluster recorded no such span."""
+    if span_id is None:
+        return None
+    return frozenset(span_scope_ids(conn, cluster_id, span_id=span_id, tag=None) or {span_id})
 
 
 # -- lookups -----------------------------------------------------------------------------

@@ -1,0 +1,238 @@
+"""A zoomed-out timeline window's bins, column-wise: one array per figure for every
+worker thread at once (seconds per activity, executions overlapping, the main group),
+added up from decoded segments and from segment summaries without a Python object or a
+loop per bin or per thread. :mod:`daskscope.store.timeline` turns the result into its
+lanes (:class:`LaneColumns`; a lane's ``LaneBin`` objects are made only when asked).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from daskscope.summaries import BINS, Summary
+
+if TYPE_CHECKING:
+    from daskscope.segments import DecodedSegment
+
+__all__ = ["COMPUTE", "BinSums", "LaneColumns", "overlaps"]
+
+COMPUTE = "compute"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LaneColumns:
+    """One worker thread's bins: item ``i`` of each array is the bin
+    ``[start[i], stop[i])`` (the arrays of bin edges are shared by the window's lanes)."""
+
+    start: npt.NDArray[np.float64]
+    stop: npt.NDArray[np.float64]
+    #: executions overlapping each bin
+    tasks: npt.NDArray[np.int64]
+    #: seconds per activity ("compute" and the other action names) in each bin
+    busy: dict[str, npt.NDArray[np.float64]]
+    #: the main group of each bin as an index into ``groups``, -1 when nothing computed
+    top: npt.NDArray[np.int32]
+    #: the group names ``top`` indexes (shared by the window's lanes)
+    groups: tuple[str, ...]
+
+
+def overlaps(
+    lo: npt.NDArray[np.float64], hi: npt.NDArray[np.float64], edges: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+    """Every (interval, bin) pair where ``[lo, hi]`` overlaps a bin of ``edges``: the
+    interval's index, the bin and the seconds inside it. An interval counts in a bin when
+    it starts before the bin's end and ends after its start (a zero-length one strictly
+    inside counts, one on an edge nowhere)."""
+    bins = len(edges) - 1
+    first = np.maximum(np.searchsorted(edges, lo, "right") - 1, 0)
+    last = np.minimum(np.searchsorted(edges, hi, "left") - 1, bins - 1)
+    spread = np.maximum(last - first + 1, 0)
+    which = np.repeat(np.arange(len(lo)), spread)
+    # each pair's bin: the interval's first bin plus its place among the interval's pairs
+    before = np.cumsum(spread) - spread
+    b = first[which] + (np.arange(len(which)) - before[which])
+    seconds = np.minimum(hi[which], edges[b + 1]) - np.maximum(lo[which], edges[b])
+    return which, b, np.maximum(seconds, 0.0)
+
+
+class BinSums:
+    """The window's figures as ``(lanes, bins)`` arrays."""
+
+    def __init__(self, lanes: list[tuple[str, int]], start: float, stop: float, bins: int):
+        self.lanes = lanes
+        self.lane_index = {lane: i for i, lane in enumerate(lanes)}
+        self.bins = bins
+        self.start, self.stop = start, stop
+        self.width = (stop - start) / bins
+        self.edges = np.linspace(start, stop, bins + 1)
+        shape = (len(lanes), bins)
+        self.busy: dict[str, npt.NDArray[np.float64]] = {}
+        self.counts = np.zeros(shape, dtype=np.int64)
+        # the main group: the best candidate yet (most compute in one segment's part)
+        self.top_seconds = np.zeros(shape, dtype=np.float64)
+        self.top_group = np.full(shape, -1, dtype=np.int32)
+        self.group_ids: dict[str, int] = {}
+
+    def _gids(self, names: list[str]) -> npt.NDArray[np.int32]:
+        ids = self.group_ids
+        return np.array([ids.setdefault(n, len(ids)) for n in names], dtype=np.int32)
+
+    def _busy(self, activity: str) -> npt.NDArray[np.float64]:
+        held = self.busy.get(activity)
+        if held is None:
+            held = self.busy[activity] = np.zeros((len(self.lanes), self.bins))
+        return held
+
+    def _add_cells(
+        self, activity: str, cells: npt.NDArray[np.intp], seconds: npt.NDArray[np.float64]
+    ) -> None:
+        size = len(self.lanes) * self.bins
+        flat = self._busy(activity).reshape(-1)
+        flat += np.bincount(cells, weights=seconds, minlength=size)
+
+    def _merge_top(
+        self,
+        rows: npt.NDArray[np.intp],
+        cols: npt.NDArray[np.intp],
+        seconds: npt.NDArray[np.float64],
+        groups: npt.NDArray[np.int32],
+    ) -> None:
+        """Candidates for the main group of cells (rows, cols): kept where better."""
+        better = seconds > self.top_seconds[rows, cols]
+        rows, cols = rows[better], cols[better]
+        self.top_seconds[rows, cols] = seconds[better]
+        self.top_group[rows, cols] = groups[better]
+
+    def add_decoded(
+        self,
+        seg: DecodedSegment,
+        chosen: npt.NDArray[np.intp],
+        first: npt.NDArray[np.float64],
+        last: npt.NDArray[np.float64],
+    ) -> None:
+        """Exact figures of a decoded segment's chosen executions."""
+        bins, edges = self.bins, self.edges
+        pairs, inverse = np.unique(
+            np.stack([seg.worker[chosen].astype(np.int64), seg.thread[chosen]]),
+            axis=1,
+            return_inverse=True,
+        )
+        to_lane = np.array(
+            [self.lane_index[(seg.names[w], t)] for w, t in pairs.T.tolist()], dtype=np.int64
+        )
+        lane = to_lane[inverse.ravel()]
+        # compute (an execution without compute has a zero-length one: it adds nothing)
+        which, b, seconds = overlaps(seg.start[chosen], seg.stop[chosen], edges)
+        cells = lane[which] * bins + b
+        self._add_cells(COMPUTE, cells, seconds)
+        which_all, b_all, _ = overlaps(first[chosen], last[chosen], edges)
+        self.counts.reshape(-1)[:] += np.bincount(
+            lane[which_all] * bins + b_all, minlength=self.counts.size
+        )
+        # the main group of each cell within this segment: most compute seconds
+        codes, local = np.unique(seg.group[chosen], return_inverse=True)
+        gids = self._gids([seg.names[c] for c in codes.tolist()])
+        n_groups = len(codes)
+        combos, at = np.unique(cells * n_groups + local.ravel()[which], return_inverse=True)
+        sums = np.bincount(at.ravel(), weights=seconds).astype(np.float64)
+        cell_of = combos // n_groups
+        order = np.lexsort((sums, cell_of))
+        best = (
+            order[np.r_[cell_of[order][1:] != cell_of[order][:-1], True]] if len(order) else order
+        )
+        self._merge_top(
+            cell_of[best] // bins, cell_of[best] % bins, sums[best], gids[combos[best] % n_groups]
+        )
+        # the other actions, by the lane of their execution
+        row_lane = np.full(len(seg), -1, dtype=np.int64)
+        row_lane[chosen] = lane
+        a_lane = row_lane[seg.action_row]
+        mine = a_lane >= 0
+        for code in np.unique(seg.action_name[mine]).tolist():
+            sel = np.flatnonzero(mine & (seg.action_name == code))
+            which, b, seconds = overlaps(seg.action_start[sel], seg.action_stop[sel], edges)
+            self._add_cells(seg.names[code], a_lane[sel][which] * bins + b, seconds)
+
+    def add_summary(self, summary: Summary) -> None:
+        """A summary's figures spread over the window's bins (its bins are no wider than
+        the window's: each splits between the one or two it overlaps, for the part inside
+        the window). Its executions count in the bin holding the middle of the summary
+        bin they started in."""
+        start, width, bins = self.start, self.width, self.bins
+        own = summary.start + summary.width * np.arange(BINS)
+        lo = np.clip(own, start, self.stop)
+        hi = np.clip(own + summary.width, start, self.stop)
+        left = np.clip(((lo - start) / width).astype(np.int64), 0, bins - 1)
+        right = np.clip(((hi - start) / width).astype(np.int64), 0, bins - 1)
+        boundary = start + (left + 1) * width
+        part = np.where(hi > lo, (np.minimum(boundary, hi) - lo) / np.maximum(hi - lo, 1e-300), 0)
+        part = np.clip(part, 0.0, 1.0)
+        inside = (hi - lo) / summary.width
+        centre = own + summary.width / 2
+        counted = (centre >= start) & (centre < self.stop)
+        middle = np.clip(((centre - start) / width).astype(np.int64), 0, bins - 1)
+        if not (inside > 0).any() and not counted.any():
+            return
+        # the summary touches window bins base..base+k-1: spread = its bins @ weights
+        base = int(left.min())
+        k = int(max(right.max(), middle.max())) - base + 1
+        weights = np.zeros((BINS, k))
+        at = np.arange(BINS)
+        np.add.at(weights, (at, left - base), np.where(left == right, 1.0, part) * inside)
+        np.add.at(weights, (at, right - base), np.where(left == right, 0.0, 1.0 - part) * inside)
+        lanes = np.array([self.lane_index[lane] for lane in summary.lanes], dtype=np.int64)
+        window = slice(base, base + k)
+        for j, activity in enumerate(summary.activities):
+            seconds = summary.busy[:, j, :]
+            if seconds.any():
+                self._busy(activity)[lanes, window] += seconds.astype(np.float64) @ weights
+        counting = np.zeros((BINS, k))
+        counting[at[counted], middle[counted] - base] = 1.0
+        self.counts[lanes, window] += np.rint(summary.starts @ counting).astype(np.int64)
+        self._add_summary_top(summary, lanes, counted, middle)
+
+    def _add_summary_top(
+        self,
+        summary: Summary,
+        lanes: npt.NDArray[np.int64],
+        counted: npt.NDArray[np.bool_],
+        middle: npt.NDArray[np.int64],
+    ) -> None:
+        """Per lane and window bin, the summary bin whose main group computed most."""
+        cols = np.flatnonzero(counted)
+        if not len(cols):
+            return
+        where = middle[cols]  # non-decreasing: the summary's bins in time order
+        seconds = np.where(summary.top[:, cols] >= 0, summary.top_seconds[:, cols], -1.0)
+        runs = np.flatnonzero(np.r_[True, where[1:] != where[:-1]])
+        run_of = np.cumsum(np.r_[True, where[1:] != where[:-1]]) - 1
+        most = np.maximum.reduceat(seconds, runs, axis=1)
+        # the first column of each run holding its most
+        place = np.where(seconds == most[:, run_of], np.arange(len(cols)), len(cols))
+        pick = np.minimum.reduceat(place, runs, axis=1)
+        groups = self._gids(summary.groups)
+        codes = np.take_along_axis(summary.top[:, cols], pick, axis=1)
+        found = most > 0
+        rows = np.broadcast_to(lanes[:, None], most.shape)[found]
+        window_bins = np.broadcast_to(where[runs][None, :], most.shape)[found]
+        self._merge_top(rows, window_bins, most[found].astype(np.float64), groups[codes[found]])
+
+    def columns(self) -> list[LaneColumns]:
+        names = tuple(sorted(self.group_ids, key=self.group_ids.__getitem__))
+        starts, stops = self.edges[:-1], self.edges[1:]
+        top = np.where(self.top_seconds > 0, self.top_group, -1).astype(np.int32)
+        return [
+            LaneColumns(
+                starts,
+                stops,
+                self.counts[i],
+                {a: seconds[i] for a, seconds in self.busy.items()},
+                top[i],
+                names,
+            )
+            for i in range(len(self.lanes))
+        ]
