@@ -20,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import sqlalchemy as sa
 from dask.utils import key_split
 
@@ -30,6 +31,7 @@ from daskscope.store import schema as s
 from daskscope.store.series import span_tree_rows
 from daskscope.store.timeline import (
     Lane,
+    LaneColumns,
     TaskExecution,
     TimelineExtent,
     TimelineWindow,
@@ -568,10 +570,19 @@ def _binned_parts(
     bin_groups: list[BinGroup] = []
     widest = 0.0
     lanes = []
+    compute_columns: list[LaneColumns] = []
     for (worker, thread), i in index.items():
         lane = given.get(i)
         if lane is None:
             lanes.append(TimelineLane(labels[i], worker, thread, 0.0, _no_bins()))
+            continue
+        if lane.columns is not None:  # column-wise: no object per bin
+            bins, lane_widest = _column_bins(lane.columns, groups, bin_groups, activity, by_prefix)
+            computing = bins.busy_s.get(COMPUTE, [])
+            busy_by_lane[i] = _busy_runs(lane.columns)
+            compute_columns.append(lane.columns)
+            widest = max(widest, lane_widest)
+            lanes.append(TimelineLane(labels[i], worker, thread, math.fsum(computing), bins))
             continue
         kept = [b for b in lane.bins if b.tasks or b.busy_s]
         names = sorted({name for b in kept for name in b.busy_s})
@@ -603,6 +614,8 @@ def _binned_parts(
             by_prefix[bin_groups[at].prefix] += seconds
         lanes.append(TimelineLane(labels[i], worker, thread, sum(computing), bins))
     whole, per_lane = _gaps(busy_by_lane, labels, start, stop)
+    for edges, seconds in _compute_per_bin(compute_columns).items():
+        by_bin[edges] += seconds
     weighted = [(a, b, seconds) for (a, b), seconds in by_bin.items()]
     return _Parts(
         lanes,
@@ -615,6 +628,82 @@ def _binned_parts(
         widest,
         bin_groups,
     )
+
+
+def _column_bins(
+    columns: LaneColumns,
+    groups: dict[str, int],
+    bin_groups: list[BinGroup],
+    activity: dict[str, float],
+    by_prefix: dict[str, float],
+) -> tuple[TimelineBins, float]:
+    """A lane's bins that hold something, from the store's arrays (and its widest bin);
+    adds its seconds per activity and per prefix of each bin's main group."""
+    kept = columns.tasks > 0
+    for seconds in columns.busy.values():
+        kept |= seconds > 0
+    busy = {name: seconds[kept] for name, seconds in sorted(columns.busy.items())}
+    busy = {name: seconds for name, seconds in busy.items() if (seconds > 0).any()}
+    for name, seconds in busy.items():
+        activity[name] += float(seconds.sum())
+    computing = busy.get(COMPUTE, np.zeros(int(kept.sum())))
+    top = columns.top[kept]
+    # the store's group indices as the view's (a group's prefix and colour once)
+    present = np.unique(top[top >= 0]).tolist()
+    mapping = np.full(len(columns.groups) + 1, -1, dtype=np.int64)
+    for g in present:
+        name = columns.groups[g]
+        at = groups.get(name)
+        if at is None:
+            prefix = key_split(name)
+            at = groups[name] = len(bin_groups)
+            bin_groups.append(BinGroup(name, prefix, prefix_colour(prefix)))
+        mapping[g] = at
+        by_prefix[bin_groups[at].prefix] += float(computing[top == g].sum())
+    starts, stops = columns.start[kept], columns.stop[kept]
+    widest = float((stops - starts).max()) if len(starts) else 0.0
+    bins = TimelineBins(
+        start=starts.tolist(),
+        stop=stops.tolist(),
+        tasks=columns.tasks[kept].tolist(),
+        top_group=mapping[top].tolist(),
+        busy_s={name: seconds.tolist() for name, seconds in busy.items()},
+    )
+    return bins, widest
+
+
+def _busy_runs(columns: LaneColumns) -> list[Interval]:
+    """The lane's bins that computed, runs of neighbours merged (what idle gaps read)."""
+    seconds = columns.busy.get(COMPUTE)
+    if seconds is None:
+        return []
+    busy = np.r_[False, seconds > 0, False]
+    edges = np.flatnonzero(busy[1:] != busy[:-1])
+    firsts, lasts = edges[0::2], edges[1::2] - 1
+    return list(zip(columns.start[firsts].tolist(), columns.stop[lasts].tolist(), strict=True))
+
+
+def _compute_per_bin(lanes: list[LaneColumns]) -> dict[tuple[float, float], float]:
+    """Compute seconds summed over the lanes per bin (the lanes of a window share
+    their bins' edges)."""
+    total: dict[tuple[float, float], float] = {}
+    by_edges: dict[int, list[LaneColumns]] = defaultdict(list)
+    for lane in lanes:
+        by_edges[id(lane.start)].append(lane)
+    for same in by_edges.values():
+        seconds = sum(
+            (lane.busy[COMPUTE] for lane in same if COMPUTE in lane.busy),
+            np.zeros(len(same[0].start)),
+        )
+        where = np.flatnonzero(seconds > 0)
+        for a, b, x in zip(
+            same[0].start[where].tolist(),
+            same[0].stop[where].tolist(),
+            seconds[where].tolist(),
+            strict=True,
+        ):
+            total[(a, b)] = total.get((a, b), 0.0) + x
+    return total
 
 
 def _no_bins() -> TimelineBins:
