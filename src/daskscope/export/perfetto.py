@@ -15,9 +15,10 @@ per action. Transfers are not drawn as flow arrows (the sending side has no slic
 start one from).
 
 Times are microseconds since the cluster started (``otherData.origin_epoch_s`` holds that
-moment), so windows of one cluster line up. The file is written as a stream of text
-chunks, window by window in time order, so a cluster of millions of tasks never sits in
-memory whole; each execution is written once, by the window holding its start.
+moment), so windows of one cluster line up. The task log is read column-wise, a segment
+at a time, in order of the executions' starts (:mod:`daskscope.store.task_scan`), and the
+file written as a stream of text chunks, a page of executions each, so a cluster of
+millions of tasks never sits in memory whole.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ from dataclasses import dataclass, field
 import msgspec
 
 from daskscope.export.common import NothingRecorded, UnknownComputation, check_window
+from daskscope.segments import DecodedSegment
 from daskscope.store import Store, cluster_detail
-from daskscope.store.timeline import TaskExecution, timeline_extent, timeline_window
+from daskscope.store.task_scan import PlainColumns, ordered_rows, scan_segments
+from daskscope.store.timeline import TaskExecution, timeline_extent
 
 __all__ = ["PAGE_TASKS", "perfetto_chunks", "perfetto_events"]
 
@@ -112,26 +115,64 @@ def perfetto_events(
     execution: TaskExecution, origin: float, ids: _Ids
 ) -> Iterator[dict[str, object]]:
     """The trace events of one execution (after the metadata naming its thread)."""
-    args: dict[str, object] = {
-        "key": execution.key,
-        "group": execution.group,
-        "state": execution.state,
-    }
-    if execution.nbytes is not None:
-        args["bytes"] = execution.nbytes
-    if execution.computation_id:
-        args["computation"] = execution.computation_id
-    if execution.span_id:
-        args["span"] = execution.span_id
-    for action in execution.actions:
-        ts = _us(action.start, origin)
-        dur = max(0.0, round(_us(action.stop, origin) - ts, 3))
-        if action.action == "compute":
-            pid, tid, named = ids.track(execution.worker, execution.thread, (ts, ts + dur))
+    actions = [(a.action, a.start, a.stop, a.source) for a in execution.actions]
+    return _events(
+        ids,
+        origin,
+        execution.worker,
+        execution.thread,
+        execution.prefix,
+        execution.state,
+        _args(
+            execution.key,
+            execution.group,
+            execution.state,
+            execution.nbytes,
+            execution.computation_id,
+            execution.span_id,
+        ),
+        actions,
+    )
+
+
+def _args(
+    key: str,
+    group: str | None,
+    state: str,
+    nbytes: int | None,
+    computation: str | None,
+    span: str | None,
+) -> dict[str, object]:
+    args: dict[str, object] = {"key": key, "group": group, "state": state}
+    if nbytes is not None:
+        args["bytes"] = nbytes
+    if computation:
+        args["computation"] = computation
+    if span:
+        args["span"] = span
+    return args
+
+
+def _events(
+    ids: _Ids,
+    origin: float,
+    worker: str,
+    thread: int,
+    prefix: str | None,
+    state: str,
+    args: dict[str, object],
+    actions: list[tuple[str, float, float, str | None]],
+) -> Iterator[dict[str, object]]:
+    """The events of one execution's ``actions`` ``(name, start, stop, source)``."""
+    for action, start, stop, source in actions:
+        ts = _us(start, origin)
+        dur = max(0.0, round(_us(stop, origin) - ts, 3))
+        if action == "compute":
+            pid, tid, named = ids.track(worker, thread, (ts, ts + dur))
             yield from named
             yield {
-                "name": execution.prefix,
-                "cat": "compute" if execution.state != "erred" else "compute,erred",
+                "name": prefix,
+                "cat": "compute" if state != "erred" else "compute,erred",
                 "ph": "X",
                 "ts": ts,
                 "dur": dur,
@@ -140,64 +181,14 @@ def perfetto_events(
                 "args": args,
             }
             continue
-        pid, tid, named = ids.track(execution.worker, execution.thread)
+        pid, tid, named = ids.track(worker, thread)
         yield from named
         ids.async_ids += 1
-        extra = {"source": action.source} if action.source else {}
-        common = {"cat": action.action, "id": ids.async_ids, "pid": pid, "tid": tid}
-        yield {
-            **common,
-            "name": f"{action.action} {execution.prefix}",
-            "ph": "b",
-            "ts": ts,
-            "args": {**args, **extra},
-        }
-        yield {**common, "name": f"{action.action} {execution.prefix}", "ph": "e", "ts": ts + dur}
-
-
-def _executions(
-    store: Store,
-    cluster_id: str,
-    start: float,
-    stop: float,
-    *,
-    computation: str | None,
-    first: bool,
-    last: bool,
-    page: int,
-) -> Iterator[list[TaskExecution]]:
-    """Pages of executions starting in ``[start, stop)`` (``[start, stop]`` for the last window,
-    and those started before but still running for the first), in start order, read at
-    most about ``page`` at a time."""
-    window = timeline_window(
-        store, cluster_id, start, stop, computation_id=computation, max_tasks=page, bins=1
-    )
-    if not window.raw:
-        parts = max(2, math.ceil(window.total_tasks / page) * 2)
-        step = (stop - start) / parts
-        if step <= 0 or start + step == start:  # cannot split further: the float's limit
-            raise NothingRecorded(
-                f"more than {page} executions start at one instant of cluster "
-                f"{cluster_id}; export a computation at a time (--computation)"
-            )
-        for i in range(parts):
-            lo = start + i * step
-            hi = stop if i == parts - 1 else start + (i + 1) * step
-            yield from _executions(
-                store,
-                cluster_id,
-                lo,
-                hi,
-                computation=computation,
-                first=first and i == 0,
-                last=last and i == parts - 1,
-                page=page,
-            )
-        return
-    mine = [t for t in window.tasks if (first or start <= t.start) and (t.start < stop or last)]
-    mine.sort(key=lambda t: (t.start, t.worker, t.thread, t.key))
-    if mine:
-        yield mine
+        extra = {"source": source} if source else {}
+        common = {"cat": action, "id": ids.async_ids, "pid": pid, "tid": tid}
+        yield {**common, "name": f"{action} {prefix}", "ph": "b", "ts": ts,
+               "args": {**args, **extra}}  # fmt: skip
+        yield {**common, "name": f"{action} {prefix}", "ph": "e", "ts": ts + dur}
 
 
 def perfetto_chunks(
@@ -265,12 +256,66 @@ def _chunks(
     yield json.dumps(head)[:-1] + ', "traceEvents": ['
     ids = _Ids()
     first = True
-    pages = _executions(
-        store, cluster_id, lo, hi, computation=computation, first=True, last=True, page=page
-    )
-    for executions in pages:  # a chunk a page: memory bounded by the page, not the trace
-        events = [e for t in executions for e in perfetto_events(t, origin, ids)]
+    for events in _event_pages(store, cluster_id, lo, hi, origin, computation, page, ids):
         encoded = msgspec.json.encode(events).decode()[1:-1]  # the list's items
         yield encoded if first else "," + encoded  # the same text however it is paged
         first = False
     yield "]}\n"
+
+
+def _event_pages(
+    store: Store,
+    cluster_id: str,
+    lo: float,
+    hi: float,
+    origin: float,
+    computation: str | None,
+    page: int,
+    ids: _Ids,
+) -> Iterator[list[dict[str, object]]]:
+    """The events of the window's executions in order of start, ``page`` executions'
+    at a time: read column-wise, a segment at a time (memory bounded by the segments
+    overlapping one another, not the trace)."""
+    columns: dict[int, tuple[DecodedSegment, PlainColumns]] = {}
+    events: list[dict[str, object]] = []
+    held = 0
+    scanned = scan_segments(store, cluster_id, lo, hi)
+    for batch in ordered_rows(scanned, lo, hi, computation=computation):
+        plain = [_plain(columns, seg) for seg in batch.segments]
+        for which, row in zip(batch.segment.tolist(), batch.rows.tolist(), strict=True):
+            c = plain[which]
+            state = c.state[row]
+            args = _args(c.key[row], c.group[row], state, c.nbytes[row],
+                         c.computation[row], c.span[row])  # fmt: skip
+            events.extend(
+                _events(
+                    ids,
+                    origin,
+                    c.worker[row] or "",
+                    c.thread[row],
+                    c.prefix[row],
+                    state,
+                    args,
+                    c.actions(row),
+                )
+            )
+            held += 1
+            if held == page:
+                yield events
+                events, held = [], 0
+        # only the batch's segments may come again (those with rows still waiting)
+        live = {id(seg) for seg in batch.segments}
+        for key in [k for k in columns if k not in live]:
+            del columns[key]
+    if events:
+        yield events
+
+
+def _plain(
+    columns: dict[int, tuple[DecodedSegment, PlainColumns]], seg: DecodedSegment
+) -> PlainColumns:
+    """The segment's plain columns, made once while it stays in the batches."""
+    found = columns.get(id(seg))
+    if found is None or found[0] is not seg:
+        found = columns[id(seg)] = (seg, PlainColumns(seg))
+    return found[1]
