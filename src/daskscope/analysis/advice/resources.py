@@ -9,6 +9,7 @@ and the fine metrics the run's own (its span's, in ``run.metrics``).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from statistics import median
@@ -71,6 +72,15 @@ def _within(at: float | None, window: tuple[float | None, float | None]) -> bool
     return (start is None or at >= start) and (stop is None or at <= stop)
 
 
+def _groups(facts: AdviceFacts) -> list[Row]:
+    """The computation's task groups (whether ``detail`` holds only them or all)."""
+    return [
+        g
+        for g in facts.detail.get("task_groups", ())
+        if g.get("computation_id") == facts.computation_id
+    ]
+
+
 def _samples(facts: AdviceFacts) -> list[Row]:
     window = _window(facts)
     return [s for s in facts.worker_samples if _within(s.get("sampled_at"), window)]
@@ -82,7 +92,7 @@ def _activity_totals(facts: AdviceFacts) -> dict[tuple[str, str], float]:
         return _run_activity_totals(facts.run["run"].get("metrics") or {} if facts.run else {})
     prefixes: set[str] | None = None
     if facts.scope == "computation":
-        prefixes = {g["prefix"] for g in facts.detail.get("task_groups", ())}
+        prefixes = {g["prefix"] for g in _groups(facts)}
     totals: dict[tuple[str, str], float] = {}
     for row in facts.detail.get("fine_metrics", ()):
         if row["activity"] == _IDLE or (prefixes is not None and row["prefix"] not in prefixes):
@@ -269,7 +279,7 @@ def _top_noncpu_prefix(facts: AdviceFacts) -> str | None:
         if row["activity"] == "thread-noncpu" and row["unit"] == "seconds":
             by_prefix[row["prefix"]] = by_prefix.get(row["prefix"], 0.0) + float(row["value"] or 0)
     if facts.scope == "computation":
-        prefixes = {g["prefix"] for g in facts.detail.get("task_groups", ())}
+        prefixes = {g["prefix"] for g in _groups(facts)}
         by_prefix = {p: v for p, v in by_prefix.items() if p in prefixes}
     return max(by_prefix, key=lambda p: by_prefix[p]) if by_prefix else None
 
@@ -343,23 +353,25 @@ def errors(facts: AdviceFacts) -> Iterator[Advice]:
         by_prefix.setdefault(e["prefix"], []).append(e)
     recorded_total = _recorded_erred(facts)
     for prefix, errs in sorted(by_prefix.items()):
-        exceptions = Counter(_first_line(e.get("exception") or "") for e in errs)
-        exception, seen = exceptions.most_common(1)[0]
+        kinds = Counter(_exception_type(e.get("exception") or "") for e in errs)
+        kind, seen = kinds.most_common(1)[0]
+        first = next(e for e in errs if _exception_type(e.get("exception") or "") == kind)
+        message = _first_line(first.get("exception") or "") or "no message"
         erred = recorded_total if len(by_prefix) == 1 and recorded_total > len(errs) else None
         yield Advice(
             rule="errors",
-            title=f"Tasks failed: {exception.split(':')[0] or 'unknown exception'}",
+            title=f"Tasks failed: {kind}",
             severity="warning",
             subject=prefix,
             evidence=(
                 Evidence("failed tasks recorded", len(errs), "count", 0),
                 Evidence("failed tasks in all (tasks_erred)", erred, "count"),
-                Evidence("with this exception", seen, "count"),
-                Evidence("distinct exceptions", len(exceptions), "count"),
+                Evidence("with this exception type", seen, "count"),
+                Evidence("exception types", len(kinds), "count"),
             ),
             action=(
-                f"Fix the code of {prefix}: {exception[:200] or 'no message'} (first at key "
-                f"{errs[0]['key'][:80]}; the traceback is on the cluster page)."
+                f"Fix the code of {prefix}: {message[:200]} (first at key "
+                f"{first['key'][:80]}; the traceback is on the cluster page)."
             ),
         )
 
@@ -367,7 +379,7 @@ def errors(facts: AdviceFacts) -> Iterator[Advice]:
 def _scoped_errors(facts: AdviceFacts) -> list[Row]:
     rows = list(facts.detail.get("errors", ()))
     if facts.scope == "computation":
-        groups = {g["id"] for g in facts.detail.get("task_groups", ())}
+        groups = {g["id"] for g in _groups(facts)}
         return [e for e in rows if e.get("group_id") in groups]
     window = _window(facts)
     return [e for e in rows if _within(e["at"], window)]
@@ -381,6 +393,12 @@ def _recorded_erred(facts: AdviceFacts) -> int:
             if comp["id"] == facts.computation_id:
                 return int(comp.get("tasks_erred") or 0)
     return 0
+
+
+def _exception_type(text: str) -> str:
+    """``ValueError`` of Dask's ``"ValueError('bad row')"`` (or of ``"ValueError: ..."``)."""
+    found = re.match(r"\s*([A-Za-z_][\w.]*)", text)
+    return found.group(1) if found else "unknown exception"
 
 
 def _first_line(text: str) -> str:
