@@ -19,7 +19,13 @@ from daskscope.views.critical_path import (
 )
 from daskscope.web.errors import BadRequest, NotFound
 from daskscope.web.render import page
-from daskscope.web.routes.common import described, store_of, view_response, visible_cluster_id
+from daskscope.web.routes.common import (
+    described,
+    label,
+    store_of,
+    view_response,
+    visible_cluster_id,
+)
 
 __all__ = ["api", "pages"]
 
@@ -66,7 +72,7 @@ def computation_page(
         "computation.html",
         title=f"Computation · {name}",
         name=name,
-        view=view,
+        label=label,
         data=to_data(view),
     )
 

@@ -1,0 +1,301 @@
+"""The critical path and what-if estimates: the pure model on hand-built graphs with exact
+answers; a real run whose path is known by construction (sleeps of known length in a
+chain of groups), checked against Dask's own task stream; an estimate made from a run on
+one thread against a real run on four; the API, the CLI and their errors."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import dask
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+from distributed import Client, LocalCluster, get_task_stream
+from distributed.utils import key_split_group
+
+import daskscope
+from daskscope.analysis.critical_path import (
+    critical_path,
+    simulate_threads,
+    stages_of,
+    what_if,
+)
+from daskscope.cli.main import cli
+from daskscope.store import open_store
+from daskscope.store import schema as s
+from daskscope.views import to_data
+from daskscope.views.critical_path import critical_path_view
+from daskscope.web import create_app
+from webutil import call
+
+# -- the model on hand-built graphs ------------------------------------------------------
+
+
+def test_chain_is_the_sum_of_each_stage_longest_task() -> None:
+    stages = stages_of([("a", [], [1.0, 3.0]), ("b", ["a"], [2.0]), ("c", ["b"], [0.5, 0.25])])
+    path = critical_path(stages)
+    assert path.path == ("a", "b", "c")
+    assert path.length_s == 5.5
+    assert path.earliest_start == {"a": 0.0, "b": 3.0, "c": 5.0}
+    assert simulate_threads(stages, 1) == 6.75  # everything one after the other
+    assert simulate_threads(stages, 2) == 5.5  # no stage has more than two tasks
+
+
+def test_diamond_takes_the_longer_branch() -> None:
+    stages = stages_of(
+        [("s", [], [1.0]), ("l", ["s"], [3.0]), ("r", ["s"], [2.0, 2.0]), ("t", ["l", "r"], [1.0])]
+    )
+    path = critical_path(stages)
+    assert path.path == ("s", "l", "t")
+    assert path.length_s == 5.0
+    assert path.remaining_s["s"] == 5.0 and path.remaining_s["r"] == 3.0
+    # 2 threads: l (the longer way ahead) and one r at 1 s; the second r from 3 s to 5 s
+    assert what_if(stages) == [(1, 9.0), (2, 6.0), (4, 5.0)]
+
+
+def test_wide_fan_out_divides_by_threads_until_one_task_each() -> None:
+    stages = stages_of(
+        [("load", [], [0.5]), ("map", ["load"], [1.0] * 16), ("sum", ["map"], [0.25])]
+    )
+    assert critical_path(stages).length_s == 1.75
+    assert [simulate_threads(stages, n) for n in (1, 2, 4, 8, 16, 32)] == [
+        16.75, 8.75, 4.75, 2.75, 1.75, 1.75,
+    ]  # fmt: skip
+    # the list stops at the first count reaching the path; the measured count is added
+    assert what_if(stages, 3) == [
+        (1, 16.75), (2, 8.75), (3, 6.75), (4, 4.75), (8, 2.75), (16, 1.75),
+    ]  # fmt: skip
+
+
+def test_stages_without_tasks_and_outside_dependencies() -> None:
+    stages = stages_of([("a", ["elsewhere"], [2.0]), ("empty", ["a"], []), ("b", ["empty"], [1.0])])
+    assert stages["a"].dependencies == ()
+    assert critical_path(stages).path == ("a", "empty", "b")
+    assert critical_path(stages).length_s == 3.0
+    assert simulate_threads(stages, 1) == 3.0
+    assert critical_path(stages_of([])).length_s == 0.0
+
+
+def test_bad_input_says_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="cycle through a, b"):
+        stages_of([("a", ["b"], [1.0]), ("b", ["a"], [1.0])])
+    with pytest.raises(ValueError, match="negative task duration"):
+        stages_of([("a", [], [-1.0])])
+    with pytest.raises(ValueError, match="threads must be 1 or more"):
+        simulate_threads(stages_of([("a", [], [1.0])]), 0)
+
+
+# -- real runs ---------------------------------------------------------------------------
+
+#: The construction: (group, tasks, seconds each, groups it depends on). The critical
+#: path is a → b → c → d: 0.2 + 0.5 + 0.3 + 0.1 = 1.1 s; e hangs off a, off the path.
+STAGES = [
+    ("stage_a", 16, 0.2, []),
+    ("stage_b", 1, 0.5, ["stage_a"]),
+    ("stage_c", 4, 0.3, ["stage_b"]),
+    ("stage_d", 1, 0.1, ["stage_c"]),
+    ("stage_e", 2, 0.05, ["stage_a"]),
+]
+PATH = ["stage_a", "stage_b", "stage_c", "stage_d"]
+PATH_S = 1.1
+
+
+def nap(seconds: float, *inputs: Any) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def compute_stages() -> None:
+    """The construction as delayed calls with keys ``stage_x-i`` (group ``stage_x``);
+    every task of a stage uses every task of the stages it depends on, except e, whose
+    task i uses a's task i (Dask knows groups' dependencies, which is all we model)."""
+    made: dict[str, list[Any]] = {}
+    for name, n, seconds, deps in STAGES:
+        made[name] = [
+            dask.delayed(nap)(
+                seconds,
+                *(
+                    [made["stage_a"][i]]
+                    if name == "stage_e"
+                    else [t for d in deps for t in made[d]]
+                ),
+                dask_key_name=f"{name}-{i}",
+            )
+            for i in range(n)
+        ]
+    with dask.config.set({"optimization.fuse.active": False}):
+        dask.compute(*made["stage_d"], *made["stage_e"])
+
+
+def record(url: str, threads: int) -> dict[str, Any]:
+    """The construction on one worker with ``threads`` threads, recorded into ``url``;
+    Dask's task stream of the same run is the ground truth."""
+    with (
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=threads,
+            processes=False,
+            dashboard_address=":0",
+            silence_logs=logging.CRITICAL,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        cluster_id = daskscope.register(client, database=url, name=f"stages on {threads}")
+        with get_task_stream(client) as stream:
+            compute_stages()
+        assert daskscope.flush(client)["write_failures"] == 0
+    with open_store(url) as store, store.engine.connect() as conn:
+        c = s.computations.c
+        computation_id = conn.execute(
+            sa.select(c.id)
+            .where(c.cluster_id == cluster_id)
+            .order_by(c.tasks_executed.desc())
+            .limit(1)
+        ).scalar_one()
+    return {
+        "url": url,
+        "cluster_id": cluster_id,
+        "computation_id": computation_id,
+        "stream": list(stream.data),
+    }
+
+
+def compute_seconds(stream: list[dict[str, Any]]) -> dict[str, list[float]]:
+    by_group: dict[str, list[float]] = defaultdict(list)
+    for task in stream:
+        by_group[key_split_group(task["key"])].append(
+            sum(ss["stop"] - ss["start"] for ss in task["startstops"] if ss["action"] == "compute")
+        )
+    return by_group
+
+
+def wall(stream: list[dict[str, Any]]) -> float:
+    starts = [ss["start"] for t in stream for ss in t["startstops"]]
+    stops = [ss["stop"] for t in stream for ss in t["startstops"]]
+    return max(stops) - min(starts)
+
+
+def new_url(request: pytest.FixtureRequest, kind: str, tmp: Any) -> str:
+    if kind == "sqlite":
+        return f"sqlite:///{tmp / 'store.db'}"
+    import psycopg
+
+    server = request.getfixturevalue("postgres_server")
+    name = f"cp_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server.replace("+psycopg", "") + "/postgres", autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return f"{server}/{name}"
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def four_threads(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    url = new_url(request, request.param, tmp_path_factory.mktemp("four"))
+    yield record(url, 4)
+
+
+@pytest.fixture(scope="module")
+def one_thread(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return record(f"sqlite:///{tmp_path_factory.mktemp('one') / 'store.db'}", 1)
+
+
+def test_path_of_a_real_run_is_the_constructed_one(four_threads: dict[str, Any]) -> None:
+    run = four_threads
+    with open_store(run["url"]) as store:
+        view = critical_path_view(store, run["cluster_id"], run["computation_id"])
+    assert view is not None
+    truth = compute_seconds(run["stream"])
+    assert {g: len(v) for g, v in truth.items()} == {name: n for name, n, _, _ in STAGES}
+    assert view.durations_from == "task log"
+    assert view.path == PATH
+    # against Dask's task stream: the stages' longest tasks, stored to a microsecond
+    assert view.critical_path_s == pytest.approx(sum(max(truth[g]) for g in PATH), abs=1e-5)
+    # against the construction: the sleeps, plus the little a task adds around its sleep
+    assert PATH_S <= view.critical_path_s < PATH_S + 0.5
+    groups = {g.name: g for g in view.groups}
+    assert [g.name for g in view.groups if g.on_path] == PATH
+    assert groups["stage_b"].earliest_start_s == pytest.approx(max(truth["stage_a"]), abs=1e-5)
+    assert groups["stage_e"].tasks == 2 and not groups["stage_e"].on_path
+    # the measured figures: the task stream's span, on the four threads that ran it
+    assert view.measured_threads == 4
+    assert view.measured_wall_s == pytest.approx(wall(run["stream"]), abs=1e-5)
+    # the real run waited for the same chain, so it cannot have been shorter than it
+    assert view.critical_path_s <= view.measured_wall_s
+    assert view.path_fraction == pytest.approx(view.critical_path_s / view.measured_wall_s)
+    # one thread: every recorded task one after the other
+    one = sum(sum(v) for v in truth.values())
+    assert view.estimates[0].threads == 1
+    assert view.estimates[0].wall_s == pytest.approx(one, abs=1e-4)
+    assert 4 in [e.threads for e in view.estimates]
+    assert view.estimates[-1].wall_s == pytest.approx(view.critical_path_s)
+    # the code: the innermost frame's marked line is the call that launched it
+    assert view.code_frames
+    assert (view.code_frames[0].call_text or "").startswith("dask.compute(")
+
+
+def test_estimate_from_one_thread_against_a_real_run_on_four(
+    one_thread: dict[str, Any], four_threads: dict[str, Any]
+) -> None:
+    """Recorded on 1 thread, estimated for 4, then run on 4. The model leaves out the
+    scheduler's round trips between stages and the thread pool's wake-ups (milliseconds
+    per stage on a quiet machine, more on a loaded one), so the real run may be somewhat
+    slower, never much faster: it must land within 0.95x to 1.35x of the estimate. That
+    window excludes both the 1-thread time (about 5.1 s) and the infinite-workers time
+    (1.1 s): the estimate for 4 threads (about 1.7 s) is what the real run matches."""
+    with open_store(one_thread["url"]) as store:
+        view = critical_path_view(
+            store, one_thread["cluster_id"], one_thread["computation_id"], threads=4
+        )
+    assert view is not None and view.requested is not None
+    assert view.measured_threads == 1
+    estimate = view.requested.wall_s
+    # the construction on 4 threads: a in four rounds, then b, c in one round, d
+    assert 0.8 + 0.5 + 0.3 + 0.1 <= estimate < 1.7 + 0.5
+    assert view.estimates[0].wall_s == pytest.approx(view.measured_wall_s, rel=0.1)
+    measured = wall(four_threads["stream"])
+    assert 0.95 * estimate <= measured <= 1.35 * estimate, (estimate, measured)
+    # the window tells the estimate apart from the other two answers
+    assert view.critical_path_s < 0.95 * estimate
+    assert view.estimates[0].wall_s > 1.35 * estimate
+
+
+def test_api_and_cli_answer_the_same(four_threads: dict[str, Any]) -> None:
+    run = four_threads
+    path = (
+        f"/api/v1/clusters/{run['cluster_id']}/computations/{run['computation_id']}/critical-path"
+    )
+    app = create_app(run["url"])
+    try:
+        answer = call(app, "GET", f"{path}?threads=3")
+        assert answer.status_code == 200, answer.text
+        missing = call(app, "GET", path.replace(run["computation_id"], "no-such-computation"))
+        assert missing.status_code == 404
+        assert "no computation 'no-such-computation'" in missing.json()["error"]["message"]
+        assert call(app, "GET", f"{path}?threads=0").status_code in (400, 422)
+        page = call(app, "GET", path.replace("/api/v1", "").removesuffix("/critical-path"))
+        assert page.status_code == 200
+        assert "Critical path" in page.text and "stage_b" in page.text
+    finally:
+        app.state.store.close()
+    args = ["--database", run["url"], "critical-path", run["cluster_id"], run["computation_id"]]
+    printed = CliRunner().invoke(cli, [*args, "--threads", "3", "--json"])
+    assert printed.exit_code == 0, printed.output
+    assert json.loads(printed.output) == answer.json()
+    assert answer.json()["requested"]["threads"] == 3
+    text = CliRunner().invoke(cli, [*args[:3], run["cluster_id"][:8], run["computation_id"]])
+    assert text.exit_code == 0, text.output
+    assert "stage_a" in text.output and "critical path" in text.output
+    assert "(as measured)" in text.output
+    wrong = CliRunner().invoke(cli, [*args[:3], run["cluster_id"], "nope"])
+    assert wrong.exit_code == 2 and "has no computation 'nope'" in wrong.output
+    with open_store(run["url"]) as store:
+        view = critical_path_view(store, run["cluster_id"], run["computation_id"], threads=3)
+        assert to_data(view)["requested"] == answer.json()["requested"]
