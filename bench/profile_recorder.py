@@ -87,6 +87,11 @@ async def main() -> None:
         f"{info['writer_cpu_seconds']:.2f} s, store child CPU {child_cpu:.2f} s "
         f"({child_cpu / tasks * 1e6:.1f} µs a task), flushes {info['flushes']}"
     )
+    print(
+        f"groups snapshotted {info['groups_snapshotted']}, of which unchanged since their "
+        f"last write (not sent) {info.get('groups_unchanged', 0)}; rows written by table "
+        f"{info.get('rows_written_by_table')}"
+    )
     per_group = collections.Counter(writes.values())
     print("records by kind:", dict(kinds))
     print("group rows written n times:", dict(sorted(per_group.items())))

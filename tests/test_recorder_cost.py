@@ -146,3 +146,58 @@ def test_the_store_writes_a_group_once_per_batch_however_often_it_changed(
     detail = cluster_detail(open_store(url), cluster.id)
     stored = {g["name"]: g for g in detail["task_groups"]}
     assert stored["add-1"]["states"] == {"forgotten": 2}
+
+
+def _mark_every_live_group_changed(dask_scheduler: Any) -> int:
+    """What a hook does when it cannot tell whether a group changed: mark it."""
+    tracker = dask_scheduler.plugins["daskscope"].tracker
+    tracker.dirty.update(tracker.current.values())
+    return len(tracker.current)
+
+
+def test_a_group_row_is_written_once_per_change(database_url: str) -> None:
+    """Group rows go to the store when the group changed since its last write, once per
+    change: a flush of groups marked changed but equal to what was written writes no
+    row; the change that follows (their tasks forgotten) one row each. Counted by the
+    store's own stats; ground truth the groups Dask holds and the keys sent here."""
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        cluster_id = daskscope.register(client, database=database_url, **QUIET)
+        held = groups_of(40, "held", tasks=2)
+        futures = client.get(held, list(held), sync=False)
+        wait(futures)
+        names = {key[0] for key in held}
+        assert names <= set(cluster.scheduler.task_groups)
+        ran = daskscope.flush(client, wait_for_metrics=False)
+        again = daskscope.flush(client, wait_for_metrics=False)  # nothing happened
+        marked = client.run_on_scheduler(_mark_every_live_group_changed)
+        same = daskscope.flush(client, wait_for_metrics=False)
+        del futures
+        until_forgotten(cluster, names)
+        forgotten = daskscope.flush(client, wait_for_metrics=False)
+        detail = cluster_detail(open_store(database_url), cluster_id)
+
+    def rows(info: dict[str, Any]) -> int:
+        return int(info["rows_written_by_table"].get("task_groups", 0))
+
+    for info in (ran, again, same, forgotten):
+        assert info["write_failures"] == 0 and info["hook_failures"] == {}
+    assert rows(ran) == len(names) == 40  # each group once, as it ran
+    assert rows(again) == rows(ran)  # no change: no row
+    assert again["groups_snapshotted"] == ran["groups_snapshotted"]
+    # marked changed without a change: snapshotted, compared, not written
+    assert marked == len(names)
+    assert same["groups_snapshotted"] - again["groups_snapshotted"] == len(names)
+    assert same["groups_unchanged"] - again["groups_unchanged"] == len(names)
+    assert rows(same) == rows(again)
+    # their tasks forgotten: a change, one row each
+    assert rows(forgotten) - rows(same) == len(names)
+    stored = {g["name"]: g for g in detail["task_groups"]}
+    assert set(stored) == names
+    for name in names:
+        assert stored[name]["tasks_executed"] == 2
+        assert stored[name]["states"] == {"forgotten": 2}

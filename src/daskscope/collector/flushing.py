@@ -115,6 +115,7 @@ class Flusher:
             "writer_cpu_seconds": stats.writer_cpu_seconds,
             "groups_snapshotted": stats.groups_snapshotted,
             "last_groups_snapshotted": stats.last_groups_snapshotted,
+            "groups_unchanged": self.tracker.unchanged,
             "span_groups_read": self.spans.groups_read,
         }
         sink_stats = getattr(self.sink, "stats", None)  # a stand-in sink may have none
@@ -142,6 +143,8 @@ class Flusher:
             "writer_cpu_seconds": 0.0,
             "groups_snapshotted": 0,
             "last_groups_snapshotted": 0,
+            # changed groups whose record equalled the one last written (not sent)
+            "groups_unchanged": 0,
             "span_groups_read": 0,
             # rows a store upserted, by table (a server sink: not known here)
             "rows_written_by_table": {},
@@ -269,7 +272,7 @@ class Flusher:
             )
         except Exception as exc:  # a bug here must not stop the buffered records
             self.on_error("snapshot", exc)
-            tracker.dirty.update(dirty)
+            tracker.not_written(dirty)
             tracker.adopted[:0] = adopted  # taking a group in again is harmless
             self.spans.unread[:0] = unread
             span_tracks, done_computations, finished = {}, [], []
@@ -284,7 +287,7 @@ class Flusher:
             return 0
         except Exception as exc:
             # everything snapshotted is taken again next time
-            tracker.dirty.update(dirty)
+            tracker.not_written(dirty)
             tracker.dirty_computations |= computations
             tracker.dirty_prefixes |= prefixes
             self._write_failed(exc, [r for r in records if isinstance(r, _APPEND_ONLY)])
@@ -333,7 +336,7 @@ class Flusher:
         """Make the next flush write every live group, computation, prefix and span,
         as if none had been written."""
         tracker = self.tracker
-        tracker.dirty.update(tracker.current.values())
+        tracker.not_written(tracker.current.values())
         tracker.dirty_computations.update(tracker.computations.values())
         tracker.dirty_prefixes.update(tracker.prefix_groups)
         self.spans.forget()

@@ -18,6 +18,7 @@ store opened (``{"ready": true}``).
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import signal
@@ -150,12 +151,19 @@ def _rows_by_table(payload: bytes) -> dict[Any, list[dict[str, Any]]]:
 
 def _serve(url: str, stdin: IO[bytes], stdout: IO[bytes]) -> int:
     from daskscope.store import Rejected, StoreError, WriteFailed, open_store, write_rows
+    from daskscope.store.writer import prepare_writes
 
     try:
         store = open_store(url)
+        # once per cluster, before the first flush waits on it: each table's upsert
+        # compiled (they were most of the child's CPU in a short run's writes)
+        prepare_writes(store)
     except StoreError as exc:
         _send(stdout, json.dumps({"error": str(exc)}).encode())
         return 1
+    # what the imports and the opening made lives as long as the child: the garbage
+    # collector's full passes need not walk it again
+    gc.freeze()
     _send(stdout, json.dumps({"ready": True}).encode())
     while (payload := _receive(stdin)) is not None:
         rejected: list[Rejected] = []

@@ -98,6 +98,8 @@ class GroupUse:
     #: which lifetime of its group this is (unique within the recorder: a name that
     #: comes back after its group was forgotten is a new TaskGroup with a new number)
     lifetime: int = 0
+    #: the record last handed to the sink: an equal one is not written again
+    written: TaskGroupRecord | None = None
 
     @property
     def ran(self) -> bool:
@@ -133,6 +135,8 @@ class WorkTracker:
         self.computations: dict[Computation, ComputationTrack] = {}
         self.newest: ComputationTrack | None = None
         self.dirty: set[GroupUse] = set()
+        #: changed uses whose record came out equal to the one last written (not sent)
+        self.unchanged = 0
         self.dirty_computations: set[ComputationTrack] = set()
         self.totals = Totals()
         self.prefix_totals: dict[str, Totals] = {}
@@ -301,9 +305,16 @@ class WorkTracker:
             record = self._group_record(use)
             self._count(use, record)
             if use.ran:
-                records.append(record)
-                if record.span_id:
-                    spans.add(record.span_id)
+                # a group marked changed whose record is what was last written (e.g. a
+                # handed-over group's frozen record, marked again as its tasks are
+                # forgotten) costs the store nothing
+                if record == use.written:
+                    self.unchanged += 1
+                else:
+                    records.append(record)
+                    use.written = record
+                    if record.span_id:
+                        spans.add(record.span_id)
             tg = use.group
             if use.final is not None or (live_groups.get(tg.name) is not tg and tg.done):
                 finished.append(use)
@@ -334,6 +345,13 @@ class WorkTracker:
             totals.add(now)
         use.counted = Totals(now.executed, now.erred, now.nbytes, dict(now.durations))
         self.dirty_prefixes.add(record.prefix)
+
+    def not_written(self, uses: Iterable[GroupUse]) -> None:
+        """A write of these uses' records failed (or the store was lost): mark them
+        changed, to be written at the next flush whatever they hold."""
+        for use in uses:
+            use.written = None
+            self.dirty.add(use)
 
     def drop(self, finished: Iterable[GroupUse]) -> None:
         """Forget uses whose last state is stored: memory stays bounded by what is alive."""
