@@ -131,7 +131,8 @@ def _computation_id(detail: Row, cluster_id: str, asked: str) -> str:
 
 
 def _only(detail: Row, computation_ids: Sequence[str]) -> dict[str, Any]:
-    """``detail`` cut to the groups, prefixes, spans and errors of ``computation_ids``."""
+    """``detail`` cut to the groups, prefixes, spans and errors of ``computation_ids``
+    (the computations stay all listed: which came before matters)."""
     wanted = set(computation_ids)
     groups = [g for g in detail["task_groups"] if g.get("computation_id") in wanted]
     prefixes: dict[str, dict[str, Any]] = {}
@@ -150,7 +151,6 @@ def _only(detail: Row, computation_ids: Sequence[str]) -> dict[str, Any]:
     group_ids = {g["id"] for g in groups}
     cut = dict(detail)
     cut.update(
-        computations=[c for c in detail["computations"] if c["id"] in wanted],
         task_groups=groups,
         task_prefixes=sorted(prefixes.values(), key=lambda p: (-p["tasks_executed"], p["name"])),
         spans=[s for s in detail["spans"] if s["span_id"] in span_ids],
@@ -167,6 +167,7 @@ def _timeline_facts(
     executions, from the task timeline (of some computations, or all)."""
     busy: dict[str, float] = {w["worker"]: 0.0 for w in detail.get("workers") or ()}
     actions: dict[str, dict[str, float]] | None = {}
+    windows: dict[str, tuple[float, float]] | None = {}
     slowest: list[dict[str, Any]] = []
     for computation_id in computation_ids if computation_ids is not None else [None]:
         window = timeline_window(
@@ -175,6 +176,9 @@ def _timeline_facts(
         )  # fmt: skip
         if window.raw:
             for t in window.tasks:
+                if windows is not None and t.computation_id is not None:
+                    lo, hi = windows.get(t.computation_id, (t.start, t.stop))
+                    windows[t.computation_id] = (min(lo, t.start), max(hi, t.stop))
                 per_group = actions.setdefault(t.group, {}) if actions is not None else {}
                 for a in t.actions:
                     seconds = a.stop - a.start
@@ -182,7 +186,7 @@ def _timeline_facts(
                     if a.action == "compute":
                         busy[t.worker] = busy.get(t.worker, 0.0) + seconds
         else:
-            actions = None
+            actions = windows = None
             for lane in window.lanes:
                 seconds = sum(b.busy_s.get("compute", 0.0) for b in lane.bins)
                 busy[lane.worker] = busy.get(lane.worker, 0.0) + seconds
@@ -192,7 +196,12 @@ def _timeline_facts(
                 store, cluster_id, computation_id=computation_id, limit=SLOWEST_TASKS
             )
         ]
-    return {"worker_busy_s": busy, "group_actions_s": actions, "slowest_tasks": slowest}
+    return {
+        "worker_busy_s": busy,
+        "group_actions_s": actions,
+        "slowest_tasks": slowest,
+        "computation_windows": windows or {},
+    }
 
 
 def gather_facts(

@@ -19,7 +19,6 @@ from daskscope.analysis.advice.base import Advice, AdviceFacts, Evidence, rule
 __all__ = [
     "EXTRA_KEYS",
     "FEW_TASKS_MIN_WALL_S",
-    "LARGE_GRAPH_DELAY_S",
     "LARGE_GRAPH_TASKS",
     "REPEATED_MIN_S",
     "SCHEDULER_OVERHEAD_S",
@@ -43,8 +42,16 @@ Row = Mapping[str, Any]
 #: ``group_actions_s``: {group: {action: seconds}} from the timeline's executions, or
 #: None when the timeline was too large to read whole; ``slowest_tasks``: the longest
 #: executions as {"group", "key", "worker", "duration_s"}; ``cluster_groups``: for a
-#: computation, every task group of its cluster (what ran before it).
-EXTRA_KEYS = ("worker_busy_s", "group_actions_s", "slowest_tasks", "cluster_groups")
+#: computation, every task group of its cluster (what ran before it);
+#: ``computation_windows``: {computation id: (first task start, last task stop)} from the
+#: timeline, when it was read whole.
+EXTRA_KEYS = (
+    "worker_busy_s",
+    "group_actions_s",
+    "slowest_tasks",
+    "cluster_groups",
+    "computation_windows",
+)
 
 #: Dask's documented cost of scheduling one task ("about 1 ms", Dask's best practices)
 SCHEDULER_OVERHEAD_S = 0.001
@@ -72,10 +79,8 @@ TASK_SKEW_MIN_TASKS = 10
 TRANSFER_RATIO = 1.0
 #: ...when the transfers took at least this long
 TRANSFER_MIN_S = 0.5
-#: from the graph reaching the scheduler to its first task starting (deserialising,
-#: materialising and ordering the graph, which grow with its size and embedded data)
-LARGE_GRAPH_DELAY_S = 1.0
-#: tasks in one computation from which its graph is large whatever its delay
+#: tasks in one computation from which its graph is large (Dask's best practices: the
+#: scheduler's cost of a graph grows with its tasks, about 1 ms each)
 LARGE_GRAPH_TASKS = 100_000
 #: task time spent again on groups an earlier computation had already computed
 REPEATED_MIN_S = 0.5
@@ -109,13 +114,26 @@ def _by_computation(groups: Iterable[Row]) -> dict[str | None, list[Row]]:
     return found
 
 
-def _active_window(groups: Sequence[Row]) -> tuple[float, float] | None:
-    """First task start to last task stop of ``groups`` (None when none ran)."""
+def _active_window(
+    facts: AdviceFacts, comp: Row, groups: Sequence[Row]
+) -> tuple[float, float] | None:
+    """First task start to last task stop of a computation: from the timeline when the
+    view read it whole, else from its groups (a group alive across computations keeps its
+    first start, so that is clipped to the computation's own start)."""
+    windows: Mapping[str, Sequence[float]] = facts.extra.get("computation_windows") or {}
+    if comp["id"] in windows:
+        first, last = windows[comp["id"]]
+        return float(first), float(last)
     starts = [g["started_at"] for g in groups if g.get("started_at") is not None]
     stops = [g["stopped_at"] for g in groups if g.get("stopped_at") is not None]
     if not starts or not stops:
         return None
-    return min(starts), max(stops)
+    return max(min(starts), float(comp["started_at"])), max(stops)
+
+
+def _ran(group: Row) -> int:
+    """Tasks of the group that ran for this computation (done or failed)."""
+    return int(group.get("tasks_executed") or 0) + int(group.get("tasks_erred") or 0)
 
 
 def _short(computation_id: str) -> str:
@@ -184,11 +202,11 @@ def too_few_tasks(facts: AdviceFacts) -> Iterator[Advice]:
     by_comp = _by_computation(_groups(facts))
     for comp in _computations(facts):
         groups = [g for g in by_comp.get(comp["id"], ()) if g.get("tasks_executed")]
-        window = _active_window(groups)
+        window = _active_window(facts, comp, groups)
         if window is None or window[1] - window[0] < FEW_TASKS_MIN_WALL_S:
             continue
-        widest = max(groups, key=lambda g: (int(g["tasks_total"]), g["name"]))
-        if int(widest["tasks_total"]) >= threads:
+        widest = max(groups, key=lambda g: (_ran(g), g["name"]))
+        if _ran(widest) >= threads:
             continue
         yield Advice(
             rule="too-few-tasks",
@@ -198,7 +216,7 @@ def too_few_tasks(facts: AdviceFacts) -> Iterator[Advice]:
             evidence=(
                 Evidence(
                     f"Tasks in its widest group ({widest['name']})",
-                    int(widest["tasks_total"]),
+                    _ran(widest),
                     "count",
                     threads,
                 ),
@@ -234,7 +252,7 @@ def idle_cores(facts: AdviceFacts) -> Iterator[Advice]:
     counted = 0
     for comp in _computations(facts):
         groups = by_comp.get(comp["id"], [])
-        window = _active_window(groups)
+        window = _active_window(facts, comp, groups)
         if window is None or window[1] - window[0] < UTILISATION_MIN_WALL_S:
             continue
         counted += 1
@@ -404,38 +422,36 @@ def transfer_bound(facts: AdviceFacts) -> Iterator[Advice]:
     title="Large graph sent from the client",
     scopes=("cluster", "computation", "run"),
     explanation=(
-        "Per computation: the time from its graph reaching the scheduler to its first task "
-        f"starting (deserialising, materialising and ordering the graph) at least "
-        f"{LARGE_GRAPH_DELAY_S:g} s, or at least {LARGE_GRAPH_TASKS:,} tasks in it. "
-        "(The graph's size in bytes is known only to the client, which warns above "
-        "distributed.admin.large-graph-warning-threshold.)"
+        f"Per computation: at least {LARGE_GRAPH_TASKS:,} tasks ran for it, a graph whose "
+        "sending, deserialising and ordering cost the client and scheduler seconds. "
+        "(Its size in bytes is known only to the client, which warns above "
+        "distributed.admin.large-graph-warning-threshold; the scheduler records "
+        "neither that size nor the time it spent on the graph before the computation.)"
     ),
 )
 def large_graph(facts: AdviceFacts) -> Iterator[Advice]:
     by_comp = _by_computation(_groups(facts))
     for comp in _computations(facts):
         groups = by_comp.get(comp["id"], [])
-        tasks = sum(int(g.get("tasks_total") or 0) for g in groups)
-        window = _active_window(groups)
-        delay = window[0] - float(comp["started_at"]) if window is not None else None
-        slow = delay is not None and delay >= LARGE_GRAPH_DELAY_S
-        if not slow and tasks < LARGE_GRAPH_TASKS:
+        tasks = sum(_ran(g) for g in groups)
+        if tasks < LARGE_GRAPH_TASKS:
             continue
+        largest = max(groups, key=lambda g: (_ran(g), g["name"]))
         yield Advice(
             rule="large-graph",
             title="Large graph sent from the client",
             severity="warning",
             subject=_short(comp["id"]),
             evidence=(
-                Evidence(
-                    "From graph received to first task", delay, "seconds", LARGE_GRAPH_DELAY_S
-                ),
                 Evidence("Tasks in the graph", tasks, "count", LARGE_GRAPH_TASKS),
+                Evidence(f"Tasks of its largest group ({largest['name']})", _ran(largest), "count"),
+                Evidence("Task groups", len(groups), "count"),
             ),
             action=(
-                "Load data inside the tasks (dask.array / dask.dataframe readers, or "
-                "delayed functions that read files) instead of embedding it in the graph; "
-                "scatter large objects once and pass the futures; use fewer, larger tasks."
+                "Send a smaller graph: larger chunks or partitions (fewer tasks); load data "
+                "inside the tasks (dask.array / dask.dataframe readers, delayed functions "
+                "that read files) instead of embedding it; scatter large objects once and "
+                "pass the futures."
             ),
         )
 
