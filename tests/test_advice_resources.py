@@ -23,6 +23,7 @@ from daskscope.analysis.advice import Advice, AdviceFacts, advise, registered_ru
 from daskscope.analysis.advice import resources as r
 from daskscope.store import cluster_detail, open_store, worker_samples
 from daskscope.views.advice_resources import resource_extra
+from webutil import call
 
 MIB = 2**20
 #: the rules of analysis/advice/resources.py
@@ -301,6 +302,28 @@ def test_noncpu_time_and_errors_fire_on_their_own_computations(database_url: str
             ours(advise(facts(database_url, cluster_id, "computation", comp["id"])))
         )
     assert by_prefix == {frozenset({"sleepy"}): {"noncpu-time"}, frozenset({"picky"}): {"errors"}}
+
+    # the same through the API (D1's view gathers the facts, with the timeline's)
+    from daskscope.web import create_app
+
+    with open_store(database_url) as store:
+        app = create_app(store)
+        shown = call(app, "GET", f"/api/v1/clusters/{cluster_id}/advice").json()
+        per_computation = {
+            c["id"]: call(
+                app, "GET", f"/api/v1/clusters/{cluster_id}/advice?computation={c['id'][:12]}"
+            ).json()
+            for c in whole.detail["computations"]
+        }
+    listed = {a["rule"]: a for a in shown["advice"] if a["rule"] in RESOURCE_RULES}
+    assert set(listed) == {"noncpu-time", "errors"}
+    texts = {e["label"]: e["value_text"] for e in listed["errors"]["evidence"]}
+    assert texts["failed tasks recorded"] == str(len(failed))
+    assert listed["noncpu-time"]["subject"] == "sleepy"
+    assert sorted(
+        sorted(a["rule"] for a in view["advice"] if a["rule"] in RESOURCE_RULES)
+        for view in per_computation.values()
+    ) == [["errors"], ["noncpu-time"]]
 
 
 # -- a worker lost ----------------------------------------------------------------------
