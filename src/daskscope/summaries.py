@@ -11,7 +11,7 @@ arrays, zstd-compressed.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -68,10 +68,61 @@ class Summary:
     slowest_group: npt.NDArray[np.int32]
     slowest_row: npt.NDArray[np.int32]
     slowest_duration: npt.NDArray[np.float64]
+    #: the same figures in fewer, wider bins (:meth:`coarse`), made once each
+    _levels: dict[int, Summary] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def bins(self) -> int:
+        return int(self.starts.shape[1])
 
     @property
     def stop(self) -> float:
-        return self.start + self.width * BINS
+        return self.start + self.width * self.bins
+
+    def coarse(self, widest: float) -> Summary | None:
+        """The coarsest level of this summary (its bins merged by 4, 16, 64 or 256)
+        whose bins are no wider than ``widest``; None when even its own are wider. A
+        zoomed-out window adds up a few bins per segment instead of hundreds."""
+        if self.width > widest:
+            return None
+        factor = 1
+        while factor < self.bins and self.width * factor * 4 <= widest:
+            factor *= 4
+        if factor == 1:
+            return self
+        level = self._levels.get(factor)
+        if level is None:
+            level = self._levels[factor] = self._merged(factor)
+        return level
+
+    def _merged(self, factor: int) -> Summary:
+        """Every ``factor`` neighbouring bins as one: seconds and starts added, the main
+        group the one of the merged bin where it computed most."""
+        import numpy as np
+
+        lanes, bins = self.starts.shape[0], self.bins // factor
+        busy = self.busy.reshape(lanes, -1, bins, factor).sum(axis=3, dtype=np.float32)
+        starts = self.starts.reshape(lanes, bins, factor).sum(axis=2, dtype=np.int32)
+        seconds = np.where(self.top >= 0, self.top_seconds, -1.0).reshape(lanes, bins, factor)
+        pick = seconds.argmax(axis=2)[..., None]
+        top = np.take_along_axis(self.top.reshape(lanes, bins, factor), pick, axis=2)[..., 0]
+        top_seconds = np.take_along_axis(seconds, pick, axis=2)[..., 0]
+        return Summary(
+            start=self.start,
+            width=self.width * factor,
+            lanes=self.lanes,
+            activities=self.activities,
+            groups=self.groups,
+            computations=self.computations,
+            spans=self.spans,
+            busy=busy,
+            starts=starts,
+            top=top.astype(np.int32),
+            top_seconds=np.maximum(top_seconds, 0.0).astype(np.float32),
+            slowest_group=self.slowest_group,
+            slowest_row=self.slowest_row,
+            slowest_duration=self.slowest_duration,
+        )
 
     @property
     def nbytes(self) -> int:

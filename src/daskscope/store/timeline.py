@@ -472,8 +472,9 @@ def timeline_window(
             picked += _picked(conn, whole, start, stop, filters)
             total = sum(len(c) for _, c, _, _ in picked)
         else:
-            summed = [summaries[r.id] for r in whole if summaries[r.id].width <= width]
-            used = {id(summary) for summary in summed}
+            levels = {r.id: summaries[r.id].coarse(width) for r in whole}
+            summed = [level for level in levels.values() if level is not None]
+            used = {id(summaries[i]) for i, level in levels.items() if level is not None}
             rest = [r for r in whole if id(summaries[r.id]) not in used]
             picked += _picked(conn, rest, start, stop, filters)
             # exact where decoded, by the summaries' starts where not
@@ -504,8 +505,9 @@ def timeline_window(
 
 def _lanes_of(seg: DecodedSegment, rows: npt.NDArray[np.intp]) -> list[tuple[str, int]]:
     """The worker threads that ran ``rows`` of the segment."""
-    pairs = np.unique(np.stack([seg.worker[rows].astype(np.int64), seg.thread[rows]]), axis=1)
-    return [(seg.names[w], t) for w, t in pairs.T.tolist()]
+    threads, thread_of = np.unique(seg.thread[rows], return_inverse=True)
+    pairs = np.unique(seg.worker[rows].astype(np.int64) * len(threads) + thread_of.ravel())
+    return [(seg.names[p // len(threads)], int(threads[p % len(threads)])) for p in pairs.tolist()]
 
 
 _Picked = tuple[DecodedSegment, "npt.NDArray[np.intp]", "npt.NDArray[np.float64]", Any]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from daskscope.summaries import BINS, Summary
+from daskscope.summaries import Summary
 
 if TYPE_CHECKING:
     from daskscope.segments import DecodedSegment
@@ -51,6 +51,9 @@ def overlaps(
     first = np.maximum(np.searchsorted(edges, lo, "right") - 1, 0)
     last = np.minimum(np.searchsorted(edges, hi, "left") - 1, bins - 1)
     spread = np.maximum(last - first + 1, 0)
+    if len(spread) and spread.min() == 1 and spread.max() == 1:  # zoomed out: each in one
+        seconds = np.minimum(hi, edges[first + 1]) - np.maximum(lo, edges[first])
+        return np.arange(len(lo)), first, np.maximum(seconds, 0.0)
     which = np.repeat(np.arange(len(lo)), spread)
     # each pair's bin: the interval's first bin plus its place among the interval's pairs
     before = np.cumsum(spread) - spread
@@ -116,13 +119,16 @@ class BinSums:
     ) -> None:
         """Exact figures of a decoded segment's chosen executions."""
         bins, edges = self.bins, self.edges
-        pairs, inverse = np.unique(
-            np.stack([seg.worker[chosen].astype(np.int64), seg.thread[chosen]]),
-            axis=1,
-            return_inverse=True,
-        )
+        # each row's lane: (worker, thread) as one integer (1-D unique is fast)
+        threads, thread_of = np.unique(seg.thread[chosen], return_inverse=True)
+        combined = seg.worker[chosen].astype(np.int64) * len(threads) + thread_of.ravel()
+        pairs, inverse = np.unique(combined, return_inverse=True)
         to_lane = np.array(
-            [self.lane_index[(seg.names[w], t)] for w, t in pairs.T.tolist()], dtype=np.int64
+            [
+                self.lane_index[(seg.names[p // len(threads)], int(threads[p % len(threads)]))]
+                for p in pairs.tolist()
+            ],
+            dtype=np.int64,
         )
         lane = to_lane[inverse.ravel()]
         # compute (an execution without compute has a zero-length one: it adds nothing)
@@ -163,36 +169,38 @@ class BinSums:
         the window). Its executions count in the bin holding the middle of the summary
         bin they started in."""
         start, width, bins = self.start, self.width, self.bins
-        own = summary.start + summary.width * np.arange(BINS)
+        own = summary.start + summary.width * np.arange(summary.bins)
         lo = np.clip(own, start, self.stop)
         hi = np.clip(own + summary.width, start, self.stop)
         left = np.clip(((lo - start) / width).astype(np.int64), 0, bins - 1)
         right = np.clip(((hi - start) / width).astype(np.int64), 0, bins - 1)
         boundary = start + (left + 1) * width
         part = np.where(hi > lo, (np.minimum(boundary, hi) - lo) / np.maximum(hi - lo, 1e-300), 0)
-        part = np.clip(part, 0.0, 1.0)
+        part = np.where(left == right, 1.0, np.clip(part, 0.0, 1.0))
         inside = (hi - lo) / summary.width
         centre = own + summary.width / 2
         counted = (centre >= start) & (centre < self.stop)
         middle = np.clip(((centre - start) / width).astype(np.int64), 0, bins - 1)
         if not (inside > 0).any() and not counted.any():
             return
-        # the summary touches window bins base..base+k-1: spread = its bins @ weights
+        # the window bins base..base+k-1 it touches, as (its lanes, k) cells
         base = int(left.min())
         k = int(max(right.max(), middle.max())) - base + 1
-        weights = np.zeros((BINS, k))
-        at = np.arange(BINS)
-        np.add.at(weights, (at, left - base), np.where(left == right, 1.0, part) * inside)
-        np.add.at(weights, (at, right - base), np.where(left == right, 0.0, 1.0 - part) * inside)
+        n = len(summary.lanes)
+        rows = (np.arange(n) * k)[:, None]
+        cells_left, cells_right = (rows + (left - base)).ravel(), (rows + (right - base)).ravel()
+        share, rest = part * inside, (1.0 - part) * inside
         lanes = np.array([self.lane_index[lane] for lane in summary.lanes], dtype=np.int64)
         window = slice(base, base + k)
         for j, activity in enumerate(summary.activities):
             seconds = summary.busy[:, j, :]
-            if seconds.any():
-                self._busy(activity)[lanes, window] += seconds.astype(np.float64) @ weights
-        counting = np.zeros((BINS, k))
-        counting[at[counted], middle[counted] - base] = 1.0
-        self.counts[lanes, window] += np.rint(summary.starts @ counting).astype(np.int64)
+            spread = np.bincount(cells_left, (seconds * share).ravel(), minlength=n * k)
+            spread += np.bincount(cells_right, (seconds * rest).ravel(), minlength=n * k)
+            self._busy(activity)[lanes, window] += spread.reshape(n, k)
+        starts = np.bincount(
+            (rows + (middle - base)).ravel(), (summary.starts * counted).ravel(), minlength=n * k
+        )
+        self.counts[lanes, window] += np.rint(starts).astype(np.int64).reshape(n, k)
         self._add_summary_top(summary, lanes, counted, middle)
 
     def _add_summary_top(
