@@ -78,6 +78,15 @@ def export_group() -> None:
 @export_group.command("perfetto")
 @_common_options
 @_window_options
+@click.option(
+    "--format",
+    "encoding",
+    type=click.Choice(["json", "proto"]),
+    default="json",
+    show_default=True,
+    help="Chrome trace-event JSON, or Perfetto's protobuf trace (smaller; for a whole "
+    "cluster of millions of tasks).",
+)
 @click.pass_context
 def perfetto_command(
     ctx: click.Context,
@@ -86,23 +95,27 @@ def perfetto_command(
     output: str | None,
     start: float | None,
     stop: float | None,
+    encoding: str,
 ) -> None:
-    """The task timeline as Chrome trace-event JSON: open it in https://ui.perfetto.dev.
+    """The task timeline for Perfetto: open it in https://ui.perfetto.dev.
 
     The whole cluster unless --computation or --start/--stop narrow it; written as a
     stream, so millions of tasks fit."""
     from daskscope.export.perfetto import perfetto_chunks
+    from daskscope.export.perfetto_proto import PERFETTO_EXTENSIONS, perfetto_proto_chunks
     from daskscope.store import open_store, resolve_cluster_id
 
     with open_store(_state_database(ctx)) as store:
         full_id = resolve_cluster_id(store, cluster_id)
+        write = perfetto_proto_chunks if encoding == "proto" else perfetto_chunks
         try:
-            chunks = perfetto_chunks(
+            chunks: Iterable[str | bytes] = write(
                 store, full_id, computation=computation, start=start, stop=stop
             )
         except ExportError as exc:
             _fail(exc)
-        _write(chunks, output or file_name(full_id, "timeline", "json", computation))
+        extension = PERFETTO_EXTENSIONS[encoding]
+        _write(chunks, output or file_name(full_id, "timeline", extension, computation))
 
 
 @export_group.command("speedscope")

@@ -37,7 +37,7 @@ from daskscope.store import Store, cluster_detail
 from daskscope.store.task_scan import PlainColumns, ordered_rows, scan_segments
 from daskscope.store.timeline import TaskExecution, timeline_extent
 
-__all__ = ["PAGE_TASKS", "perfetto_chunks", "perfetto_events"]
+__all__ = ["PAGE_TASKS", "perfetto_chunks", "perfetto_events", "trace_window"]
 
 #: executions read from the store at a time; a window holding more is split
 PAGE_TASKS = 20_000
@@ -204,6 +204,20 @@ def perfetto_chunks(
 
     Raises (before the first chunk) UnknownCluster, UnknownComputation, BadWindow, and
     NothingRecorded when no task of the cluster (in the window) was recorded."""
+    lo, hi, origin = trace_window(store, cluster_id, computation, start, stop)
+    return _chunks(store, cluster_id, lo, hi, origin, computation, page_tasks)
+
+
+def trace_window(
+    store: Store,
+    cluster_id: str,
+    computation: str | None,
+    start: float | None,
+    stop: float | None,
+) -> tuple[float, float, float]:
+    """``(lo, hi, origin)``: the window of the trace in epoch seconds (executions
+    overlapping ``[lo, hi)``) and the cluster's start. Raises what
+    :func:`perfetto_chunks` says."""
     check_window(start, stop)
     detail = cluster_detail(store, cluster_id, max_groups=0)
     if computation is not None and all(c["id"] != computation for c in detail["computations"]):
@@ -229,8 +243,7 @@ def perfetto_chunks(
             f"no task of cluster {cluster_id} ran in this window: its tasks ran from "
             f"{extent.first:.3f} to {extent.last:.3f} (epoch seconds)"
         )
-    origin = float(detail["cluster"]["started_at"])
-    return _chunks(store, cluster_id, lo, hi, origin, computation, page_tasks)
+    return lo, hi, float(detail["cluster"]["started_at"])
 
 
 def _chunks(

@@ -40,9 +40,14 @@ def _http_error(exc: ExportError) -> Exception:
 
 @api.get(
     "/clusters/{cluster_id}/export/perfetto",
-    summary="The task timeline as Chrome trace-event JSON (opens in ui.perfetto.dev)",
+    summary="The task timeline for ui.perfetto.dev: Chrome trace-event JSON or Perfetto protobuf",
     response_class=StreamingResponse,
-    responses={200: {"content": {"application/json": {}}, "description": "A trace file."}},
+    responses={
+        200: {
+            "content": {"application/json": {}, "application/octet-stream": {}},
+            "description": "A trace file.",
+        }
+    },
 )
 def perfetto_download(
     request: Request,
@@ -50,19 +55,25 @@ def perfetto_download(
     computation: str | None = _COMPUTATION,
     start: float | None = _START,
     stop: float | None = _STOP,
+    format: Literal["json", "proto"] = Query(
+        "json", description="Chrome trace-event JSON, or Perfetto's protobuf trace."
+    ),
 ) -> StreamingResponse:
-    """Streamed window by window: a cluster of millions of tasks never sits in memory."""
+    """Streamed page by page: a cluster of millions of tasks never sits in memory."""
     from daskscope.export.perfetto import perfetto_chunks
+    from daskscope.export.perfetto_proto import PERFETTO_EXTENSIONS, perfetto_proto_chunks
 
     cluster_id = visible_cluster_id(request, cluster_id)
+    write = perfetto_proto_chunks if format == "proto" else perfetto_chunks
     try:
-        chunks: Iterable[str] = perfetto_chunks(
+        chunks: Iterable[str | bytes] = write(
             store_of(request), cluster_id, computation=computation, start=start, stop=stop
         )
     except ExportError as exc:
         raise _http_error(exc) from exc
-    name = file_name(cluster_id, "timeline", "json", computation)
-    return StreamingResponse(chunks, media_type="application/json", headers=_attachment(name))
+    name = file_name(cluster_id, "timeline", PERFETTO_EXTENSIONS[format], computation)
+    media = "application/octet-stream" if format == "proto" else "application/json"
+    return StreamingResponse(chunks, media_type=media, headers=_attachment(name))
 
 
 @api.get(
