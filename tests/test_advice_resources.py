@@ -147,6 +147,12 @@ def test_a_healthy_cluster_gets_no_resource_advice(database_url: str) -> None:
     assert ours(advise(found)) == {}
     for comp in found.detail["computations"]:
         assert ours(advise(facts(database_url, cluster_id, "computation", comp["id"]))) == {}
+    from daskscope.web import create_app
+
+    with open_store(database_url) as store:
+        shown = call(create_app(store), "GET", f"/api/v1/clusters/{cluster_id}/advice").json()
+    assert shown["rules_checked"] >= len(RESOURCE_RULES) - 2  # the run-only two aside
+    assert not RESOURCE_RULES & {a["rule"] for a in shown["advice"]}
 
 
 # -- spilling ---------------------------------------------------------------------------
@@ -358,3 +364,103 @@ def test_a_killed_worker_is_lost_a_closed_one_is_not(tmp_path: Path) -> None:
     (advice,) = ours(advise(found))["workers-lost"]
     assert advice.subject == victim and advice.severity == "critical"
     assert evidence(advice, "workers lost") == 1
+
+
+# -- thresholds and edges, on hand-built rows -------------------------------------------
+
+
+def sample(worker: str, at: float, memory: int, limit: int, spilled: int = 0) -> dict[str, Any]:
+    return {
+        "worker": worker,
+        "sampled_at": at,
+        "memory": memory,
+        "memory_limit": limit,
+        "spilled_bytes": spilled,
+    }
+
+
+def hand_facts(**kwargs: Any) -> AdviceFacts:
+    detail = {"cluster": {"tasks_erred": 0}, "computations": [], "task_groups": [],
+              "fine_metrics": [], "events": [], "errors": []}  # fmt: skip
+    detail.update(kwargs.pop("detail", {}))
+    return AdviceFacts(scope=kwargs.pop("scope", "cluster"), detail=detail, **kwargs)
+
+
+def test_memory_severity_follows_dasks_pause_and_terminate_fractions() -> None:
+    limit = 1000
+    for memory, expected in ((799, None), (800, "warning"), (949, "warning"), (950, "critical")):
+        found = ours(advise(hand_facts(worker_samples=[sample("w1", 1.0, memory, limit)])))
+        if expected is None:
+            assert "memory-near-limit" not in found
+        else:
+            assert found["memory-near-limit"][0].severity == expected
+    # a worker without a limit is never near it
+    assert ours(advise(hand_facts(worker_samples=[sample("w1", 1.0, 10**12, 0)]))) == {}
+
+
+def test_spilling_is_critical_when_spill_time_passes_a_tenth_of_task_time() -> None:
+    def metrics(spill_s: float) -> list[dict[str, Any]]:
+        return [
+            {"activity": "thread-cpu", "prefix": "x", "unit": "seconds", "value": 10.0 - spill_s},
+            {"activity": "disk-write", "prefix": "x", "unit": "seconds", "value": spill_s},
+            {"activity": "disk-write", "prefix": "x", "unit": "bytes", "value": 5e6},
+        ]
+
+    for spill_s, severity in ((0.5, "warning"), (1.0, "critical")):
+        (advice,) = ours(advise(hand_facts(detail={"fine_metrics": metrics(spill_s)})))["spilling"]
+        assert advice.severity == severity
+        assert evidence(advice, "spill time ÷ task time") == pytest.approx(spill_s / 10)
+
+
+def test_errors_count_the_clusters_total_when_the_table_kept_fewer() -> None:
+    rows = [{"prefix": "load", "key": f"load-{i}", "at": float(i), "group_id": "g",
+             "exception": "OSError: [Errno 2] No such file"} for i in range(3)]  # fmt: skip
+    found = ours(advise(hand_facts(detail={"errors": rows, "cluster": {"tasks_erred": 250}})))
+    (advice,) = found["errors"]
+    assert advice.title == "Tasks failed: OSError"
+    assert evidence(advice, "failed tasks recorded") == 3
+    assert evidence(advice, "failed tasks in all (tasks_erred)") == 250
+    assert "No such file" in advice.action
+
+
+def test_a_run_is_judged_within_its_own_time_only() -> None:
+    """A run's cluster may have lived longer: what happened outside the run is not its."""
+    run = {"run": {"id": "r", "started_at": 100.0, "stopped_at": 200.0, "metrics": {}},
+           "chunks": []}  # fmt: skip
+    lost = {"kind": "worker-removed", "worker": "w1", "detail": {"reason": "lost"}}
+    outside = hand_facts(
+        scope="run",
+        run=run,
+        worker_samples=[sample("w1", 50.0, 990, 1000, spilled=10)],
+        detail={"events": [{**lost, "at": 250.0}]},
+    )
+    assert ours(advise(outside)) == {}
+    inside = hand_facts(
+        scope="run",
+        run=run,
+        worker_samples=[sample("w1", 150.0, 990, 1000, spilled=10)],
+        detail={"events": [{**lost, "at": 150.0}]},
+    )
+    assert set(ours(advise(inside))) == {"memory-near-limit", "spilling", "workers-lost"}
+
+
+def test_a_runs_noncpu_time_comes_from_its_own_figures() -> None:
+    def run(metrics: dict[str, float]) -> AdviceFacts:
+        return hand_facts(scope="run", run={"run": {"id": "r", "started_at": 0.0,
+                                                    "stopped_at": 9.0, "metrics": metrics},
+                                            "chunks": []})  # fmt: skip
+
+    assert "noncpu-time" in ours(advise(run({"cpu_seconds": 1.0, "noncpu_seconds": 3.0})))
+    assert ours(advise(run({"cpu_seconds": 3.0, "noncpu_seconds": 1.0}))) == {}
+    # the local backend's CPU is psutil's and there is no non-CPU split: not judged
+    assert ours(advise(run({"cpu_seconds": 0.1}))) == {}
+
+
+def test_only_local_files_that_exist_get_a_size(tmp_path: Path) -> None:
+    from daskscope.views.advice_resources import file_sizes
+
+    here = tmp_path / "events.root"
+    here.write_bytes(b"x" * 1234)
+    names = {str(here), f"file://{here}", "root://eos.example//store/a.root",
+             str(tmp_path / "gone.root"), "https://example.org/b.root"}  # fmt: skip
+    assert file_sizes(names) == {str(here): 1234, f"file://{here}": 1234}
