@@ -578,11 +578,28 @@ def task_executions(store: Store | sa.Engine, cluster_id: str, key: str) -> list
     with as_engine(store).connect() as conn:
         _check_cluster(conn, cluster_id)
         rows = _segment_rows(conn, cluster_id)
+        groups = _groups_of_key(key)
+        of_group = [r for r in rows if not groups.isdisjoint(r.groups)]
+        rows = of_group or rows  # (a key of a form not foreseen: every segment may hold it)
         filters = _blobs(conn, s.task_segments.c.key_filter, [r.id for r in rows], _filter_cache)
         rows = [r for r in rows if key_filter_may_hold(filters[r.id], key)]
         for seg in _decoded(conn, rows):
             found += [_execution(seg, int(row)) for row in _rows_of_key(seg, key)]
     return sorted(found, key=lambda t: (t.start, t.stop))
+
+
+def _groups_of_key(key: str) -> set[str]:
+    """The names the group of ``key`` (the str of a Dask key) may have: a tuple's first
+    item, or what Dask's ``key_split_group`` makes of a str key."""
+    from distributed.utils import key_split_group
+
+    found: set[str] = {key, key_split_group(key)} if key else {key}
+    for quote in ("'", '"'):
+        if key.startswith("(" + quote):
+            end = key.find(quote + ", ", 2)
+            if end > 0:
+                found.add(key[2:end])
+    return found
 
 
 def _rows_of_key(seg: DecodedSegment, key: str) -> npt.NDArray[np.intp]:
