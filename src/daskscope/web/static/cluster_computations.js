@@ -80,12 +80,28 @@ window.dsComputations = (() => {
       row.classList.toggle("open", open);
       button.textContent = open ? "▾" : "▸";
       button.setAttribute("aria-expanded", String(open));
+      if (open) addAdvice(detail, row.dataset.id);
       const div = document.getElementById(`graph-${row.dataset.id}`);
       if (open && !div.dataset.ready && !div.dataset.drawing) {
         div.dataset.drawing = "1";
         drawGraph(row.dataset.id);
       }
     }
+  }
+
+  // The computation's advice (static/advice_box.js), fetched the first time it opens
+  function addAdvice(detail, id) {
+    if (!window.dsAdvice || detail.querySelector(".advice-box")) return;
+    const cluster = decodeURIComponent(location.pathname.split("/")[2]);
+    const box = document.createElement("div");
+    box.className = "advice-box";
+    box.dataset.adviceUrl = `/api/v1/clusters/${encodeURIComponent(cluster)}/advice?computation=${encodeURIComponent(id)}`;
+    const heading = Object.assign(document.createElement("h3"), { className: "advice-heading", textContent: "Advice for this computation" });
+    const summary = Object.assign(document.createElement("p"), { className: "advice-summary muted", textContent: "Checking the advice rules…" });
+    const list = Object.assign(document.createElement("ul"), { className: "advice-list" });
+    box.append(heading, summary, list);
+    detail.querySelector("td").prepend(box);
+    window.dsAdvice.fill(box);
   }
 
   function wire(row) {
