@@ -1,6 +1,7 @@
 """Runs of one recurring thing, oldest first: the spans carrying a tag, the workflow
 runs of a name, the clusters of a name; and the names that recur (what the regression
-check walks). Each query is bounded by ``limit`` (the newest runs)."""
+check walks). Each query is bounded by ``limit`` (the newest runs). Span tags are
+found through the span-tag index (``span_tags``, :mod:`daskscope.store.span_tags`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sqlalchemy as sa
 
 from daskscope.store import schema as s
 from daskscope.store.engine import Store, as_engine
+from daskscope.store.span_tags import TAG_CHARS, tag_key
 
 __all__ = [
     "HISTORY_LIMIT",
@@ -65,27 +67,24 @@ def span_runs(
 ) -> list[Row]:
     """The newest ``limit`` spans tagged ``tag`` (the outermost of each tagged subtree),
     oldest first, each with its cluster's ``cluster_name``."""
-    sp, c = s.spans.c, s.clusters.c
-    # Narrow rows to sort and scan (id and name); the full rows of the chosen only
-    query = sa.select(sp.id, sp.name).where(own_tag_filter(tag))
+    sp, c, st = s.spans.c, s.clusters.c, s.span_tags.c
+    # The tag index gives the newest outermost spans of the tag; the full rows after
+    query = sa.select(st.id).where(st.tag == tag_key(tag), st.outermost)
     if account is not None:
-        query = query.where(sp.cluster_id.in_(sa.select(c.id).where(c.account == account)))
-    query = query.order_by(sp.enqueued_at.desc(), sp.span_id)
-    chosen: list[str] = []
+        query = query.where(st.cluster_id.in_(sa.select(c.id).where(c.account == account)))
+    query = query.order_by(st.enqueued_at.desc(), st.id)
+    if len(tag) <= TAG_CHARS:  # else the index holds only its start: confirm on names
+        query = query.limit(limit)
     with as_engine(store).connect() as conn:
-        # A span whose parents carry the tag too is rare: read on until enough are left
-        for row in conn.execute(query.execution_options(yield_per=limit)):
-            if outermost(row.name, tag):
-                chosen.append(row.id)
-                if len(chosen) == limit:
-                    break
+        chosen = list(conn.execute(query).scalars())
         full = (
             sa.select(s.spans, c.name.label("cluster_name"))
             .join(s.clusters, c.id == sp.cluster_id)
             .where(sp.id.in_(chosen))
             .order_by(sp.enqueued_at, sp.span_id)
         )
-        return [dict(r._mapping) for r in conn.execute(full)]
+        rows = [dict(r._mapping) for r in conn.execute(full) if outermost(r.name, tag)]
+        return rows[-limit:]
 
 
 def workflow_runs(
@@ -130,7 +129,7 @@ def recurring_names(
     """Per kind ("span", "run", "cluster"), the names seen at least ``min_runs`` times
     (a span tag counted once per outermost span carrying it; started on or after
     ``since``)."""
-    c, r, sp = s.clusters.c, s.workflow_runs.c, s.spans.c
+    c, r = s.clusters.c, s.workflow_runs.c
     with as_engine(store).connect() as conn:
         recent = c.started_at >= since if since is not None else sa.true()
         clusters = conn.execute(
@@ -147,21 +146,18 @@ def recurring_names(
         if since is not None:
             run_query = run_query.where(r.started_at >= since)
         runs = conn.execute(run_query.order_by(r.name)).scalars()
-        # Span names are JSON lists: count each distinct name path in the database,
-        # then add up the tags they hold.
-        names = conn.execute(
-            sa.select(sa.cast(sp.name, sa.Text), sa.func.count())
-            .join(s.clusters, c.id == sp.cluster_id)
-            .where(_account(account), recent)
-            .group_by(sa.cast(sp.name, sa.Text))
-        ).all()
-        tags: dict[str, int] = {}
-        for text, count in names:
-            name = [str(t) for t in json.loads(text)]
-            if name and outermost(name, name[-1]):
-                tags[name[-1]] = tags.get(name[-1], 0) + int(count)
+        # Each outermost span counted once under its own tag (the span-tag index)
+        st = s.span_tags.c
+        tags = conn.execute(
+            sa.select(st.tag)
+            .join(s.clusters, c.id == st.cluster_id)
+            .where(st.outermost, _account(account), recent)
+            .group_by(st.tag)
+            .having(sa.func.count() >= min_runs)
+            .order_by(st.tag)
+        ).scalars()
         return {
-            "span": sorted(t for t, n in tags.items() if n >= min_runs),
+            "span": [str(x) for x in tags],
             "run": [str(x) for x in runs],
             "cluster": [str(x) for x in clusters],
         }

@@ -24,6 +24,7 @@ __all__ = [
     "clusters",
     "metadata",
     "sessions",
+    "span_tags",
     "tokens",
     "users",
     "workflow_runs",
@@ -146,6 +147,20 @@ workflow_chunks = _record_table(
 # Segments are read by cluster and time range (store.timeline)
 task_segments = _record_table(
     model.TaskSegmentRecord, "task_segments", ("cluster_id", "first_start")
+)
+
+# Each span's own tag, indexed: a tag's spans without matching text in every span's
+# JSON name (store/span_tags.py; migration 0009). Written beside the span rows.
+span_tags = sa.Table(
+    "span_tags",
+    metadata,
+    sa.Column("id", sa.String, primary_key=True),  # the span row's id
+    sa.Column("cluster_id", sa.String, nullable=False),
+    sa.Column("tag", sa.String, nullable=False),
+    sa.Column("outermost", sa.Boolean, nullable=False),
+    sa.Column("enqueued_at", Time, nullable=False),
+    sa.Index("ix_span_tags_tag_outermost_enqueued_at", "tag", "outermost", "enqueued_at"),
+    sa.Index("ix_span_tags_cluster_id", "cluster_id"),
 )
 
 TABLE_FOR: dict[type, sa.Table] = {

@@ -17,7 +17,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from daskscope import model
 from daskscope.store.engine import IMMEDIATE, Store, as_engine, display_url, short_reason
 from daskscope.store.errors import RecordConflict, WriteFailed
-from daskscope.store.schema import TABLE_FOR, Blob
+from daskscope.store.schema import TABLE_FOR, Blob, span_tags, spans
+from daskscope.store.span_tags import span_tag_rows
 from daskscope.text import escape_rows
 
 __all__ = ["Rejected", "prepare_writes", "write_records", "write_rows"]
@@ -198,6 +199,8 @@ def _transaction(
                     _write_table(conn, table, rows, document)
                 else:
                     _write_table_carefully(conn, table, rows, refused)
+                if table is spans and (tags := span_tag_rows(rows)):
+                    _write_table(conn, span_tags, tags)  # their index (store/span_tags.py)
 
 
 def _escaped(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bytes | None]:
