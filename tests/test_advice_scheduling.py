@@ -254,3 +254,13 @@ def test_rules_on_hand_built_rows_without_a_timeline() -> None:
     """No groups, no timeline: every scheduling rule is silent (nothing to go on)."""
     facts = AdviceFacts(scope="cluster", detail={"cluster": {"threads_peak": 4}})
     assert not [a for a in advise(facts) if a.rule in SCHEDULING_RULES]
+
+
+def test_docs_advice_md_is_current() -> None:
+    from daskscope.analysis.advice.docs import rules_markdown
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "advice.md"
+    assert path.read_text(encoding="utf-8") == rules_markdown(), (
+        "docs/advice.md is stale: run "
+        "`python -m daskscope.analysis.advice --write-docs docs/advice.md`"
+    )
