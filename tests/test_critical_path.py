@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 import uuid
 from collections import defaultdict
@@ -218,8 +219,9 @@ def test_path_of_a_real_run_is_the_constructed_one(four_threads: dict[str, Any])
     assert view.path == PATH
     # against Dask's task stream: the stages' longest tasks, stored to a microsecond
     assert view.critical_path_s == pytest.approx(sum(max(truth[g]) for g in PATH), abs=1e-5)
-    # against the construction: the sleeps, plus the little a task adds around its sleep
-    assert PATH_S <= view.critical_path_s < PATH_S + 0.5
+    # against the construction: a sleep never ends early (how late it ends depends on
+    # the machine's load, which the task stream above accounts for exactly)
+    assert view.critical_path_s >= PATH_S
     groups = {g.name: g for g in view.groups}
     assert [g.name for g in view.groups if g.on_path] == PATH
     assert groups["stage_b"].earliest_start_s == pytest.approx(max(truth["stage_a"]), abs=1e-5)
@@ -246,10 +248,12 @@ def test_estimate_from_one_thread_against_a_real_run_on_four(
 ) -> None:
     """Recorded on 1 thread, estimated for 4, then run on 4. The model leaves out the
     scheduler's round trips between stages and the thread pool's wake-ups (milliseconds
-    per stage on a quiet machine, more on a loaded one), so the real run may be somewhat
-    slower, never much faster: it must land within 0.95x to 1.35x of the estimate. That
-    window excludes both the 1-thread time (about 5.1 s) and the infinite-workers time
-    (1.1 s): the estimate for 4 threads (about 1.7 s) is what the real run matches."""
+    per stage on a quiet machine, more on a loaded one), and a sleep overruns by however
+    late the machine wakes the thread, differently in each run: so the tolerance is
+    generous, 0.75x to 1.5x of the estimate. It still tells the three answers apart: the
+    estimate for 4 threads (about 1.7 s) is within it, the 1-thread time (about 5.1 s)
+    and the infinite-workers time (1.1 s) are not, and the real run is nearer to it than
+    to either of them."""
     with open_store(one_thread["url"]) as store:
         view = critical_path_view(
             store, one_thread["cluster_id"], one_thread["computation_id"], threads=4
@@ -258,13 +262,24 @@ def test_estimate_from_one_thread_against_a_real_run_on_four(
     assert view.measured_threads == 1
     estimate = view.requested.wall_s
     # the construction on 4 threads: a in four rounds, then b, c in one round, d
-    assert 0.8 + 0.5 + 0.3 + 0.1 <= estimate < 1.7 + 0.5
-    assert view.estimates[0].wall_s == pytest.approx(view.measured_wall_s, rel=0.1)
+    assert estimate >= 0.8 + 0.5 + 0.3 + 0.1
+    # one thread: the recorded tasks one after the other, as Dask's task stream saw them
+    one = sum(sum(v) for v in compute_seconds(one_thread["stream"]).values())
+    assert view.estimates[0].wall_s == pytest.approx(one, abs=1e-4)
     measured = wall(four_threads["stream"])
-    assert 0.95 * estimate <= measured <= 1.35 * estimate, (estimate, measured)
+    assert 0.75 * estimate <= measured <= 1.5 * estimate, (estimate, measured)
     # the window tells the estimate apart from the other two answers
-    assert view.critical_path_s < 0.95 * estimate
-    assert view.estimates[0].wall_s > 1.35 * estimate
+    assert view.critical_path_s < 0.75 * estimate
+    assert view.estimates[0].wall_s > 1.5 * estimate
+    ratios = {
+        name: abs(math.log(measured / seconds))
+        for name, seconds in (
+            ("4 threads", estimate),
+            ("1 thread", view.estimates[0].wall_s),
+            ("infinite", view.critical_path_s),
+        )
+    }
+    assert min(ratios, key=ratios.__getitem__) == "4 threads", ratios
 
 
 def test_api_and_cli_answer_the_same(four_threads: dict[str, Any]) -> None:

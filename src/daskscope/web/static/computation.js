@@ -7,6 +7,8 @@
   const PATH = "#d84315";
   const OTHER = "#9aa3b5";
 
+  const padded = (values, by) => [Math.min(...values) - by, Math.max(...values) + by];
+
   function drawGraph() {
     const div = document.getElementById("path-graph");
     if (!d.groups.length) { div.hidden = true; return; }
@@ -44,8 +46,10 @@
     ];
     Plotly.newPlot(div, traces, ds.layout({
       showlegend: false, annotations, hovermode: "closest", dragmode: "pan",
-      xaxis: { visible: false, zeroline: false }, yaxis: { visible: false, zeroline: false },
-      margin: { l: 30, r: 30, t: 20, b: 30 },
+      // room around the outer groups for their labels
+      xaxis: { visible: false, zeroline: false, range: padded(d.groups.map((g) => g.x), 0.35) },
+      yaxis: { visible: false, zeroline: false, range: padded(d.groups.map((g) => g.y), 0.45) },
+      margin: { l: 10, r: 10, t: 10, b: 10 },
     }), { ...ds.config, displayModeBar: false }).then(() => {
       div.dataset.onPath = String(traces[1].x.length);
       div.dataset.ready = "1";
