@@ -464,3 +464,23 @@ def test_only_local_files_that_exist_get_a_size(tmp_path: Path) -> None:
     names = {str(here), f"file://{here}", "root://eos.example//store/a.root",
              str(tmp_path / "gone.root"), "https://example.org/b.root"}  # fmt: skip
     assert file_sizes(names) == {str(here): 1234, f"file://{here}": 1234}
+
+
+def test_chunk_rules_count_only_chunks_that_succeeded() -> None:
+    def chunk(i: int, wall: float, status: str = "ok") -> dict[str, Any]:
+        return {"chunk_index": i, "wall_s": wall, "events": 100, "filename": "f.root",
+                "bytes_read": 400, "detail": {"status": status}}  # fmt: skip
+
+    def run(chunks: list[dict[str, Any]]) -> AdviceFacts:
+        head = {"id": "r", "started_at": 0.0, "stopped_at": 9.0, "metrics": {}}
+        extra = {"file_sizes": {"f.root": 1000}}
+        return hand_facts(scope="run", run={"run": head, "chunks": chunks}, extra=extra)
+
+    short = [chunk(i, 0.1) for i in range(3)]
+    # three short chunks reading 1.2 times the file are too few and read it too little;
+    # failed attempts do not count
+    assert ours(advise(run(short + [chunk(9, 0.1, "failed")] * 5))) == {}
+    found = ours(advise(run([*short, chunk(3, 0.2)])))
+    assert set(found) == {"chunks-too-small", "read-amplification"}
+    assert evidence(found["read-amplification"][0], "bytes read ÷ file size") == 1.6
+    assert evidence(found["chunks-too-small"][0], "median chunk wall time") == pytest.approx(0.1)

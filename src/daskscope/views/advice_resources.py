@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from daskscope.store import Store
-from daskscope.store.runs import run_detail
+from daskscope.store.advice_facts import run_filenames
 
 __all__ = ["file_sizes", "resource_extra"]
 
@@ -20,8 +20,7 @@ def resource_extra(
     read-amplification rule compares the bytes read with it)."""
     if run_id is None:
         return {}
-    names = {c["filename"] for c in run_detail(store, run_id)["chunks"] if c.get("filename")}
-    return {"file_sizes": file_sizes(names)}
+    return {"file_sizes": file_sizes(set(run_filenames(store, run_id)))}
 
 
 def file_sizes(names: set[str]) -> dict[str, int]:
