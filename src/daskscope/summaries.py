@@ -18,7 +18,15 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["BINS", "SLOWEST_PER_GROUP", "Summary", "busy_per_bin", "read_summary", "summarize"]
+__all__ = [
+    "BINS",
+    "SLOWEST_PER_GROUP",
+    "Summary",
+    "busy_per_bin",
+    "overlaps",
+    "read_summary",
+    "summarize",
+]
 
 BINS = 256
 #: executions kept per group for "the slowest tasks of a group"
@@ -45,6 +53,30 @@ def busy_per_bin(
     covered = (ns * at - cs[ns]) - (ne * at - ce[ne])
     busy: npt.NDArray[np.float64] = np.maximum(np.diff(covered), 0.0)
     return busy
+
+
+def overlaps(
+    lo: npt.NDArray[np.float64], hi: npt.NDArray[np.float64], edges: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+    """Every (interval, bin) pair where ``[lo, hi]`` overlaps a bin of ``edges``: the
+    interval's index, the bin and the seconds inside it. An interval counts in a bin when
+    it starts before the bin's end and ends after its start (a zero-length one strictly
+    inside counts, one on an edge nowhere)."""
+    import numpy as np
+
+    bins = len(edges) - 1
+    first = np.maximum(np.searchsorted(edges, lo, "right") - 1, 0)
+    last = np.minimum(np.searchsorted(edges, hi, "left") - 1, bins - 1)
+    spread = np.maximum(last - first + 1, 0)
+    if len(spread) and spread.min() == 1 and spread.max() == 1:  # zoomed out: each in one
+        seconds = np.minimum(hi, edges[first + 1]) - np.maximum(lo, edges[first])
+        return np.arange(len(lo)), first, np.maximum(seconds, 0.0)
+    which = np.repeat(np.arange(len(lo)), spread)
+    # each pair's bin: the interval's first bin plus its place among the interval's pairs
+    before = np.cumsum(spread) - spread
+    b = first[which] + (np.arange(len(which)) - before[which])
+    seconds = np.minimum(hi[which], edges[b + 1]) - np.maximum(lo[which], edges[b])
+    return which, b, np.maximum(seconds, 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,22 +188,28 @@ def summarize(
 
     width = max(last - first, 1e-6) / BINS
     edges = np.asarray(first + width * np.arange(BINS + 1), dtype=np.float64)
-    lane_pairs, lane_of = np.unique(
-        np.stack([worker.astype(np.int64), thread]), axis=1, return_inverse=True
+    # each row's lane: (worker, thread) as one integer (a 1-D unique is fast)
+    threads, thread_of = np.unique(thread, return_inverse=True)
+    pairs, lane_of = np.unique(
+        worker.astype(np.int64) * len(threads) + thread_of.ravel(), return_inverse=True
     )
     lane_of = lane_of.ravel()
-    n_lanes = lane_pairs.shape[1]
+    lane_pairs = [(int(p // len(threads)), int(threads[p % len(threads)])) for p in pairs.tolist()]
+    n_lanes = len(lane_pairs)
     activity_codes = sorted(set(np.unique(action_name).tolist()))
     activities = ["compute", *(names[a] for a in activity_codes)]
-    busy = np.zeros((n_lanes, len(activities), BINS), dtype=np.float32)
+    busy = np.zeros((len(activities), n_lanes * BINS), dtype=np.float64)
+    # every lane at once: each interval's seconds in the bins it overlaps
+    which, b, seconds = overlaps(start, stop, edges)
+    busy[0] = np.bincount(lane_of[which] * BINS + b, seconds, minlength=n_lanes * BINS)
     a_lane = lane_of[action_row] if len(action_row) else action_row
-    for lane in range(n_lanes):
-        mine = lane_of == lane
-        busy[lane, 0] = busy_per_bin(start[mine], stop[mine], edges)
-        for i, code in enumerate(activity_codes, start=1):
-            sel = (a_lane == lane) & (action_name == code)
-            if sel.any():
-                busy[lane, i] = busy_per_bin(action_start[sel], action_stop[sel], edges)
+    for i, code in enumerate(activity_codes, start=1):
+        sel = np.flatnonzero(action_name == code)
+        which, b, seconds = overlaps(action_start[sel], action_stop[sel], edges)
+        cells = a_lane[sel][which] * BINS + b
+        busy[i] = np.bincount(cells, seconds, minlength=n_lanes * BINS)
+    per_lane = busy.reshape(len(activities), n_lanes, BINS).transpose(1, 0, 2)
+    busy_s = np.ascontiguousarray(per_lane, dtype=np.float32)  # (lanes, activities, BINS)
     start_bin = np.clip(((span_first - first) / width).astype(np.int64), 0, BINS - 1)
     cell = lane_of * BINS + start_bin
     starts = np.bincount(cell, minlength=n_lanes * BINS).astype(np.int32)
@@ -198,7 +236,7 @@ def summarize(
         "version": _VERSION,
         "start": first,
         "width": width,
-        "lanes": [[names[int(w)], int(t)] for w, t in lane_pairs.T.tolist()],
+        "lanes": [[names[w], t] for w, t in lane_pairs],
         "activities": activities,
         "groups": [names[int(g)] for g in group_codes],
         "computations": [names[c] if c >= 0 else None for c in np.unique(computation).tolist()],
@@ -208,7 +246,7 @@ def summarize(
     body = b"".join(
         a.tobytes()
         for a in (
-            busy,
+            busy_s,
             starts,
             top,
             top_seconds,

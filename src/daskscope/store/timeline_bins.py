@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from daskscope.summaries import Summary
+from daskscope.summaries import Summary, overlaps
 
 if TYPE_CHECKING:
     from daskscope.segments import DecodedSegment
 
-__all__ = ["COMPUTE", "BinSums", "LaneColumns", "overlaps"]
+__all__ = ["COMPUTE", "BinSums", "LaneColumns"]
 
 COMPUTE = "compute"
 
@@ -38,28 +38,6 @@ class LaneColumns:
     top: npt.NDArray[np.int32]
     #: the group names ``top`` indexes (shared by the window's lanes)
     groups: tuple[str, ...]
-
-
-def overlaps(
-    lo: npt.NDArray[np.float64], hi: npt.NDArray[np.float64], edges: npt.NDArray[np.float64]
-) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.float64]]:
-    """Every (interval, bin) pair where ``[lo, hi]`` overlaps a bin of ``edges``: the
-    interval's index, the bin and the seconds inside it. An interval counts in a bin when
-    it starts before the bin's end and ends after its start (a zero-length one strictly
-    inside counts, one on an edge nowhere)."""
-    bins = len(edges) - 1
-    first = np.maximum(np.searchsorted(edges, lo, "right") - 1, 0)
-    last = np.minimum(np.searchsorted(edges, hi, "left") - 1, bins - 1)
-    spread = np.maximum(last - first + 1, 0)
-    if len(spread) and spread.min() == 1 and spread.max() == 1:  # zoomed out: each in one
-        seconds = np.minimum(hi, edges[first + 1]) - np.maximum(lo, edges[first])
-        return np.arange(len(lo)), first, np.maximum(seconds, 0.0)
-    which = np.repeat(np.arange(len(lo)), spread)
-    # each pair's bin: the interval's first bin plus its place among the interval's pairs
-    before = np.cumsum(spread) - spread
-    b = first[which] + (np.arange(len(which)) - before[which])
-    seconds = np.minimum(hi[which], edges[b + 1]) - np.maximum(lo[which], edges[b])
-    return which, b, np.maximum(seconds, 0.0)
 
 
 class BinSums:
