@@ -5,6 +5,7 @@ submitted."""
 
 from __future__ import annotations
 
+import operator
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 import dask
 import dask.array as da
+import numpy as np
 import pytest
 from dask import delayed
 from distributed import Client, LocalCluster, get_task_stream
@@ -228,6 +230,45 @@ def test_the_cluster_advice_holds_the_computations_findings(recorded: dict[str, 
     fired = {a.rule for a in view.advice}
     assert fired >= SCHEDULING_RULES - {"transfer-bound", "large-graph", "worker-skew"}
     assert view.rules_checked == sum("cluster" in r.scopes for r in registered_rules())
+
+
+def test_transfer_bound(tmp_path: Path) -> None:
+    """Arrays made on one worker process, each read by a trivial task on the other: the
+    reading group waits on transfers (over TCP) far longer than it computes. The
+    functions are numpy's and operator's, which the worker processes import."""
+    url = f"sqlite:///{tmp_path / 'transfer.db'}"
+    with (
+        dask.config.set({"daskscope.flush-interval": "1h"}),
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        cluster_id = daskscope.register(client, database=url)
+        maker, reader = sorted(client.scheduler_info()["workers"])
+        with get_task_stream(client) as stream:
+            parts = [
+                client.submit(np.ones, 2 * 2**20, workers=[maker], pure=False, key=f"ones-{i}")
+                for i in range(6)
+            ]
+            firsts = [
+                client.submit(operator.itemgetter(0), p, workers=[reader], key=f"first-{i}")
+                for i, p in enumerate(parts)
+            ]
+            assert client.gather(firsts) == [1.0] * 6
+        assert daskscope.flush(client)["write_failures"] == 0
+    view = cluster_advice(open_store(url), cluster_id)
+    (advice,) = [a for a in view.advice if a.rule == "transfer-bound"]
+    assert advice.subject == "first"
+    seconds: dict[str, float] = defaultdict(float)
+    for task in stream.data:
+        if str(task["key"]).startswith("first-"):
+            for ss in task["startstops"]:
+                seconds[ss["action"]] += ss["stop"] - ss["start"]
+    transfer = _figure(advice, "Time fetching inputs")
+    assert transfer.value == pytest.approx(seconds["transfer"], rel=0.01)
+    assert transfer.value >= rules.TRANSFER_MIN_S
+    assert _figure(advice, "Compute time").value == pytest.approx(seconds["compute"], abs=1e-4)
 
 
 def test_a_healthy_workload_gets_no_scheduling_advice(tmp_path: Path) -> None:
