@@ -1,11 +1,18 @@
-"""The Perfetto export of a large task log: streamed page by page (what ``daskscope
-export perfetto`` and the download do) beside everything read and encoded at once, in
-one run, each in its own process so that their peak memory is their own.
+"""The Perfetto export of a large task log, three ways in one run, each in its own
+process so that its peak memory is its own:
+
+- **old**: the JSON as it was written before the column-wise reading: windows of the
+  timeline read back as a ``TaskExecution`` object per execution (kept here, callable,
+  for this comparison);
+- **json**: ``daskscope export perfetto`` now: the segments decoded one at a time and
+  the events built from their columns;
+- **proto**: ``daskscope export perfetto --format proto``: the same reading, Perfetto's
+  protobuf packets.
 
 Builds a store of one cluster with ``--tasks`` executions (16 worker threads, tasks
 1-100 ms back to back, a transfer before one task in ten) through the recorder's segment
-encoding, then writes the trace both ways and prints wall time, peak RSS, the output's
-size and the ratios.
+encoding, then writes the trace each way and prints wall time, peak RSS, the output's
+size and the ratios to the old way.
 
     .venv/bin/python bench/export_perfetto.py --tasks 1000000
 """
@@ -20,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,23 +80,60 @@ def build(url: str, tasks: int) -> str:
     return cluster_id
 
 
+def old_chunks(store: Any, cluster_id: str) -> Iterator[str]:
+    """The JSON export as it was: pages of ``PAGE_TASKS`` executions read back through
+    ``timeline_window`` as objects (windows split until each holds at most a page)."""
+    import math
+
+    import msgspec
+
+    from daskscope.export.perfetto import PAGE_TASKS, _Ids, perfetto_events, trace_window
+    from daskscope.store.timeline import timeline_window
+
+    lo, hi, origin = trace_window(store, cluster_id, None, None, None)
+
+    def pages(start: float, stop: float, first: bool, last: bool) -> Iterator[list[Any]]:
+        window = timeline_window(store, cluster_id, start, stop, max_tasks=PAGE_TASKS, bins=1)
+        if not window.raw:
+            parts = max(2, math.ceil(window.total_tasks / PAGE_TASKS) * 2)
+            step = (stop - start) / parts
+            for i in range(parts):
+                a = start + i * step
+                b = stop if i == parts - 1 else start + (i + 1) * step
+                yield from pages(a, b, first and i == 0, last and i == parts - 1)
+            return
+        mine = [t for t in window.tasks if (first or start <= t.start) and (t.start < stop or last)]
+        mine.sort(key=lambda t: (t.start, t.worker, t.thread, t.key))
+        if mine:
+            yield mine
+
+    yield '{"traceEvents": ['
+    ids = _Ids()
+    sep = ""
+    for executions in pages(lo, hi, True, True):
+        events = [e for t in executions for e in perfetto_events(t, origin, ids)]
+        yield sep + msgspec.json.encode(events).decode()[1:-1]
+        sep = ","
+    yield "]}\n"
+
+
 def run(way: str, url: str, cluster_id: str, out: str) -> None:
     """One way of writing the trace, in this process; prints its figures as JSON."""
-    from daskscope.export.perfetto import _Ids, perfetto_chunks, perfetto_events
-    from daskscope.store.timeline import timeline_window
+    from daskscope.export.perfetto import perfetto_chunks
+    from daskscope.export.perfetto_proto import perfetto_proto_chunks
 
     store = open_store(url)
     started = time.perf_counter()
-    with open(out, "w") as f:
-        if way == "streamed":
-            for chunk in perfetto_chunks(store, cluster_id):
-                f.write(chunk)
-        else:  # every execution read at once, every event built, then one dump
-            window = timeline_window(store, cluster_id, max_tasks=10**9, bins=1)
-            origin = window.start
-            ids = _Ids()
-            events = [e for t in window.tasks for e in perfetto_events(t, origin, ids)]
-            json.dump({"traceEvents": events}, f)
+    chunks: Iterator[str | bytes]
+    if way == "old":
+        chunks = old_chunks(store, cluster_id)
+    elif way == "json":
+        chunks = perfetto_chunks(store, cluster_id)
+    else:
+        chunks = perfetto_proto_chunks(store, cluster_id)
+    with open(out, "wb") as f:
+        for chunk in chunks:
+            f.write(chunk.encode() if isinstance(chunk, str) else chunk)
     wall = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"wall_s": wall, "peak_rss": peak, "bytes": Path(out).stat().st_size}))
@@ -99,6 +144,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=1_000_000)
     parser.add_argument("--run", nargs=3, metavar=("WAY", "URL", "CLUSTER"), help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--new-only", action="store_true", help="Leave the old way out.")
     args = parser.parse_args()
     if args.run:
         run(*args.run, args.out)
@@ -109,22 +155,26 @@ def main() -> None:
         cluster_id = build(url, args.tasks)
         print(f"store of {args.tasks:,} tasks built in {time.perf_counter() - started:.1f} s")
         results = {}
-        for way in ("streamed", "at once"):
+        ways = ("old", "json", "proto") if not args.new_only else ("json", "proto")
+        for way in ways:
             answer = subprocess.run(
                 [sys.executable, __file__, "--run", way, url, cluster_id, "--out",
-                 f"{tmp}/{way.replace(' ', '-')}.json"],
+                 f"{tmp}/{way}.trace"],
                 check=True, capture_output=True, text=True,
             )  # fmt: skip
             results[way] = json.loads(answer.stdout.strip().splitlines()[-1])
         for way, r in results.items():
-            print(f"{way:>9}: {r['wall_s']:7.1f} s  {r['wall_s'] / args.tasks * 1e6:6.1f} µs/task  "
-                  f"peak RSS {r['peak_rss'] / 2**20:7.0f} MiB  file {r['bytes'] / 2**20:6.0f} MiB "
+            print(f"{way:>6}: {r['wall_s']:7.1f} s  {r['wall_s'] / args.tasks * 1e6:6.1f} µs/task  "
+                  f"peak RSS {r['peak_rss'] / 2**20:7.0f} MiB  file {r['bytes'] / 2**20:6.1f} MiB "
                   f"({r['bytes'] / args.tasks:.0f} B/task)")  # fmt: skip
-        s, a = results["streamed"], results["at once"]
-        print(
-            f"streamed / at once: wall {s['wall_s'] / a['wall_s']:.2f}, "
-            f"peak RSS {s['peak_rss'] / a['peak_rss']:.2f}"
-        )
+        if "old" in results:
+            o = results["old"]
+            for way in ("json", "proto"):
+                r = results[way]
+                print(
+                    f"{way} / old: wall {r['wall_s'] / o['wall_s']:.3f}, "
+                    f"peak RSS {r['peak_rss'] / o['peak_rss']:.2f}"
+                )
 
 
 if __name__ == "__main__":

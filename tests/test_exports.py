@@ -38,6 +38,7 @@ from daskscope.export.otlp import (
     trace_id_of,
 )
 from daskscope.export.perfetto import perfetto_chunks
+from daskscope.export.perfetto_proto import perfetto_proto_chunks
 from daskscope.export.speedscope import (
     SCHEMA_URL,
     NamedTree,
@@ -254,10 +255,59 @@ def perfetto(recorded: Recorded, **kwargs: Any) -> str:
     return "".join(perfetto_chunks(open_store(recorded.url), recorded.cluster_id, **kwargs))
 
 
+#: The Trace Event Format's fields (its JSON Object Format): what every event holds, and
+#: what each phase used here adds ("X" complete events their duration, "b"/"e" nestable
+#: async events their id, "M" metadata events their args)
+EVENT_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "name": str,
+    "ph": str,
+    "ts": (int, float),
+    "pid": int,
+    "tid": int,
+}
+PHASE_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "X": {"dur": (int, float), "cat": str, "args": dict},
+    "b": {"id": (int, str), "cat": str, "args": dict},
+    "e": {"id": (int, str), "cat": str},
+    "M": {"args": dict},
+}
+#: metadata events' names and the argument each holds
+METADATA_ARGS = {
+    "process_name": ("name", str),
+    "process_sort_index": ("sort_index", int),
+    "thread_name": ("name", str),
+    "thread_sort_index": ("sort_index", int),
+}
+OPTIONAL_FIELDS = {"cat", "args", "dur", "id", "tts", "s", "bp", "cname"}
+
+
+def check_trace_event_schema(document: dict[str, Any]) -> None:
+    """The file against the Trace Event Format's documented fields: the object form's
+    keys, each event's required fields and types by phase, nothing unknown."""
+    assert set(document) <= {"traceEvents", "displayTimeUnit", "otherData"}
+    assert document.get("displayTimeUnit", "ms") in ("ms", "ns")
+    assert isinstance(document.get("otherData", {}), dict)
+    assert isinstance(document["traceEvents"], list)
+    for event in document["traceEvents"]:
+        phase = event["ph"]
+        assert phase in PHASE_FIELDS, f"a phase this export does not write: {phase}"
+        required = {**EVENT_FIELDS, **PHASE_FIELDS[phase]}
+        for name, kind in required.items():
+            assert isinstance(event.get(name), kind), (name, event)
+        assert set(event) <= set(EVENT_FIELDS) | OPTIONAL_FIELDS, event
+        assert event["ts"] >= 0 and event.get("dur", 0) >= 0
+        if "cat" in event:  # a comma-separated list of categories
+            assert all(part for part in event["cat"].split(",")), event
+        if phase == "M":
+            arg, kind = METADATA_ARGS[event["name"]]
+            assert isinstance(event["args"].get(arg), kind), event
+
+
 def parsed_trace(text: str) -> tuple[list[dict[str, Any]], dict[int, str]]:
-    """The events of a trace-event file, checked as ui.perfetto.dev's JSON importer
-    reads them; and each process id's worker."""
+    """The events of a trace-event file, checked against the format's fields and as
+    ui.perfetto.dev's JSON importer reads them; and each process id's worker."""
     document = json.loads(text)
+    check_trace_event_schema(document)
     events = document["traceEvents"]
     for event in events:
         assert {"ph", "ts", "pid", "tid", "name"} <= set(event), event
@@ -490,6 +540,7 @@ def test_cli_sends_the_trace_to_a_collector(
     ("command", "route", "name_tail"),
     [
         (["perfetto"], "perfetto", "timeline.json"),
+        (["perfetto", "--format", "proto"], "perfetto?format=proto", "timeline.pftrace"),
         (["speedscope"], "speedscope", "profile.speedscope.json"),
         (["otlp"], "otlp", "trace.otlp.pb"),
         (["otlp", "--format", "json"], "otlp?format=json", "trace.otlp.json"),
@@ -597,6 +648,7 @@ def test_pages_link_the_downloads(recorded: Recorded, tmp_path: Path) -> None:
     cid = recorded.cluster_id
     expected = {
         "task timeline for Perfetto": (f"daskscope-{cid}-timeline.json", ["perfetto"]),
+        "protobuf": (f"daskscope-{cid}-timeline.pftrace", ["perfetto", "--format", "proto"]),
         "profile for speedscope": (f"daskscope-{cid}-profile.speedscope.json", ["speedscope"]),
         "spans as an OpenTelemetry trace": (f"daskscope-{cid}-trace.otlp.pb", ["otlp"]),
         "OTLP/JSON": (f"daskscope-{cid}-trace.otlp.json", ["otlp", "--format", "json"]),
@@ -647,6 +699,16 @@ def test_pages_link_the_downloads(recorded: Recorded, tmp_path: Path) -> None:
                     with page.expect_download() as info:
                         link.click()
                     assert info.value.suggested_filename == f"daskscope-{cid}-timeline.json"
+                    proto = page.locator("#exports").get_by_role("link", name="protobuf")
+                    with page.expect_download() as info:
+                        proto.click()
+                    download = info.value
+                    assert download.suggested_filename == f"daskscope-{cid}-timeline.pftrace"
+                    saved = tmp_path / "timeline-page.pftrace"
+                    download.save_as(saved)
+                    assert saved.read_bytes() == b"".join(
+                        perfetto_proto_chunks(open_store(recorded.url), cid)
+                    )
                 context.close()
         finally:
             browser.close()

@@ -34,8 +34,8 @@ import msgspec
 from daskscope.export.common import NothingRecorded, UnknownComputation, check_window
 from daskscope.segments import DecodedSegment
 from daskscope.store import Store, cluster_detail
-from daskscope.store.task_scan import PlainColumns, ordered_rows, scan_segments
-from daskscope.store.timeline import TaskExecution, timeline_extent
+from daskscope.store.task_scan import PlainColumns, log_extent, ordered_rows, scan_segments
+from daskscope.store.timeline import TaskExecution
 
 __all__ = ["PAGE_TASKS", "perfetto_chunks", "perfetto_events", "trace_window"]
 
@@ -68,6 +68,8 @@ class _Ids:
     pids: dict[str, int] = field(default_factory=dict)
     tids: dict[tuple[str, int, int], int] = field(default_factory=dict)
     recent: dict[tuple[str, int, int], deque[tuple[float, float]]] = field(default_factory=dict)
+    #: the latest end of a slice on each track: one beginning after it crosses none
+    latest_end: dict[tuple[str, int, int], float] = field(default_factory=dict)
     async_ids: int = 0
 
     def track(
@@ -83,12 +85,14 @@ class _Ids:
             named.append(_meta("process_sort_index", pid, 0, {"sort_index": pid}))
         lane = 0
         if slice_ is not None:
-            while any(
+            while self.latest_end.get((worker, thread, lane), -math.inf) - slice_[0] > 0.01 and any(
                 _crosses(*slice_, kept) for kept in self.recent.get((worker, thread, lane), ())
             ):
                 lane += 1
             kept = self.recent.setdefault((worker, thread, lane), deque(maxlen=RECENT_SLICES))
             kept.append(slice_)
+            latest = self.latest_end.get((worker, thread, lane), -math.inf)
+            self.latest_end[(worker, thread, lane)] = max(latest, slice_[1])
         tid = self.tids.get((worker, thread, lane))
         if tid is None:
             tid = self.tids[(worker, thread, lane)] = 1 + sum(
@@ -222,7 +226,7 @@ def trace_window(
     detail = cluster_detail(store, cluster_id, max_groups=0)
     if computation is not None and all(c["id"] != computation for c in detail["computations"]):
         raise UnknownComputation(cluster_id, computation)
-    extent = timeline_extent(store, cluster_id, computation_id=computation)
+    extent = log_extent(store, cluster_id, computation=computation)
     if not extent.executions or extent.first is None or extent.last is None:
         raise NothingRecorded(
             f"cluster {cluster_id} has no task recorded"

@@ -129,30 +129,41 @@ class _Tracks:
         return lanes[-1]
 
 
+#: the kinds of interned strings, as InternedData's fields
+_KINDS = (
+    "event_names",
+    "event_categories",
+    "debug_annotation_names",
+    "debug_annotation_string_values",
+)
+_NAME, _CATEGORY, _NOTE, _VALUE = range(4)
+
+
 class _Interned:
-    """Interned ids (iids) by kind and text; new ones are added to the packet that first
-    uses them."""
+    """Interned ids (iids) by kind and text; new ones wait in ``fresh`` to be defined in
+    the packet that first uses them."""
 
     def __init__(self) -> None:
-        self.ids: dict[str, dict[str, int]] = {
-            "event_names": {},
-            "event_categories": {},
-            "debug_annotation_names": {},
-            "debug_annotation_string_values": {},
-        }
+        self.ids: list[dict[str, int]] = [{} for _ in _KINDS]
+        self.fresh: list[tuple[int, int, str]] = []
 
-    def iid(self, packet: Any, kind: str, text: str) -> int:
+    def iid(self, kind: int, text: str) -> int:
         known = self.ids[kind]
         found = known.get(text)
         if found is None:
             found = known[text] = len(known) + 1
-            entry = getattr(packet.interned_data, kind).add()
-            entry.iid = found
-            if kind == "debug_annotation_string_values":
+            self.fresh.append((kind, found, text))
+        return found
+
+    def define(self, packet: Any) -> None:
+        for kind, iid, text in self.fresh:
+            entry = getattr(packet.interned_data, _KINDS[kind]).add()
+            entry.iid = iid
+            if kind == _VALUE:
                 entry.str = text.encode()
             else:
                 entry.name = text
-        return found
+        self.fresh.clear()
 
 
 #: a slice waiting to begin: (name, categories, annotations, track group, source)
@@ -261,37 +272,49 @@ class _Writer:
     def _release(self, before: int) -> None:
         """Write every waiting begin and end earlier than ``before`` (ns)."""
         heap = self.heap
+        add = self.trace.packet.add
+        iid = self.interned.iid
         while heap and heap[0][0] < before:
             entry = heapq.heappop(heap)
             if entry[1] == _END:
-                _, _, _, _, lane = entry
+                lane = entry[4]
                 lane.open_ends.pop()
-                packet = self._packet(entry[0])
-                packet.track_event.type = self.end_type
-                packet.track_event.track_uuid = lane.uuid
+                add(
+                    timestamp=entry[0],
+                    trusted_packet_sequence_id=SEQUENCE,
+                    sequence_flags=self.needs_state,
+                    track_event={"type": self.end_type, "track_uuid": lane.uuid},
+                )
                 continue
             begin, _, _, _, end, (name, categories, notes, (worker, kind)) = entry
             lane = self.tracks.lane(worker, kind, begin, end)
-            self._describe()
+            if self.tracks.new:
+                self._describe()
             lane.open_ends.append(end)
-            packet = self._packet(begin)
-            event = packet.track_event
-            event.type = self.begin_type
-            event.track_uuid = lane.uuid
-            event.name_iid = self.interned.iid(packet, "event_names", name)
-            for category in categories:
-                event.category_iids.append(self.interned.iid(packet, "event_categories", category))
+            annotations = []
             for note, value in notes:
-                annotation = event.debug_annotations.add()
-                annotation.name_iid = self.interned.iid(packet, "debug_annotation_names", note)
                 if isinstance(value, int):
-                    annotation.int_value = value
+                    annotations.append({"name_iid": iid(_NOTE, note), "int_value": value})
                 elif note == "key":  # unique: not worth interning
-                    annotation.string_value = str(value)
+                    annotations.append({"name_iid": iid(_NOTE, note), "string_value": value})
                 else:
-                    annotation.string_value_iid = self.interned.iid(
-                        packet, "debug_annotation_string_values", str(value)
+                    annotations.append(
+                        {"name_iid": iid(_NOTE, note), "string_value_iid": iid(_VALUE, value)}
                     )
+            packet = add(
+                timestamp=begin,
+                trusted_packet_sequence_id=SEQUENCE,
+                sequence_flags=self.needs_state,
+                track_event={
+                    "type": self.begin_type,
+                    "track_uuid": lane.uuid,
+                    "name_iid": iid(_NAME, name),
+                    "category_iids": [iid(_CATEGORY, c) for c in categories],
+                    "debug_annotations": annotations,
+                },
+            )
+            if self.interned.fresh:
+                self.interned.define(packet)
             self.count += 1
             # inner slices (begun later) end first at one instant
             heapq.heappush(heap, (end, _END, -self.count, self.count, lane))

@@ -23,7 +23,15 @@ from daskscope.store import schema as s
 from daskscope.store.engine import Store, as_engine
 from daskscope.store.errors import UnknownCluster
 
-__all__ = ["PlainColumns", "RowBatch", "ScannedSegment", "ordered_rows", "scan_segments"]
+__all__ = [
+    "LogExtent",
+    "PlainColumns",
+    "RowBatch",
+    "ScannedSegment",
+    "log_extent",
+    "ordered_rows",
+    "scan_segments",
+]
 
 #: payloads read per query: a few segments in memory at a time
 _SEGMENTS_PER_READ = 4
@@ -71,6 +79,46 @@ def scan_segments(
                 continue
             _, first_start, fmt, payload = found
             yield ScannedSegment(float(first_start), decode_segment(fmt, bytes(payload)))
+
+
+@dataclass(frozen=True, slots=True)
+class LogExtent:
+    """How many executions the log holds, and from when to when (None when none)."""
+
+    executions: int
+    first: float | None
+    last: float | None
+
+
+def log_extent(
+    store: Store | sa.Engine, cluster_id: str, *, computation: str | None = None
+) -> LogExtent:
+    """The cluster's task log's extent: from the segments' rows alone for the whole
+    cluster, else by a pass over the segments' columns. Raises UnknownCluster."""
+    if computation is not None:
+        executions, first, last = 0, np.inf, -np.inf
+        for item in scan_segments(store, cluster_id):
+            seg = item.decoded
+            chosen = seg.computation == seg.name_index(computation)
+            if chosen.any():
+                executions += int(chosen.sum())
+                first = min(first, float(seg.first[chosen].min()))
+                last = max(last, float(seg.last[chosen].max()))
+        return LogExtent(executions, first, last) if executions else LogExtent(0, None, None)
+    t = s.task_segments.c
+    with as_engine(store).connect() as conn:
+        known = conn.execute(sa.select(s.clusters.c.id).where(s.clusters.c.id == cluster_id))
+        if known.first() is None:
+            raise UnknownCluster(cluster_id)
+        query = sa.select(
+            sa.func.coalesce(sa.func.sum(t.executions), 0),
+            sa.func.min(t.first_start),
+            sa.func.max(t.last_stop),
+        ).where(t.cluster_id == cluster_id)
+        executions, first, last = conn.execute(query).one()
+    if not executions:
+        return LogExtent(0, None, None)
+    return LogExtent(int(executions), float(first), float(last))
 
 
 @dataclass(frozen=True, slots=True)
