@@ -92,6 +92,14 @@ FIGURES: tuple[Figure, ...] = (
            "Σ over its group records", "its group records", "lower"),
     Figure("computation", "group_count", "task groups", "count",
            "how many groups ran or failed tasks for it", "its group records"),
+    Figure("computation", "task_seconds", "task time", "seconds",
+           "Σ task time of its group records", "its group records"),
+    Figure("computation", "cost.share", "share of core time", "fraction",
+           "`task_seconds ÷ core_seconds` of its cluster, at most 1", "its group records, "
+           "the cluster record"),
+    Figure("computation", "cost.total", "cost", "currency",
+           "the cluster's `cost.total` × `cost.share`; what no task used is the cluster's "
+           "idle cost, not attributed (`analysis/span_cost.py`)", _COST_SOURCE, "lower"),
     # -- task group (one record per group lifetime and computation)
     Figure("group", "tasks_total", "tasks", "count",
            "the group's tasks when last written", "`TaskGroup.states`"),
@@ -146,6 +154,13 @@ FIGURES: tuple[Figure, ...] = (
     Figure("span", "wall_s", "wall time", "seconds",
            "`stopped_at − started_at` (for spans matched by a tag, the latest stop − the "
            "earliest start); absent until done", "`Span.start`, `Span.stop`", "lower"),
+    Figure("span", "cost.share", "share of core time", "fraction",
+           "`duration_s ÷ core_seconds` of its cluster (the subtree's task time), at most 1",
+           "`Span.duration`, the cluster record"),
+    Figure("span", "cost.total", "cost", "currency",
+           "the cluster's `cost.total` × `cost.share`; the cluster's cost − Σ over its "
+           "root spans is idle, not attributed (`analysis/span_cost.py`)", _COST_SOURCE,
+           "lower"),
     # -- worker sample (one worker at one instant)
     Figure("worker", "sampled_at", "sampled", "timestamp",
            "the round's instant; every worker is sampled at the same instant of a round "

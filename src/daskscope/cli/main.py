@@ -16,6 +16,7 @@ from rich.console import Console
 
 from daskscope.cli.advise import advise_command
 from daskscope.cli.compare import COMMANDS as COMPARE_COMMANDS
+from daskscope.cli.costs import costs_command
 from daskscope.cli.critical_path import critical_path_command
 from daskscope.cli.export import export_group
 from daskscope.cli.identity import account_group, token_group, user_group
@@ -253,6 +254,7 @@ cli.add_command(export_group)  # cli/export.py
 cli.add_command(timeline_command)  # cli/timeline.py
 cli.add_command(advise_command)  # cli/advise.py
 cli.add_command(critical_path_command)  # cli/critical_path.py
+cli.add_command(costs_command)  # cli/costs.py
 
 
 for _command in (runs_command, run_command):  # workflow runs (cli/runs.py)

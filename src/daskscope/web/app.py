@@ -23,6 +23,7 @@ from daskscope.web.routes import (
     clusters,
     compare,
     computation,
+    costs,
     exports,
     ingest,
     reports,
@@ -68,6 +69,8 @@ def create_app(
     app.include_router(advice.api, prefix=API_PREFIX)  # the advice rules (routes/advice.py)
     app.include_router(computation.pages)  # critical path, what-if (routes/computation.py)
     app.include_router(computation.api, prefix=API_PREFIX)
+    app.include_router(costs.pages)  # cost per span and computation (routes/costs.py)
+    app.include_router(costs.api, prefix=API_PREFIX)
     # After the routes: /static/common.js is a route (assets), the rest plain files
     static = Path(__file__).with_name("static")
     app.mount("/static", assets.StaticAssets(directory=static), name="static")

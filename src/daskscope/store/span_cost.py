@@ -1,0 +1,114 @@
+"""What cost attribution reads: the outermost spans of a tag (or of every tag) in a
+time range with their clusters' capacity, and each computation's summed task time.
+The arithmetic is :mod:`daskscope.analysis.span_cost`'s."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from daskscope.store import schema as s
+from daskscope.store.engine import Store, as_engine
+from daskscope.store.errors import UnknownCluster
+from daskscope.store.history import outermost
+from daskscope.store.span_tags import TAG_CHARS, tag_key
+
+__all__ = [
+    "CLUSTER_COLUMNS",
+    "cluster_row",
+    "computation_task_seconds",
+    "root_spans",
+    "tagged_spans",
+]
+
+Row = dict[str, Any]
+
+#: What a span's cost needs of its cluster (the capacity and who ran it)
+CLUSTER_COLUMNS = (
+    "account",
+    "user",
+    "core_seconds",
+    "memory_limit_byte_seconds",
+    "compute_seconds",
+)
+
+
+def _cluster_columns() -> list[sa.ColumnElement[Any]]:
+    c = s.clusters.c
+    return [c.id.label("cluster_id"), c.name.label("cluster_name")] + [
+        c[name] for name in CLUSTER_COLUMNS
+    ]
+
+
+def cluster_row(store: Store | sa.Engine, cluster_id: str) -> Row:
+    """The cluster's id, name and :data:`CLUSTER_COLUMNS` (:class:`UnknownCluster` if
+    none has this id)."""
+    query = sa.select(*_cluster_columns()).where(s.clusters.c.id == cluster_id)
+    with as_engine(store).connect() as conn:
+        row = conn.execute(query).first()
+    if row is None:
+        raise UnknownCluster(cluster_id)
+    return dict(row._mapping)
+
+
+def tagged_spans(
+    store: Store | sa.Engine,
+    tag: str | None = None,
+    *,
+    since: float | None = None,
+    until: float | None = None,
+    account: str | None = None,
+) -> list[Row]:
+    """The outermost span of each subtree tagged ``tag`` (None: of every tag, each under
+    its own), enqueued in ``[since, until)``, oldest first: ``span_id``, ``tag``,
+    ``name``, ``enqueued_at``, ``duration_s`` and its cluster's columns."""
+    st, sp, c = s.span_tags.c, s.spans.c, s.clusters.c
+    query = (
+        sa.select(sp.span_id, st.tag, sp.name, sp.enqueued_at, sp.duration_s, *_cluster_columns())
+        .select_from(s.span_tags)
+        .join(s.spans, sp.id == st.id)
+        .join(s.clusters, c.id == st.cluster_id)
+        .where(st.outermost)
+        .order_by(st.enqueued_at, st.id)
+    )
+    if tag is not None:
+        query = query.where(st.tag == tag_key(tag))
+    if since is not None:
+        query = query.where(st.enqueued_at >= since)
+    if until is not None:
+        query = query.where(st.enqueued_at < until)
+    if account is not None:
+        query = query.where(c.account == account)
+    with as_engine(store).connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(query)]
+    for row in rows:
+        row["tag"] = str(row["name"][-1])  # the whole tag (the index keeps its start)
+    if tag is not None and len(tag) >= TAG_CHARS:
+        rows = [r for r in rows if outermost(r["name"], tag)]
+    return rows
+
+
+def root_spans(store: Store | sa.Engine, cluster_id: str) -> list[Row]:
+    """The cluster's root spans (no parent among its spans): they partition its tasks,
+    Dask putting tasks outside any span of ours in its ``default`` span."""
+    sp = s.spans.c
+    query = sa.select(sp.span_id, sp.parent_span_id, sp.name, sp.duration_s).where(
+        sp.cluster_id == cluster_id
+    )
+    with as_engine(store).connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(query.order_by(sp.enqueued_at))]
+    ids = {r["span_id"] for r in rows}
+    return [r for r in rows if r["parent_span_id"] not in ids]
+
+
+def computation_task_seconds(store: Store | sa.Engine, cluster_id: str) -> dict[str, float]:
+    """Per computation of the cluster, its group records' summed task time."""
+    g = s.task_groups.c
+    query = (
+        sa.select(g.computation_id, sa.func.sum(g.duration_s))
+        .where(g.cluster_id == cluster_id, g.computation_id.is_not(None))
+        .group_by(g.computation_id)
+    )
+    with as_engine(store).connect() as conn:
+        return {str(cid): float(total or 0.0) for cid, total in conn.execute(query)}

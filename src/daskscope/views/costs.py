@@ -1,0 +1,238 @@
+"""What spans and computations cost (``/costs``, ``/api/v1/costs``, ``daskscope costs``):
+the cost of a span tag in a time range per member and per tag, and one cluster's cost
+split over its root spans and its computations with the idle remainder
+(``/api/v1/clusters/ID/costs``). Attribution: :mod:`daskscope.analysis.span_cost`."""
+
+# ruff: noqa: RUF001 (the typographic times and division signs of the formula)
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from daskscope.analysis.cluster import cluster_statistics
+from daskscope.analysis.cost import RatesOf
+from daskscope.analysis.span_cost import attributed_cost, idle_cost
+from daskscope.format import duration_text, money_text, percent_text, timestamp_text
+from daskscope.pricing import cost_rates
+from daskscope.store import Store
+from daskscope.store.span_cost import (
+    cluster_row,
+    computation_task_seconds,
+    root_spans,
+    tagged_spans,
+)
+from daskscope.views.run import time_bound
+
+__all__ = [
+    "FORMULA",
+    "ClusterCostsView",
+    "CostRow",
+    "CostTotal",
+    "CostsView",
+    "PartCost",
+    "cluster_costs_view",
+    "costs_view",
+]
+
+By = Literal["member", "tag"]
+
+#: The attribution, in words, as the page and the CLI state it
+FORMULA = (
+    "a span costs its cluster's cost × (the span subtree's task time ÷ the cluster's core "
+    "time); a computation the same with its task groups' task time; what no task used is "
+    "the cluster's idle cost, not attributed"
+)
+
+
+@dataclass(frozen=True)
+class CostRow:
+    """The spans of one member or one tag, in one currency."""
+
+    name: str
+    currency: str | None
+    spans: int
+    clusters: int
+    task_seconds: float
+    task_text: str
+    #: None: none of these spans' clusters has a price
+    cost: float | None
+    cost_text: str
+
+
+@dataclass(frozen=True)
+class CostTotal:
+    currency: str
+    cost: float
+    cost_text: str
+
+
+@dataclass(frozen=True)
+class CostsView:
+    """The cost of the outermost spans of ``tag`` (None: every tag) enqueued in
+    ``[since, until)``, per member and per tag, largest first."""
+
+    tag: str | None
+    since: float | None
+    until: float | None
+    since_text: str
+    until_text: str
+    formula: str
+    members: list[CostRow]
+    tags: list[CostRow]
+    totals: list[CostTotal]
+    spans: int
+    #: spans whose cluster's account has no price (counted, not costed)
+    unpriced_spans: int
+    message: str | None
+
+
+@dataclass(frozen=True)
+class PartCost:
+    """A root span or a computation of one cluster, or the idle remainder."""
+
+    id: str
+    label: str
+    task_seconds: float | None
+    share: float | None
+    share_text: str
+    cost: float | None
+    cost_text: str
+
+
+@dataclass(frozen=True)
+class ClusterCostsView:
+    """One cluster's cost split over its root spans and, separately, its computations;
+    each split's idle remainder makes it add up to the cluster's cost."""
+
+    cluster_id: str
+    currency: str | None
+    core_seconds: float
+    cost: float | None
+    cost_text: str
+    formula: str
+    spans: list[PartCost]
+    spans_idle: PartCost
+    computations: list[PartCost]
+    computations_idle: PartCost
+
+
+def _group(rows: Iterable[Mapping[str, Any]], key: str) -> list[CostRow]:
+    sums: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for r in rows:
+        cost = r["cost"]
+        currency = None if cost is None else cost["currency"]
+        entry = sums.setdefault(
+            (str(r[key]), currency), {"spans": 0, "clusters": set(), "seconds": 0.0, "cost": 0.0}
+        )
+        entry["spans"] += 1
+        entry["clusters"].add(r["cluster_id"])
+        entry["seconds"] += float(r["duration_s"] or 0.0)
+        if cost is not None:
+            entry["cost"] += cost["total"]
+    out = [
+        CostRow(
+            name=name, currency=currency, spans=e["spans"], clusters=len(e["clusters"]),
+            task_seconds=e["seconds"], task_text=duration_text(e["seconds"]),
+            cost=None if currency is None else e["cost"],
+            cost_text=money_text(e["cost"], currency) if currency is not None else "no price",
+        )
+        for (name, currency), e in sums.items()
+    ]  # fmt: skip
+    out.sort(key=lambda r: (r.cost is None, -(r.cost or 0.0), -r.task_seconds, r.name))
+    return out
+
+
+def _cluster_cost(row: Mapping[str, Any], rates: RatesOf) -> dict[str, Any] | None:
+    cost: dict[str, Any] | None = cluster_statistics(row, rates(row["account"])).get("cost")
+    return cost
+
+
+def costs_view(
+    store: Store,
+    *,
+    tag: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    account: str | None = None,
+    rates: RatesOf = cost_rates,
+) -> CostsView:
+    """The cost of ``tag``'s spans (None or "": every tag) from day or time ``since`` to
+    ``until`` (ISO 8601, UTC; a day ``until`` includes that day). ValueError for a time
+    that does not parse or a range that ends before it starts."""
+    start, end = time_bound(since), time_bound(until, end=True)
+    if start is not None and end is not None and end <= start:
+        raise ValueError(f"until ({until}) must be after since ({since})")
+    rows = tagged_spans(store, tag or None, since=start, until=end, account=account)
+    cluster_costs: dict[str, dict[str, Any] | None] = {}
+    for r in rows:
+        if r["cluster_id"] not in cluster_costs:
+            cluster_costs[r["cluster_id"]] = _cluster_cost(r, rates)
+        cluster_cost = cluster_costs[r["cluster_id"]]
+        r["cost"] = attributed_cost(
+            cluster_cost, float(r["duration_s"] or 0.0), float(r["core_seconds"] or 0.0)
+        )
+    totals: dict[str, float] = {}
+    for r in rows:
+        if r["cost"] is not None:
+            totals[r["cost"]["currency"]] = (
+                totals.get(r["cost"]["currency"], 0.0) + r["cost"]["total"]
+            )
+    what = f"span tag {tag!r}" if tag else "span"
+    return CostsView(
+        tag=tag or None, since=start, until=end,
+        since_text=timestamp_text(start) if start is not None else "the first",
+        until_text=timestamp_text(end) if end is not None else "now",
+        formula=FORMULA,
+        members=_group(rows, "user"), tags=_group(rows, "tag"),
+        totals=[CostTotal(c, v, money_text(v, c)) for c, v in sorted(totals.items())],
+        spans=len(rows), unpriced_spans=sum(1 for r in rows if r["cost"] is None),
+        message=None if rows else f"no {what} recorded in this time range",
+    )  # fmt: skip
+
+
+def _part(id: str, label: str, seconds: float | None, cost: Mapping[str, Any] | None) -> PartCost:
+    share = None if cost is None else float(cost["share"])
+    return PartCost(
+        id=id, label=label, task_seconds=seconds, share=share, share_text=percent_text(share),
+        cost=None if cost is None else float(cost["total"]),
+        cost_text=MISSING_COST if cost is None else money_text(cost["total"], cost["currency"]),
+    )  # fmt: skip
+
+
+#: What a part's cost reads when its cluster has no price
+MISSING_COST = "no price"
+
+
+def cluster_costs_view(
+    store: Store, cluster_id: str, *, rates: RatesOf = cost_rates
+) -> ClusterCostsView:
+    """The cost of the cluster with this full id split over its root spans and over its
+    computations (:class:`~daskscope.store.UnknownCluster` if none)."""
+    cluster = cluster_row(store, cluster_id)
+    core = float(cluster["core_seconds"] or 0.0)
+    cost = _cluster_cost(cluster, rates)
+
+    def split(parts: list[tuple[str, str, float]]) -> tuple[list[PartCost], PartCost]:
+        rows = [_part(i, label, s, attributed_cost(cost, s, core)) for i, label, s in parts]
+        rows.sort(key=lambda p: (-(p.task_seconds or 0.0), p.label))
+        busy = sum(s for _, _, s in parts)
+        idle = _part("idle", "idle (not attributed)", None, idle_cost(cost, busy, core))
+        return rows, idle
+
+    spans, spans_idle = split(
+        [(r["span_id"], " / ".join(map(str, r["name"])), float(r["duration_s"] or 0.0))
+         for r in root_spans(store, cluster_id)]
+    )  # fmt: skip
+    computations, computations_idle = split(
+        [(cid, f"computation {cid[:8]}", s)
+         for cid, s in computation_task_seconds(store, cluster_id).items()]
+    )  # fmt: skip
+    return ClusterCostsView(
+        cluster_id=cluster_id, currency=None if cost is None else cost["currency"],
+        core_seconds=core, cost=None if cost is None else float(cost["total"]),
+        cost_text=MISSING_COST if cost is None else money_text(cost["total"], cost["currency"]),
+        formula=FORMULA, spans=spans, spans_idle=spans_idle,
+        computations=computations, computations_idle=computations_idle,
+    )  # fmt: skip
