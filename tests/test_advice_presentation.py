@@ -203,3 +203,30 @@ def test_the_box_on_the_run_page(site: dict[str, Any], browser: Any) -> None:
         assert right <= width
         context.close()
         assert not errors, errors
+
+
+def test_advice_on_sqlite_and_postgresql(database_url: str) -> None:
+    """The same real workload recorded into either store gives the same finding, through
+    the API and the CLI alike."""
+    with (
+        dask.config.set({"daskscope.flush-interval": "1h"}),
+        LocalCluster(
+            n_workers=2, threads_per_worker=2, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        cluster_id = daskscope.register(client, database=database_url)
+        dask.compute(*[delayed(slow)(i, 1.1) for i in range(3)])
+        assert daskscope.flush(client)["write_failures"] == 0
+    app = create_app(database_url)
+    try:
+        response = call(app, "GET", f"/api/v1/clusters/{cluster_id}/advice")
+        assert response.status_code == 200, response.text
+        view = response.json()
+    finally:
+        app.state.store.close()
+    (advice,) = [a for a in view["advice"] if a["rule"] == "too-few-tasks"]
+    assert [e["value"] for e in advice["evidence"][:2]] == [3, 4]
+    result = CliRunner().invoke(cli, ["--database", database_url, "advise", cluster_id, "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == view
