@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import random
 import time
 import uuid
 from collections import defaultdict
@@ -82,6 +83,27 @@ def test_stages_without_tasks_and_outside_dependencies() -> None:
     assert critical_path(stages).length_s == 3.0
     assert simulate_threads(stages, 1) == 3.0
     assert critical_path(stages_of([])).length_s == 0.0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_one_thread_is_the_sum_and_enough_threads_the_path(seed: int) -> None:
+    """On random graphs: one thread never idles while a task waits (the sum), and with a
+    thread for every task each stage lasts its longest task (the critical path)."""
+    rng = random.Random(seed)
+    groups = [
+        (
+            f"g{i}",
+            [f"g{j}" for j in rng.sample(range(i), min(i, rng.randint(0, 3)))],
+            [rng.choice([0.25, 0.5, 1.0, 2.0]) for _ in range(rng.randint(0, 6))],
+        )
+        for i in range(30)
+    ]
+    stages = stages_of(groups)
+    tasks = sum(len(d) for _, _, d in groups)
+    assert simulate_threads(stages, 1) == sum(sum(d) for _, _, d in groups)
+    assert simulate_threads(stages, tasks + 1) == critical_path(stages).length_s
+    assert what_if(stages)[0] == (1, simulate_threads(stages, 1))
+    assert what_if(stages)[-1][1] == critical_path(stages).length_s
 
 
 def test_bad_input_says_what_is_wrong() -> None:

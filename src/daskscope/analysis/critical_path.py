@@ -141,64 +141,86 @@ def critical_path(stages: Mapping[str, Stage]) -> CriticalPath:
     return CriticalPath(tuple(reversed(path)), finish[end], start, finish, remaining)
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What every simulation of the same stages reads: priorities, dependents, each
+    stage's durations longest first."""
+
+    remaining: Mapping[str, float]
+    dependents: Mapping[str, list[str]]
+    longest_first: Mapping[str, list[float]]
+    dependencies: Mapping[str, int]
+
+
+def _plan(stages: Mapping[str, Stage]) -> _Plan:
+    return _Plan(
+        remaining=critical_path(stages).remaining_s,
+        dependents=_dependents(stages),
+        longest_first={n: sorted(st.durations, reverse=True) for n, st in stages.items()},
+        dependencies={n: len(st.dependencies) for n, st in stages.items()},
+    )
+
+
 def simulate_threads(stages: Mapping[str, Stage], threads: int) -> float:
     """Seconds from the first task's start to the last one's end on ``threads`` threads
     (the list scheduling of the module's docstring)."""
     if threads < 1:
         raise ValueError(f"threads must be 1 or more, not {threads}")
-    if not stages:
-        return 0.0
-    remaining = critical_path(stages).remaining_s
-    dependents = _dependents(stages)
-    waiting = {n: len(st.dependencies) for n, st in stages.items()}
-    unfinished = {n: len(st.durations) for n, st in stages.items()}
-    # tasks waiting for a thread: (-path ahead, -duration, stage name, index)
-    queue: list[tuple[float, float, str, int]] = []
+    return _simulate(_plan(stages), threads)
+
+
+def _simulate(plan: _Plan, threads: int) -> float:
+    waiting = dict(plan.dependencies)
+    unfinished = {n: len(d) for n, d in plan.longest_first.items()}
+    started = dict.fromkeys(plan.longest_first, 0)
+    # stages with tasks not yet started, the longest path ahead first: (-path, name)
+    ready: list[tuple[float, str]] = []
     # tasks running: (finish time, stage name)
     running: list[tuple[float, str]] = []
     now = 0.0
-    end = 0.0
 
-    def release(name: str) -> list[str]:
-        """Stage ``name`` may start: queue its tasks; stages without tasks finish at
-        once, and their dependents may start in turn (returned as done)."""
-        done: list[str] = []
+    def release(name: str) -> None:
+        """Stage ``name`` may start; one without tasks is done at once, and its
+        dependents may start in turn."""
         pending = [name]
         while pending:
             n = pending.pop()
-            if unfinished[n] == 0:
-                done.append(n)
-                for m in dependents[n]:
-                    waiting[m] -= 1
-                    if waiting[m] == 0:
-                        pending.append(m)
+            if unfinished[n]:
+                heapq.heappush(ready, (-plan.remaining[n], n))
                 continue
-            for i, d in enumerate(stages[n].durations):
-                heapq.heappush(queue, (-remaining[n], -d, n, i))
-        return done
+            for m in plan.dependents[n]:
+                waiting[m] -= 1
+                if waiting[m] == 0:
+                    pending.append(m)
 
     for n in sorted(n for n, k in waiting.items() if k == 0):
         release(n)
     free = threads
-    while queue or running:
-        while free and queue:
-            _, minus_d, n, _ = heapq.heappop(queue)
-            heapq.heappush(running, (now - minus_d, n))
-            free -= 1
+    while ready or running:
+        while free and ready:
+            n = ready[0][1]
+            durations = plan.longest_first[n]
+            i = started[n]
+            take = min(free, len(durations) - i)
+            for d in durations[i : i + take]:
+                heapq.heappush(running, (now + d, n))
+            started[n] = i + take
+            free -= take
+            if started[n] == len(durations):
+                heapq.heappop(ready)
         now, n = heapq.heappop(running)
         finished = [n]
         while running and running[0][0] <= now:  # everything ending at the same moment
             finished.append(heapq.heappop(running)[1])
         free += len(finished)
-        end = now
         for n in finished:
             unfinished[n] -= 1
             if unfinished[n] == 0:
-                for m in dependents[n]:
+                for m in plan.dependents[n]:
                     waiting[m] -= 1
                     if waiting[m] == 0:
                         release(m)
-    return end
+    return now
 
 
 def what_if(stages: Mapping[str, Stage], *also: int, limit: int = 1024) -> list[tuple[int, float]]:
@@ -207,14 +229,16 @@ def what_if(stages: Mapping[str, Stage], *also: int, limit: int = 1024) -> list[
     ``limit``; the counts of ``also`` are added."""
     floor = critical_path(stages).length_s
     tasks = sum(len(st.durations) for st in stages.values())
+    plan = _plan(stages)
     out: dict[int, float] = {}
     n = 1
     while True:
-        out[n] = simulate_threads(stages, n)
+        # one thread is never idle while a task waits: the sum, without simulating
+        out[n] = sum(map(sum, plan.longest_first.values())) if n == 1 else _simulate(plan, n)
         if out[n] <= floor + 1e-9 * max(1.0, floor) or n >= min(limit, max(tasks, 1)):
             break
         n *= 2
     for a in also:
         if a >= 1 and a not in out:
-            out[a] = simulate_threads(stages, a)
+            out[a] = _simulate(plan, a)
     return sorted(out.items())

@@ -28,6 +28,9 @@ __all__ = ["CriticalPathView", "PathGroup", "WhatIf", "critical_path_view"]
 MAX_GROUPS = 20_000
 #: Executions read from the task log; beyond, every group's tasks are its mean
 MAX_TASKS = 200_000
+#: Tasks past which only the counts measured and asked for are simulated (each
+#: simulation is O(tasks log threads) in Python: about a second a 200,000 tasks)
+MAX_SIMULATED_TASKS = 50_000
 #: Largest thread count asked for
 MAX_THREADS = 100_000
 
@@ -89,6 +92,9 @@ class CriticalPathView:
     #: the critical path's length over the measured wall time
     path_fraction: float | None
     estimates: list[WhatIf]
+    #: False when the computation had too many tasks to simulate every count: then
+    #: ``estimates`` holds 1 thread and the measured count only
+    estimates_complete: bool
     #: the estimate for the thread count asked for (None: none asked)
     requested: WhatIf | None
     groups: list[PathGroup]
@@ -159,6 +165,13 @@ def critical_path_view(
     if wall is None:
         wall = elapsed(comp["started_at"], comp["stopped_at"])
     used = set(sources.values())
+    measured = [lanes] if lanes else []
+    complete = sum(len(st.durations) for st in stages.values()) <= MAX_SIMULATED_TASKS
+    if complete:
+        estimates = what_if(stages, *measured)
+    else:
+        one = sum(st.total_s for st in stages.values())
+        estimates = sorted({1: one, **{n: simulate_threads(stages, n) for n in measured}}.items())
     return CriticalPathView(
         cluster_id=cluster_id,
         computation_id=computation_id,
@@ -176,7 +189,8 @@ def critical_path_view(
         path=list(path.path),
         critical_path_s=path.length_s,
         path_fraction=path.length_s / wall if wall else None,
-        estimates=[WhatIf(n, s) for n, s in what_if(stages, *([lanes] if lanes else []))],
+        estimates=[WhatIf(n, s) for n, s in estimates],
+        estimates_complete=complete,
         requested=WhatIf(threads, simulate_threads(stages, threads)) if threads else None,
         groups=[
             PathGroup(
