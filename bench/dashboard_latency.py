@@ -72,6 +72,13 @@ def routes(app: Any, rng: random.Random, repeat: int) -> dict[str, list[str]]:
             for c, k in zip(picks, comps, strict=True)
         ],
         "GET /api/v1/clusters/{id}/profile": [f"/api/v1/clusters/{c['id']}/profile" for c in picks],
+        "GET .../computations/{c}/critical-path": [
+            f"/api/v1/clusters/{c['id']}/computations/{k}/critical-path"
+            for c, k in zip(picks, comps, strict=True)
+        ],
+        "GET /clusters/{id}/computations/{c} (page)": [
+            f"/clusters/{c['id']}/computations/{k}" for c, k in zip(picks, comps, strict=True)
+        ],
         "GET /api/v1/clusters/{id}/metrics?tag": [
             f"/api/v1/clusters/{c['id']}/metrics?tag=data%20load" for c in picks
         ],
