@@ -295,3 +295,44 @@ def test_the_graph_says_how_many_groups_it_did_not_draw(seeded: dict[str, Any]) 
         assert not page.locator("#graph-note-comp-small").is_visible()
         browser.close()
     assert not errors, errors
+
+
+def test_the_longest_groups_come_from_their_index_and_equal_a_full_sort(
+    seeded_any: dict[str, Any],
+) -> None:
+    """The page's longest groups (and ``show --json``'s) are read through the partial
+    index ``ix_task_groups_longest`` on SQLite and PostgreSQL, and are the groups a full
+    sort of every row finds; the page's other reads of all groups do not walk it."""
+    import sqlalchemy as sa
+
+    from daskscope.store.groups import BRIEF_COLUMNS, GROUP_ORDER, _longest_index
+    from daskscope.store.groups import _g as g
+    from daskscope.store.queries import cluster_detail
+
+    groups = seeded_any["groups"]
+    with open_store(seeded_any["url"]) as store:
+        detail = cluster_detail(store, CLUSTER, max_groups=100)
+        engine = store.engine
+        postgres = engine.dialect.name == "postgresql"
+        longest_read = (
+            sa.select(*BRIEF_COLUMNS)
+            .where(g.cluster_id == CLUSTER, *_longest_index(None))
+            .order_by(g.duration_s.desc(), *GROUP_ORDER)
+            .limit(PAGE_TOP_GROUPS)
+        )
+        page_read = sa.select(g.id).where(g.cluster_id == CLUSTER).order_by(*GROUP_ORDER)
+
+        def plan(query: Any) -> str:
+            sql = str(query.compile(engine, compile_kwargs={"literal_binds": True}))
+            explain = "EXPLAIN " if postgres else "EXPLAIN QUERY PLAN "
+            with engine.connect() as conn:
+                if postgres:  # a small table: make the planner show what it would pick
+                    conn.exec_driver_sql("SET enable_seqscan = off")
+                rows = conn.exec_driver_sql(explain + sql).all()
+            return "\n".join(str(row[-1]) for row in rows)
+
+        assert "ix_task_groups_longest" in plan(longest_read)
+        assert "ix_task_groups_longest" not in plan(page_read)
+    summary = detail["task_group_summary"]
+    assert [t["id"] for t in summary["top"]] == [t["id"] for t in longest(groups, PAGE_TOP_GROUPS)]
+    assert {t["id"] for t in detail["task_groups"]} == {t["id"] for t in longest(groups, 100)}

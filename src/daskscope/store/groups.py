@@ -119,6 +119,14 @@ def _rows(conn: sa.Connection, query: sa.Select[Any]) -> list[Row]:
     return [dict(zip(keys, row, strict=True)) for row in result.all()]
 
 
+def _longest_index(computation_id: str | None) -> tuple[sa.ColumnElement[bool], ...]:
+    """The condition that lets a read of a whole cluster's longest groups use the partial
+    index ``ix_task_groups_longest`` (every row meets it: ``duration_s`` is required).
+    Not for one computation's: a small one among many groups is found faster by its own
+    index than by walking the cluster's groups in duration order."""
+    return (_g.duration_s.is_not(None),) if computation_id is None else ()
+
+
 def group_summary(
     conn: sa.Connection,
     cluster_id: str,
@@ -144,7 +152,7 @@ def group_summary(
     longest = _rows(
         conn,
         sa.select(*BRIEF_COLUMNS)
-        .where(where)
+        .where(where, *_longest_index(computation_id))
         .order_by(_g.duration_s.desc(), *GROUP_ORDER)
         .limit(top),
     )
@@ -173,7 +181,12 @@ def selected_groups(
         return _rows(conn, query.order_by(*GROUP_ORDER))
     if by == "start":
         return _rows(conn, query.order_by(*GROUP_ORDER).limit(limit))
-    chosen = query.order_by(_g.duration_s.desc(), *GROUP_ORDER).limit(limit).subquery()
+    chosen = (
+        query.where(*_longest_index(computation_id))
+        .order_by(_g.duration_s.desc(), *GROUP_ORDER)
+        .limit(limit)
+        .subquery()
+    )
     c = chosen.c
     return _rows(
         conn,

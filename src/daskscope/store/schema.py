@@ -121,6 +121,16 @@ task_groups = _record_table(
     ("cluster_id", "computation_id"),
     ("cluster_id", "computation_id", "started_at"),
 )
+# The longest groups of a cluster without sorting them all (migration 0010). Partial, so
+# that only a query that says ``duration_s IS NOT NULL`` (store.groups.LONGEST) can use
+# it: no other read of a cluster's groups follows it in duration order.
+sa.Index(
+    "ix_task_groups_longest",
+    task_groups.c.cluster_id,
+    task_groups.c.duration_s,
+    sqlite_where=task_groups.c.duration_s.is_not(None),
+    postgresql_where=task_groups.c.duration_s.is_not(None),
+)
 task_prefixes = _record_table(model.TaskPrefixRecord, "task_prefixes", ("cluster_id",))
 spans = _record_table(model.SpanRecord, "spans", ("cluster_id", "enqueued_at"))
 span_metrics = _record_table(model.SpanMetricRecord, "span_metrics", ("cluster_id", "span_id"))
