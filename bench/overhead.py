@@ -347,8 +347,20 @@ def flush_blocks(flush: dict[str, Any]) -> tuple[list[tuple[float, ...]], tuple[
 # -- one timed run ------------------------------------------------------------------------
 
 
+def progress(text: str) -> None:
+    """A line on stderr as each step of a run starts: a many-groups pair takes minutes
+    (tens of minutes on a loaded machine), and its line is printed once both runs end."""
+    print(f"  [{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
 def one_run(variant: Variant, url: str | None) -> dict[str, Any]:
+    arm = "with daskscope" if url else "without"
+    built = time.perf_counter()
     graph, root, expected = variant.build()
+    progress(
+        f"{variant.name}, {arm}: graph of {len(graph):,} tasks built in "
+        f"{time.perf_counter() - built:.1f} s; starting the cluster"
+    )
     with (
         dask.config.set(DASK_CONFIG),
         LocalCluster(
@@ -362,17 +374,20 @@ def one_run(variant: Variant, url: str | None) -> dict[str, Any]:
             child = client.run_on_scheduler(_instrument)
         client.run_on_scheduler(_watch_gc)
         client.run(lambda: None)  # workers warm
+        progress(f"{variant.name}, {arm}: computing")
         wall0, cpu0 = time.perf_counter(), time.process_time()
         with span("bench"):
             result = client.get(graph, root)
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         assert result == expected, (result, expected)
+        progress(f"{variant.name}, {arm}: computed in {wall:.1f} s; collecting, closing")
         info: dict[str, Any] = {}
         probe: dict[str, Any] = {}
         if url:
             info = daskscope.flush(client, wait_for_metrics=False)
             probe = client.run_on_scheduler(_collect, child["pid"])
         gc_log = client.run_on_scheduler(_gc_report)
+    progress(f"{variant.name}, {arm}: closed")
     out: dict[str, Any] = {
         "wall_s": wall,
         "cpu_s": cpu,
@@ -401,6 +416,10 @@ def one_run(variant: Variant, url: str | None) -> dict[str, Any]:
     return {
         **out,
         "records_written": info.get("records_written", 0),
+        # task-group rows the store wrote (once per change), and the groups' count
+        "group_rows": info.get("rows_written_by_table", {}).get("task_groups", 0),
+        "groups_snapshotted": info.get("groups_snapshotted", 0),
+        "groups_unchanged": info.get("groups_unchanged", 0),
         # the plugin's own count: wall time of its work on the loop (graph hook,
         # snapshots until the hand-over to the writer, worker samples)
         "loop_s": info.get("loop_seconds", 0.0),
@@ -509,6 +528,7 @@ async def probe_run(variant: Variant, url: str) -> dict[str, Any]:
     """Run the variant's graph once with the plugin: its peak memory (sampled), the task
     groups Dask made, the transition hook's calls per task and its cost per call."""
     graph, root, expected = variant.probe_build()
+    progress(f"{variant.name}, probe run (memory, hook): {len(graph):,} tasks")
     keep = next(iter(graph))  # a leaf held in memory, to time the hook on afterwards
     async with (
         LocalCluster(
@@ -681,7 +701,8 @@ def run_variant(variant: Variant, tmp: Path) -> dict[str, Any]:
             f" + {w['child_cpu_s'] or 0:.2f} s store child   ratio {w['wall_s'] / wo['wall_s']:.3f}"
             f"   own work {own_work(w) / tasks * 1e6:.2f} µs/task besides the hook"
             f"   longest flush block {w['longest_block_s'] * 1e3:.1f} ms"
-            f" (p99 {w['block_p99_s'] * 1e3:.2f} ms)",
+            f" (p99 {w['block_p99_s'] * 1e3:.2f} ms)   group rows {w['group_rows']:,}"
+            f" for {stored.get('rows', 0):,} groups ({w['flushes']} flushes)",
             flush=True,
         )
         if w["write_failures"] or w["hook_failures"] or w["child_cpu_s"] is None:
