@@ -17,8 +17,8 @@
       return {
         type: "bar", orientation: "h", name: currency,
         x: mine.map((r) => r.cost), y: mine.map((r) => ds.text(r.name)),
-        text: mine.map((r) => `${ds.text(r.name)}<br>${r.cost_text}<br>task time ${r.task_text}, ${r.spans} spans`),
-        hovertemplate: "%{text}<extra></extra>", marker: { color: "#4c78a8" },
+        hovertext: mine.map((r) => `${ds.text(r.name)}<br>${r.cost_text}<br>task time ${r.task_text}, ${ds.count(r.spans)} span${r.spans === 1 ? "" : "s"}`),
+        hovertemplate: "%{hovertext}<extra></extra>", marker: { color: "#4c78a8" },
       };
     });
     const label = div.dataset.by === "member" ? "member" : "span tag";
