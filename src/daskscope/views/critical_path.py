@@ -27,10 +27,10 @@ __all__ = ["CriticalPathView", "PathGroup", "WhatIf", "critical_path_view"]
 #: a person reads, and the simulation would take seconds)
 MAX_GROUPS = 20_000
 #: Executions read from the task log; beyond, every group's tasks are its mean
-MAX_TASKS = 200_000
-#: Tasks past which only the counts measured and asked for are simulated (each
-#: simulation is O(tasks log threads) in Python: about a second a 200,000 tasks)
-MAX_SIMULATED_TASKS = 50_000
+MAX_TASKS = 50_000
+#: Tasks past which only the counts measured and asked for are simulated (a simulation
+#: is O(tasks log threads) in Python: 0.4 s for 50,000 tasks, loaded; bench/critical_path.py)
+MAX_SIMULATED_TASKS = 10_000
 #: Largest thread count asked for
 MAX_THREADS = 100_000
 
