@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from itertools import repeat
+from itertools import compress, repeat
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from daskscope.arrow_buffers import utf8
 
@@ -66,54 +66,47 @@ def _lead(group: str) -> str:
     return f"({group!r}, "
 
 
-def _take(values: Sequence[Any], rows: npt.NDArray[np.intp]) -> list[Any]:
-    """``values`` at ``rows``, as a list (``itemgetter`` gives a bare item for one row)."""
-    if len(rows) == 0:
-        return []
-    if len(rows) == 1:
-        return [values[int(rows[0])]]
-    return list(itemgetter(*rows.tolist())(values))
-
-
 def key_columns(
-    keys: Sequence[Any], groups: Sequence[Any]
+    keys: npt.NDArray[np.object_], groups: npt.NDArray[np.object_]
 ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.object_]]:
     """Each key's form and rest (:func:`key_parts` of ``str(key)`` against its group's
-    name), for a whole segment; the rests as an object array of str."""
+    name), for a whole segment (object arrays of the keys and their groups' names); the
+    rests as an object array of str."""
     import numpy as np
 
     n = len(keys)
     forms = np.full(n, KEY_WHOLE, dtype=np.int8)
     rests = np.empty(n, dtype=object)
     done = np.zeros(n, dtype=bool)
-    is_tuple = np.fromiter(map(operator.is_, map(type, keys), repeat(tuple)), bool, count=n)
-    rows = np.flatnonzero(is_tuple)
-    tuples = _take(keys, rows)
-    lengths = np.fromiter(map(len, tuples), dtype=np.int64, count=len(tuples))
+    kinds = map(type, keys.tolist())
+    rows = np.flatnonzero(np.fromiter(map(operator.is_, kinds, repeat(tuple)), bool, count=n))
+    lengths = np.fromiter(map(len, keys[rows].tolist()), dtype=np.int64, count=len(rows))
     long_enough = lengths >= 2  # ("g",) prints as "('g',)": kept whole
     rows, lengths = rows[long_enough], lengths[long_enough]
-    tuples = list(map(tuples.__getitem__, np.flatnonzero(long_enough).tolist()))
-    heads = list(map(itemgetter(0), tuples))
-    led = np.fromiter(map(operator.is_, map(type, heads), repeat(str)), bool, count=len(rows))
-    led &= np.fromiter(map(operator.eq, heads, _take(groups, rows)), bool, count=len(rows))
+    heads = list(map(itemgetter(0), keys[rows].tolist()))
+    names = groups[rows].tolist()
+    # Dask names a tuple's group by its first item: the very same str, mostly
+    led = np.fromiter(map(operator.is_, heads, names), bool, count=len(rows))
+    if not all(type(g) is str for g in dict.fromkeys(compress(names, led.tolist()))):
+        led &= np.fromiter(map(operator.is_, map(type, heads), repeat(str)), bool, len(rows))
+    for i in np.flatnonzero(~led).tolist():  # equal, not the same object (or not led)
+        led[i] = type(heads[i]) is str and heads[i] == names[i]
     for length in np.unique(lengths[led]).tolist():
-        picked = np.flatnonzero(led & (lengths == length))
-        chosen = list(map(tuples.__getitem__, picked.tolist()))
+        at = rows[led & (lengths == length)]
+        chosen = keys[at].tolist()
         if length == 2:
             texts = list(map(repr, map(itemgetter(1), chosen)))
         else:  # a tuple prints its items' repr joined by ", "
             layout = ", ".join(["%r"] * (length - 1))
             texts = list(map(layout.__mod__, map(itemgetter(*range(1, length)), chosen)))
-        at = rows[picked]
         rests[at] = texts
         forms[at] = KEY_TUPLE
         done[at] = True
     rest_rows = np.flatnonzero(~done)
-    texts = list(map(str, _take(keys, rest_rows)))
+    texts = list(map(str, keys[rest_rows].tolist()))
     rests[rest_rows] = texts
-    is_group = np.fromiter(
-        map(operator.eq, texts, _take(groups, rest_rows)), bool, count=len(rest_rows)
-    )
+    names = groups[rest_rows].tolist()
+    is_group = np.fromiter(map(operator.eq, texts, names), bool, count=len(rest_rows))
     forms[rest_rows[is_group]] = KEY_IS_GROUP
     rests[rest_rows[is_group]] = ""
     return forms, rests
@@ -204,6 +197,7 @@ def key_filter(
         raise ValueError(f"{n} keys are too many for one segment's key filter")
     field = np.zeros(bits, dtype=bool)
     if n:
+        groups = np.maximum(groups, 0)  # none (-1) only where the key is kept whole
         used = np.flatnonzero(np.bincount(groups, minlength=len(names)))
         slot = np.zeros(len(names), dtype=np.int64)
         slot[used] = np.arange(len(used))

@@ -143,6 +143,8 @@ def _matrix(executions: Sequence[Execution]) -> npt.NDArray[np.object_]:
     (one C pass; ``zip(*executions)`` costs half as much again)."""
     import numpy as np
 
+    if not executions:
+        raise ValueError("a task-log segment holds at least one execution")
     if set(map(len, executions)) != {_FIELDS}:
         raise ValueError(f"every buffered task execution is a tuple of {_FIELDS} fields")
     flat = np.fromiter(chain.from_iterable(executions), object, count=_FIELDS * len(executions))
@@ -278,7 +280,7 @@ def _encode_one(cluster_id: str, number: int, executions: Sequence[Execution]) -
     a_source = names.codes(acts.source)[a_order]
     dictionary = string_array(*utf8(names.names))
 
-    forms, rests = key_columns(columns[:, _KEY].tolist(), columns[:, _GROUP].tolist())
+    forms, rests = key_columns(columns[:, _KEY], columns[:, _GROUP])
     forms = forms[order]
     rest_data, rest_offsets = utf8(rests[order].tolist())
     erred = columns[:, _ERRED].astype(bool)[order]
@@ -345,7 +347,7 @@ def _encode_one(cluster_id: str, number: int, executions: Sequence[Execution]) -
         executions=n,
         format=FORMAT,
         payload=_ipc_bytes(table, actions, base),
-        groups=sorted(names.names[g] for g in np.unique(group).tolist()),
+        groups=sorted(names.names[g] for g in np.flatnonzero(np.bincount(group[group >= 0]))),
         summary=summary,
         key_filter=key_filter(forms, rest_data, rest_offsets, group, names.names),
     )
