@@ -14,7 +14,7 @@ import pytest
 
 from daskscope.format import duration_text, money_text
 from daskscope.store import open_store, write_records
-from factories import GIB, make_cluster, make_span
+from factories import GIB, make_cluster, make_computation, make_group, make_span
 from test_compare_browser import CHROMIUM, FLAGS, SHOTS, SIZES, no_page_overflow, texts
 from webutil import serving
 
@@ -57,12 +57,22 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         cost = by_hand(cluster, load)
         expected["member"][user] = expected["member"].get(user, 0.0) + cost
         expected["tag"]["data-load"] = expected["tag"].get("data-load", 0.0) + cost
+    # a cluster with two computations of known task time, for the cluster page's column
+    mine = make_cluster("two computations", start=START, user="dora")
+    comps = [make_computation(mine, i, started_at=START + 10 * i) for i in range(2)]
+    records += [mine, *comps]
+    for i, seconds in enumerate((3000.0, 600.0)):
+        for g in range(2):  # two groups each, half the time each
+            group = make_group(mine, f"work{i}-{g}", computation_id=comps[i].id,
+                               duration_s=seconds / 2, started_at=START + 10 * i)  # fmt: skip
+            records.append(group)
+        expected[comps[i].id] = {"cost": by_hand(mine, seconds)}
     with open_store(url) as store:
         write_records(store, records)
     with dask.config.set({"daskscope.cost": PRICES}):
         app = create_app(url)
         with serving(app) as base:
-            yield {"base": base, "expected": expected}
+            yield {"base": base, "expected": expected, "cluster": mine, "comps": comps}
         app.state.store.close()
 
 
@@ -135,3 +145,13 @@ def test_every_tag_and_a_bad_day(served: dict[str, Any], page: Any) -> None:
     ]  # fmt: skip
     page.goto(f"{served['base']}/costs?since=yesterday")
     assert "not a date" in page.locator("main").inner_text()
+
+
+def test_cluster_page_computation_costs(served: dict[str, Any], page: Any) -> None:
+    page.goto(f"{served['base']}/clusters/{served['cluster'].id}")
+    page.get_by_role("tab", name="Computations").click()
+    head = texts(page.locator("#computations thead th"))
+    assert head[head.index("Groups") + 1] == "Cost"
+    for comp in served["comps"]:
+        cell = page.locator(f'tr.computation[data-id="{comp.id}"] td[data-label="Cost"]')
+        assert cell.inner_text() == money_text(served["expected"][comp.id]["cost"])

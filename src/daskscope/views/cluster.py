@@ -16,8 +16,10 @@ from daskscope.analysis import elapsed, span_tree
 from daskscope.analysis.code import code_frames, code_note
 from daskscope.analysis.graph import ACTIVITY_COLOURS
 from daskscope.analysis.workers import extra_metrics
+from daskscope.format import MISSING, money_text
 from daskscope.store import Store, cluster_detail
 from daskscope.store.analytics import RUNNING_WITHIN
+from daskscope.views.costs import computation_costs
 from daskscope.views.listing import ClusterStatistics, statistics_of
 from daskscope.views.rows import pick
 
@@ -113,6 +115,11 @@ class ComputationSummary:
     task_groups: list[str]
     task_groups_total: int
     task_groups_omitted: int
+    #: its task groups' summed task time, and its share of the cluster's cost by it
+    #: (views.costs.computation_costs; None: the cluster has no price)
+    task_seconds: float | None = None
+    cost: float | None = None
+    cost_text: str = MISSING
 
 
 @dataclass(frozen=True)
@@ -287,6 +294,7 @@ def cluster_view(
     detail = cluster_detail(store, cluster_id, max_groups=groups, groups_by=groups_by)
     cluster = detail["cluster"]
     summary = detail["task_group_summary"]
+    costs = computation_costs(store, cluster)
     prefixes = sorted(
         detail["task_prefixes"], key=lambda p: (-p["tasks_executed"], -p["duration_s"], p["name"])
     )
@@ -295,7 +303,7 @@ def cluster_view(
         running=is_running(cluster["stopped_at"], cluster["last_seen_at"], time.time()),
         statistics=statistics_of(cluster),
         task_prefixes=[pick(TaskPrefix, p) for p in prefixes],
-        computations=[_computation(c) for c in detail["computations"]],
+        computations=[_computation(c, costs.get(c["id"])) for c in detail["computations"]],
         task_group_summary=pick(
             GroupSummary, summary, top=[pick(GroupBrief, g) for g in summary["top"]]
         ),
@@ -320,12 +328,17 @@ def is_running(stopped_at: float | None, last_seen_at: float | None, now: float)
     return stopped_at is None and seen
 
 
-def _computation(row: Mapping[str, Any]) -> ComputationSummary:
+def _computation(row: Mapping[str, Any], cost: Mapping[str, Any] | None) -> ComputationSummary:
     duration = elapsed(row["started_at"], row["stopped_at"])  # unfinished: None
     return pick(
         ComputationSummary,
         row,
         duration_s=duration,
+        task_seconds=None if cost is None else cost["task_seconds"],
+        cost=None if cost is None or cost["cost"] is None else cost["cost"]["total"],
+        cost_text=MISSING
+        if cost is None or cost["cost"] is None
+        else money_text(cost["cost"]["total"], cost["cost"]["currency"]),
         code_frames=[pick(CodeFrame, f) for f in code_frames(row["code"])],
         code_note=code_note(row["code"]),
     )

@@ -33,6 +33,7 @@ __all__ = [
     "CostsView",
     "PartCost",
     "cluster_costs_view",
+    "computation_costs",
     "costs_view",
 ]
 
@@ -199,6 +200,19 @@ def _part(id: str, label: str, seconds: float | None, cost: Mapping[str, Any] | 
         cost=None if cost is None else float(cost["total"]),
         cost_text=MISSING_COST if cost is None else money_text(cost["total"], cost["currency"]),
     )  # fmt: skip
+
+
+def computation_costs(
+    store: Store, cluster: Mapping[str, Any], *, rates: RatesOf = cost_rates
+) -> dict[str, dict[str, Any]]:
+    """Per computation of the ``cluster`` row: ``{"task_seconds", "cost"}``, its groups'
+    summed task time and its attributed cost (None: the cluster has no price)."""
+    cost = _cluster_cost(cluster, rates)
+    core = float(cluster.get("core_seconds") or 0.0)
+    return {
+        cid: {"task_seconds": seconds, "cost": attributed_cost(cost, seconds, core)}
+        for cid, seconds in computation_task_seconds(store, cluster["id"]).items()
+    }
 
 
 #: What a part's cost reads when its cluster has no price

@@ -127,7 +127,7 @@ window.dsComputations = (() => {
     const td = document.createElement("td");
     td.append(button);
     row.append(td, ds.cell(ds.utc(comp.started_at, true), { cls: "start" }),
-      ...["Duration", "Tasks", "Errors", "Groups"].map((label) => {
+      ...["Duration", "Tasks", "Errors", "Groups", "Cost"].map((label) => {
         const td = ds.cell("", { cls: "num" });
         td.dataset.label = label;
         return td;
@@ -137,7 +137,7 @@ window.dsComputations = (() => {
     detail.dataset.id = comp.id;
     detail.hidden = true;
     const cell = document.createElement("td");
-    cell.colSpan = 7;
+    cell.colSpan = 8;
     for (const f of comp.code_frames) {
       const lines = comp.code[f.snippet].split("\n");
       const pre = document.createElement("pre");
@@ -178,6 +178,7 @@ window.dsComputations = (() => {
     cells[4].textContent = ds.num(comp.tasks_erred);
     cells[4].classList.toggle("bad", comp.tasks_erred > 0);
     cells[5].textContent = ds.num(comp.group_count);
+    cells[6].textContent = comp.cost_text;
   }
 
   // Add or update rows from a fresh view (live mode)
