@@ -159,8 +159,11 @@ def compute_stages() -> None:
 
 def record(url: str, threads: int) -> dict[str, Any]:
     """The construction on one worker with ``threads`` threads, recorded into ``url``;
-    Dask's task stream of the same run is the ground truth."""
+    Dask's task stream of the same run is the ground truth. Every ready task goes to
+    the worker at once (worker-saturation inf), so a free thread takes the next one
+    without a round trip to the scheduler, as the model assumes."""
     with (
+        dask.config.set({"distributed.scheduler.worker-saturation": float("inf")}),
         LocalCluster(
             n_workers=1,
             threads_per_worker=threads,
@@ -203,6 +206,22 @@ def wall(stream: list[dict[str, Any]]) -> float:
     starts = [ss["start"] for t in stream for ss in t["startstops"]]
     stops = [ss["stop"] for t in stream for ss in t["startstops"]]
     return max(stops) - min(starts)
+
+
+def stalled(stream: list[dict[str, Any]]) -> float:
+    """Seconds between the first compute start and the last compute stop when no
+    thread was computing."""
+    spans = sorted(
+        (ss["start"], ss["stop"])
+        for t in stream
+        for ss in t["startstops"]
+        if ss["action"] == "compute"
+    )
+    gaps, reach = 0.0, spans[0][1]
+    for start, stop in spans[1:]:
+        gaps += max(0.0, start - reach)
+        reach = max(reach, stop)
+    return gaps
 
 
 def new_url(request: pytest.FixtureRequest, kind: str, tmp: Any) -> str:
@@ -268,14 +287,18 @@ def test_path_of_a_real_run_is_the_constructed_one(four_threads: dict[str, Any])
 def test_estimate_from_one_thread_against_a_real_run_on_four(
     one_thread: dict[str, Any], four_threads: dict[str, Any]
 ) -> None:
-    """Recorded on 1 thread, estimated for 4, then run on 4. The model leaves out the
-    scheduler's round trips between stages and the thread pool's wake-ups (milliseconds
-    per stage on a quiet machine, more on a loaded one), and a sleep overruns by however
-    late the machine wakes the thread, differently in each run: so the tolerance is
-    generous, 0.75x to 1.5x of the estimate. It still tells the three answers apart: the
-    estimate for 4 threads (about 1.7 s) is within it, the 1-thread time (about 5.1 s)
-    and the infinite-workers time (1.1 s) are not, and the real run is nearer to it than
-    to either of them."""
+    """Recorded on 1 thread, estimated for 4, then run on 4.
+
+    The model leaves out the scheduler's round trips between stages (milliseconds on a
+    quiet machine, whole seconds when eight test suites share two cores): in the model
+    some thread always computes, so the moments of the real run when *no* thread was
+    computing are that overhead, and they are taken out of the measured wall time
+    (from Dask's task stream; the raw wall time is in the failure message). A sleep
+    also overruns by however late the machine wakes its thread, differently in each
+    run, so the tolerance is generous: 0.75x to 1.5x of the estimate. It still tells
+    the three answers apart: the estimate for 4 threads (about 1.7 s) is within it, the
+    1-thread time (about 5.1 s) and the infinite-workers time (1.1 s) are not, and the
+    real run is nearer to it than to either of them."""
     with open_store(one_thread["url"]) as store:
         view = critical_path_view(
             store, one_thread["cluster_id"], one_thread["computation_id"], threads=4
@@ -288,8 +311,9 @@ def test_estimate_from_one_thread_against_a_real_run_on_four(
     # one thread: the recorded tasks one after the other, as Dask's task stream saw them
     one = sum(sum(v) for v in compute_seconds(one_thread["stream"]).values())
     assert view.estimates[0].wall_s == pytest.approx(one, abs=1e-4)
-    measured = wall(four_threads["stream"])
-    assert 0.75 * estimate <= measured <= 1.5 * estimate, (estimate, measured)
+    raw = wall(four_threads["stream"])
+    measured = raw - stalled(four_threads["stream"])
+    assert 0.75 * estimate <= measured <= 1.5 * estimate, (estimate, measured, raw)
     # the window tells the estimate apart from the other two answers
     assert view.critical_path_s < 0.75 * estimate
     assert view.estimates[0].wall_s > 1.5 * estimate
