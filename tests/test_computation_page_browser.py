@@ -76,6 +76,8 @@ def open_page(browser: Any) -> Iterator[Any]:
         page = context.new_page()
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.set_default_timeout(20_000)
+        # plotly.js is 3.5 MB: a page's load waits for it, slow when 2 cores serve 8 suites
+        page.set_default_navigation_timeout(60_000)
         return page
 
     yield opener
