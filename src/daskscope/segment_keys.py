@@ -9,7 +9,7 @@ Both are built for a whole segment at once in the recorder's writer thread, with
 ``str(key)`` of each key: tuples are sorted by length and their rests formatted by
 ``map`` over the segment (a tuple's text is its items' ``repr`` joined), and the filter's
 hash of a key's text is put together from the hash of its group's lead and of its rest
-(a polynomial hash: ``H(a + b) = H(a) * P**len(b) + H(b)``), vectorised over the rests'
+(a polynomial hash: ``H(a + b) = H(a) + P**len(a) * H(b)``), vectorised over the rests'
 bytes.
 """
 
@@ -127,33 +127,53 @@ _FILTER_VERSION = 1
 _BITS_MASK = (1 << 56) - 1
 #: the polynomial hash's multiplier (odd: every power is odd, so no byte is lost)
 _P = 0x9E3779B97F4A7C15
+_P_INVERSE = pow(_P, -1, 1 << 64)
 _CLOSE = ord(")")
 
 
-def _powers(count: int) -> npt.NDArray[np.uint64]:
-    """``P**0 .. P**(count - 1)`` modulo 2**64."""
+def _powers(count: int, base: int = _P) -> npt.NDArray[np.uint64]:
+    """``base**0 .. base**(count - 1)`` modulo 2**64."""
     import numpy as np
 
-    powers = np.full(max(count, 1), _P, dtype=np.uint64)
+    powers = np.full(max(count, 1), base, dtype=np.uint64)
     powers[0] = 1
     return np.cumprod(powers, dtype=np.uint64)
 
 
-def _text_hashes(
-    data: bytes, offsets: npt.NDArray[np.int64], powers: npt.NDArray[np.uint64]
-) -> npt.NDArray[np.uint64]:
-    """The polynomial hash of each text laid out by :func:`~daskscope.arrow_buffers.utf8`:
-    ``sum(byte[i] * P**(len - 1 - i))`` modulo 2**64."""
+def _text_hashes(data: bytes, offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
+    """The polynomial hash of each text laid out by :func:`~daskscope.arrow_buffers.utf8`,
+    ``sum(byte[i] * P**i)`` modulo 2**64: a running sum of every byte times ``P`` to its
+    place in ``data``, each text's part of it brought back by ``P**-start`` (P is odd,
+    so it has an inverse modulo 2**64)."""
     import numpy as np
 
-    raw = np.frombuffer(data, dtype=np.uint8).astype(np.uint64)
-    lengths = np.diff(offsets)
-    ends = np.repeat(offsets[1:], lengths)
+    raw = np.frombuffer(data, dtype=np.uint8)
+    powers, inverses = _power_tables(len(raw) + 1)
+    running = np.zeros(len(raw) + 1, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        terms = raw * powers[ends - 1 - np.arange(len(raw))]
-        running = np.concatenate((np.zeros(1, dtype=np.uint64), np.cumsum(terms, dtype=np.uint64)))
-        hashes: npt.NDArray[np.uint64] = running[offsets[1:]] - running[offsets[:-1]]
+        np.cumsum(raw * powers[: len(raw)], dtype=np.uint64, out=running[1:])
+        starts = offsets[:-1]
+        own = running[offsets[1:]] - running[starts]
+        hashes: npt.NDArray[np.uint64] = own * inverses[starts]
     return hashes
+
+
+#: powers of P and of its inverse, kept between segments (the writer thread's alone):
+#: up to this many (16 MiB), a segment's rests rarely need more
+_KEPT_POWERS = 2**20
+_kept: list[npt.NDArray[np.uint64]] = []
+
+
+def _power_tables(count: int) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+    """At least ``count`` powers of P and of its inverse."""
+    global _kept
+    if _kept and len(_kept[0]) >= count:
+        return _kept[0], _kept[1]
+    if count > _KEPT_POWERS:
+        return _powers(count), _powers(count, _P_INVERSE)
+    size = min(max(count, 2 * len(_kept[0]) if _kept else 2**16), _KEPT_POWERS)
+    _kept = [_powers(size), _powers(size, _P_INVERSE)]
+    return _kept[0], _kept[1]
 
 
 def _mixed(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -205,22 +225,22 @@ def key_filter(
         group_texts = [names[g] for g in used.tolist()]
         lead_data, lead_offsets = utf8([_lead(g) for g in group_texts])
         name_data, name_offsets = utf8(group_texts)
-        rest_lengths = np.diff(rest_offsets)
-        longest = max(int(rest_lengths.max()), int(np.diff(name_offsets).max()))
-        powers = _powers(max(longest, int(np.diff(lead_offsets).max())) + 2)
-        hashes = _text_hashes(rest_data, rest_offsets, powers)  # KEY_WHOLE: the text
+        hashes = _text_hashes(rest_data, rest_offsets)  # KEY_WHOLE: the text
         tuple_rows = forms == KEY_TUPLE
         if tuple_rows.any():  # lead + rest + ")"
-            lead = _text_hashes(lead_data, lead_offsets, powers)[group_of[tuple_rows]]
+            lead_lengths = np.diff(lead_offsets)[group_of[tuple_rows]]
+            rest_lengths = np.diff(rest_offsets)[tuple_rows]
+            powers = _powers(int((lead_lengths + rest_lengths).max()) + 1)
+            lead = _text_hashes(lead_data, lead_offsets)[group_of[tuple_rows]]
             with np.errstate(over="ignore"):
                 hashes[tuple_rows] = (
-                    lead * powers[rest_lengths[tuple_rows] + 1]
-                    + hashes[tuple_rows] * np.uint64(_P)
-                    + np.uint64(_CLOSE)
+                    lead
+                    + hashes[tuple_rows] * powers[lead_lengths]
+                    + np.uint64(_CLOSE) * powers[lead_lengths + rest_lengths]
                 )
         group_rows = forms == KEY_IS_GROUP
         if group_rows.any():
-            hashes[group_rows] = _text_hashes(name_data, name_offsets, powers)[group_of[group_rows]]
+            hashes[group_rows] = _text_hashes(name_data, name_offsets)[group_of[group_rows]]
         field[_positions(hashes, bits).ravel()] = True
     header = bits | (_FILTER_VERSION << 56)
     return header.to_bytes(8, "little") + np.packbits(field, bitorder="little").tobytes()
@@ -254,9 +274,10 @@ def _mixed_int(h: int) -> int:
 
 def _positions_of(key: str, bits: int) -> list[int]:
     """:func:`_positions` of one key's text."""
-    h = 0
+    h, power = 0, 1
     for byte in key.encode("utf-8"):
-        h = (h * _P + byte) & _MASK
+        h = (h + byte * power) & _MASK
+        power = (power * _P) & _MASK
     first = _mixed_int(h)
     second = _mixed_int(first ^ _P) | 1
     return [((((first + i * second) & _MASK) >> 32) * bits) >> 32 for i in range(_FILTER_HASHES)]
