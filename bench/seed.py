@@ -108,6 +108,13 @@ def generate(clusters: int, members: int, weeks: int, seed: int) -> dict[str, It
                        start + k, start + k, start + k + 100, True, '{"memory": 200}',
                        2**24, 100.0, '{"compute": 90.0}', 80.0, "[]", 2)  # fmt: skip
 
+    def span_tag_rows() -> Iterator[tuple]:
+        # The span-tag index (store/span_tags.py) the writer keeps beside the spans
+        for cid, start in zip(ids, starts, strict=True):
+            for k in range(5):
+                yield (stable_id(cid, "sprow", k), cid, "data load" if k == 0 else f"step {k}",
+                       True, start + k)  # fmt: skip
+
     def metric_rows() -> Iterator[tuple]:
         for cid in ids:
             for k in range(5):
@@ -155,6 +162,7 @@ def generate(clusters: int, members: int, weeks: int, seed: int) -> dict[str, It
     return {
         "clusters": cluster_rows(), "computations": computation_rows(),
         "task_groups": group_rows(), "task_prefixes": prefix_rows(), "spans": span_rows(),
+        "span_tags": span_tag_rows(),
         "span_metrics": metric_rows(), "worker_samples": sample_rows(), "events": event_rows(),
         "errors": error_rows(), "profiles": profile_rows(),
     }  # fmt: skip
@@ -255,7 +263,7 @@ def load(url: str, streams: dict[str, Iterator[Any]]) -> dict[str, int]:
     try:
         cursor = raw.cursor()
         for name, rows in streams.items():
-            table = s.TABLES[name]
+            table = s.metadata.tables[name]
             columns = [c.name for c in table.columns]
             rows = _as_tuples(rows, columns)
             quoted = ", ".join(f'"{c}"' for c in columns)
