@@ -124,6 +124,7 @@ def run(way: str, url: str, cluster_id: str, out: str) -> None:
 
     store = open_store(url)
     started = time.perf_counter()
+    cpu = time.process_time()
     chunks: Iterator[str | bytes]
     if way == "old":
         chunks = old_chunks(store, cluster_id)
@@ -135,8 +136,13 @@ def run(way: str, url: str, cluster_id: str, out: str) -> None:
         for chunk in chunks:
             f.write(chunk.encode() if isinstance(chunk, str) else chunk)
     wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"wall_s": wall, "peak_rss": peak, "bytes": Path(out).stat().st_size}))
+    print(
+        json.dumps(
+            {"wall_s": wall, "cpu_s": cpu, "peak_rss": peak, "bytes": Path(out).stat().st_size}
+        )
+    )
 
 
 def main() -> None:
@@ -164,7 +170,8 @@ def main() -> None:
             )  # fmt: skip
             results[way] = json.loads(answer.stdout.strip().splitlines()[-1])
         for way, r in results.items():
-            print(f"{way:>6}: {r['wall_s']:7.1f} s  {r['wall_s'] / args.tasks * 1e6:6.1f} µs/task  "
+            print(f"{way:>6}: wall {r['wall_s']:6.1f} s  CPU {r['cpu_s']:6.1f} s "
+                  f"({r['cpu_s'] / args.tasks * 1e6:5.1f} µs/task)  "
                   f"peak RSS {r['peak_rss'] / 2**20:7.0f} MiB  file {r['bytes'] / 2**20:6.1f} MiB "
                   f"({r['bytes'] / args.tasks:.0f} B/task)")  # fmt: skip
         if "old" in results:
@@ -173,6 +180,7 @@ def main() -> None:
                 r = results[way]
                 print(
                     f"{way} / old: wall {r['wall_s'] / o['wall_s']:.3f}, "
+                    f"CPU {r['cpu_s'] / o['cpu_s']:.3f}, "
                     f"peak RSS {r['peak_rss'] / o['peak_rss']:.2f}"
                 )
 

@@ -32,9 +32,8 @@ from dataclasses import dataclass, field
 import msgspec
 
 from daskscope.export.common import NothingRecorded, UnknownComputation, check_window
-from daskscope.segments import DecodedSegment
 from daskscope.store import Store, cluster_detail
-from daskscope.store.task_scan import PlainColumns, log_extent, ordered_rows, scan_segments
+from daskscope.store.task_scan import PlainColumnsCache, log_extent, ordered_rows, scan_segments
 from daskscope.store.timeline import TaskExecution
 
 __all__ = ["PAGE_TASKS", "perfetto_chunks", "perfetto_events", "trace_window"]
@@ -293,12 +292,12 @@ def _event_pages(
     """The events of the window's executions in order of start, ``page`` executions'
     at a time: read column-wise, a segment at a time (memory bounded by the segments
     overlapping one another, not the trace)."""
-    columns: dict[int, tuple[DecodedSegment, PlainColumns]] = {}
+    cache = PlainColumnsCache()
     events: list[dict[str, object]] = []
     held = 0
     scanned = scan_segments(store, cluster_id, lo, hi)
     for batch in ordered_rows(scanned, lo, hi, computation=computation):
-        plain = [_plain(columns, seg) for seg in batch.segments]
+        plain = cache.of(batch)
         for which, row in zip(batch.segment.tolist(), batch.rows.tolist(), strict=True):
             c = plain[which]
             state = c.state[row]
@@ -320,19 +319,5 @@ def _event_pages(
             if held == page:
                 yield events
                 events, held = [], 0
-        # only the batch's segments may come again (those with rows still waiting)
-        live = {id(seg) for seg in batch.segments}
-        for key in [k for k in columns if k not in live]:
-            del columns[key]
     if events:
         yield events
-
-
-def _plain(
-    columns: dict[int, tuple[DecodedSegment, PlainColumns]], seg: DecodedSegment
-) -> PlainColumns:
-    """The segment's plain columns, made once while it stays in the batches."""
-    found = columns.get(id(seg))
-    if found is None or found[0] is not seg:
-        found = columns[id(seg)] = (seg, PlainColumns(seg))
-    return found[1]

@@ -38,9 +38,8 @@ from daskscope.export.protowire import (
     varint,
     varint_field,
 )
-from daskscope.segments import DecodedSegment
 from daskscope.store import Store
-from daskscope.store.task_scan import PlainColumns, ordered_rows, scan_segments
+from daskscope.store.task_scan import PlainColumns, PlainColumnsCache, ordered_rows, scan_segments
 
 __all__ = ["PERFETTO_EXTENSIONS", "SEQUENCE", "perfetto_proto_chunks"]
 
@@ -175,7 +174,7 @@ class _Interned:
         self.fresh.clear()
 
 
-#: a slice waiting to begin: (name, categories, annotations, track group, source)
+#: a slice waiting to begin: (name, categories, annotations, (worker, thread | activity))
 _Slice = tuple[str, tuple[str, ...], list[tuple[str, object]], tuple[str, object]]
 
 _END, _BEGIN = 0, 1
@@ -191,31 +190,19 @@ def _chunks(
     page: int,
 ) -> Iterator[bytes]:
     writer = _Writer(origin)
-    columns: dict[int, tuple[DecodedSegment, PlainColumns]] = {}
+    cache = PlainColumnsCache()
     held = 0
     scanned = scan_segments(store, cluster_id, lo, hi)
     for batch in ordered_rows(scanned, lo, hi, computation=computation):
-        plain = [_plain(columns, seg) for seg in batch.segments]
+        plain = cache.of(batch)
         for which, row in zip(batch.segment.tolist(), batch.rows.tolist(), strict=True):
             writer.add_execution(plain[which], row)
             held += 1
             if held == page:
                 yield writer.take()
                 held = 0
-        live = {id(seg) for seg in batch.segments}
-        for key in [k for k in columns if k not in live]:
-            del columns[key]
     writer.finish()
     yield writer.take()
-
-
-def _plain(
-    columns: dict[int, tuple[DecodedSegment, PlainColumns]], seg: DecodedSegment
-) -> PlainColumns:
-    found = columns.get(id(seg))
-    if found is None or found[0] is not seg:
-        found = columns[id(seg)] = (seg, PlainColumns(seg))
-    return found[1]
 
 
 class _Wire:

@@ -26,6 +26,7 @@ from daskscope.store.errors import UnknownCluster
 __all__ = [
     "LogExtent",
     "PlainColumns",
+    "PlainColumnsCache",
     "RowBatch",
     "ScannedSegment",
     "log_extent",
@@ -264,3 +265,21 @@ class PlainColumns:
         found = [("compute", start, stop, None), *others] if start != stop else list(others)
         found.sort(key=lambda a: (a[1], a[2]))
         return found
+
+
+class PlainColumnsCache:
+    """The plain columns of a batch's segments, made once while a segment keeps coming
+    in batches (its rows that start later wait for the next one)."""
+
+    def __init__(self) -> None:
+        self._held: dict[int, tuple[DecodedSegment, PlainColumns]] = {}
+
+    def of(self, batch: RowBatch) -> list[PlainColumns]:
+        held: dict[int, tuple[DecodedSegment, PlainColumns]] = {}
+        for seg in batch.segments:
+            found = self._held.get(id(seg))
+            if found is None or found[0] is not seg:
+                found = (seg, PlainColumns(seg))
+            held[id(seg)] = found
+        self._held = held  # those of earlier batches only: let go
+        return [held[id(seg)][1] for seg in batch.segments]
