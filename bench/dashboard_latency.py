@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import gc
 import json
 import os
@@ -53,6 +54,12 @@ def routes(app: Any, rng: random.Random, repeat: int) -> dict[str, list[str]]:
 
     def week(c: dict[str, Any]) -> float:
         return MONDAY + int((c["started_at"] - MONDAY) // WEEK) * WEEK
+
+    def day(c: dict[str, Any], days: int = 0) -> str:
+        moment = dt.datetime.fromtimestamp(c["started_at"], dt.UTC) + dt.timedelta(days=days)
+        return moment.date().isoformat()
+
+    pairs = [rng.sample(clusters, 2) for _ in range(repeat)]
 
     return {
         "GET / (account page)": ["/?days=90"] * repeat,
@@ -97,6 +104,33 @@ def routes(app: Any, rng: random.Random, repeat: int) -> dict[str, list[str]]:
         "GET /api/v1/runs": ["/api/v1/runs"] * repeat,
         "GET /api/v1/runs?q&sort": ["/api/v1/runs?q=analysis&sort=wall&order=desc"] * repeat,
         "GET /api/docs": ["/api/docs"] * repeat,
+        # Issue 14: compare, history, regressions, costs (span tags from the span-tag
+        # index), and the timeline's JSON (the seeded clusters hold no task log:
+        # bench/timeline_latency.py measures one that does)
+        "GET /api/v1/compare (two clusters)": [
+            f"/api/v1/compare?a={a['id']}&b={b['id']}" for a, b in pairs
+        ],
+        "GET /compare (page, span tag of two clusters)": [
+            f"/compare?a={a['id']}/span:data%20load&b={b['id']}/span:data%20load" for a, b in pairs
+        ],
+        "GET /api/v1/history (span tag in every cluster)": [
+            "/api/v1/history?kind=span&name=data%20load"
+        ]
+        * repeat,
+        "GET /history (page, span tag)": ["/history?kind=span&name=data%20load"] * repeat,
+        "GET /api/v1/regressions": ["/api/v1/regressions"] * repeat,
+        "GET /regressions (page)": ["/regressions"] * repeat,
+        "GET /api/v1/costs?tag (a month)": [
+            f"/api/v1/costs?tag=data%20load&since={day(c)}&until={day(c, 30)}" for c in picks
+        ],
+        "GET /costs?tag (page, a month)": [
+            f"/costs?tag=data%20load&since={day(c)}&until={day(c, 30)}" for c in picks
+        ],
+        "GET /api/v1/costs (every tag, all time)": ["/api/v1/costs"] * repeat,
+        "GET /api/v1/clusters/{id}/costs": [f"/api/v1/clusters/{c['id']}/costs" for c in picks],
+        "GET /api/v1/clusters/{id}/timeline": [
+            f"/api/v1/clusters/{c['id']}/timeline" for c in picks
+        ],
     }
 
 
