@@ -116,14 +116,15 @@ def key_columns(
 #
 # A filter is an 8-byte little-endian header, the bit count in its low 56 bits and the
 # hash's version in its top byte, then the bits. Version 0 (the first filters) hashed a
-# key's last 96 bytes with FNV-1a; version 1 hashes every byte of the key's text with
-# the composable polynomial hash below. Both are read; version 1 is written.
+# key's last 96 bytes with FNV-1a; version 2 hashes every byte of the key's text with
+# the composable polynomial hash below (version 1 summed the powers the other way).
+# All are read; version 2 is written.
 
 #: bits of the key filter per key, and the hashes each key sets (~1 % false positives);
 #: at most 2**32 bits (a segment's keys are far fewer)
 _FILTER_BITS_PER_KEY = 10
 _FILTER_HASHES = 7
-_FILTER_VERSION = 1
+_FILTER_VERSION = 2
 _BITS_MASK = (1 << 56) - 1
 #: the polynomial hash's multiplier (odd: every power is odd, so no byte is lost)
 _P = 0x9E3779B97F4A7C15
@@ -257,6 +258,8 @@ def key_filter_may_hold(key_filter: bytes, key: str) -> bool:
         positions = _positions_v0(key, bits)
     elif version == _FILTER_VERSION:
         positions = _positions_of(key, bits)
+    elif version == 1:
+        positions = _positions_of(key, bits, forward=True)
     else:
         return True  # a newer daskscope's filter: decode the segment to be sure
     return all(key_filter[8 + p // 8] >> (p % 8) & 1 for p in positions)
@@ -272,12 +275,16 @@ def _mixed_int(h: int) -> int:
     return h ^ (h >> 31)
 
 
-def _positions_of(key: str, bits: int) -> list[int]:
-    """:func:`_positions` of one key's text."""
+def _positions_of(key: str, bits: int, *, forward: bool = False) -> list[int]:
+    """:func:`_positions` of one key's text (``forward``: version 1's hash,
+    ``sum(byte[i] * P**(len - 1 - i))``, written for an hour of development)."""
     h, power = 0, 1
     for byte in key.encode("utf-8"):
-        h = (h + byte * power) & _MASK
-        power = (power * _P) & _MASK
+        if forward:
+            h = (h * _P + byte) & _MASK
+        else:
+            h = (h + byte * power) & _MASK
+            power = (power * _P) & _MASK
     first = _mixed_int(h)
     second = _mixed_int(first ^ _P) | 1
     return [((((first + i * second) & _MASK) >> 32) * bits) >> 32 for i in range(_FILTER_HASHES)]
