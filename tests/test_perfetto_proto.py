@@ -381,3 +381,39 @@ def test_nothing_recorded_says_so(tmp_path: Path) -> None:
         cli, ["--database", url, "export", "perfetto", cluster.id, "--format", "proto"]
     )
     assert result.exit_code == 2 and "no task recorded" in result.output
+
+
+def test_segments_that_overlap_in_time_come_out_in_time_order(tmp_path: Path) -> None:
+    """Two flushes' segments whose executions interleave (as a slow task's report lands
+    in a later flush): the packets still go forward in time, every execution once."""
+    from daskscope.export.perfetto import perfetto_chunks
+    from daskscope.store.task_scan import ordered_rows, scan_segments
+
+    cluster = make_cluster()
+    t0 = cluster.started_at + 10
+
+    def run(i: int, thread: int) -> tuple[Any, ...]:
+        start = t0 + i * 0.5
+        startstops = [{"action": "compute", "start": start, "stop": start + 0.4}]
+        return segments.execution(
+            ("g", i), "g", "g", "tcp://w:1", thread, startstops, erred=False,
+            nbytes=i, computation=None, span=None,
+        )  # fmt: skip
+
+    evens = segments.encode_segment(cluster.id, 0, [run(i, 1) for i in range(0, 40, 2)])
+    odds = segments.encode_segment(cluster.id, 1, [run(i, 2) for i in range(1, 40, 2)])
+    url = f"sqlite:///{tmp_path / 'overlap.db'}"
+    write_records(open_store(url), [cluster, *evens, *odds])
+    store = open_store(url)
+    batches = list(ordered_rows(scan_segments(store, cluster.id)))
+    firsts = [
+        float(b.segments[s].first[r])
+        for b in batches
+        for s, r in zip(b.segment, b.rows, strict=True)
+    ]
+    assert firsts == sorted(firsts) and len(firsts) == 40
+    parsed = checked_trace(b"".join(perfetto_proto_chunks(store, cluster.id, page_tasks=3)))
+    assert sorted(s.args["bytes"] for s in parsed.slices) == list(range(40))
+    assert {s.track for s in parsed.slices} == {"thread 1", "thread 2"}
+    text = "".join(perfetto_chunks(store, cluster.id, page_tasks=3))
+    assert text.count('"ph":"X"') == 40
