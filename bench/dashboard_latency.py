@@ -86,6 +86,11 @@ def routes(app: Any, rng: random.Random, repeat: int) -> dict[str, list[str]]:
         "GET /clusters/{id}/computations/{c} (page)": [
             f"/clusters/{c['id']}/computations/{k}" for c, k in zip(picks, comps, strict=True)
         ],
+        "GET /api/v1/clusters/{id}/advice": [f"/api/v1/clusters/{c['id']}/advice" for c in picks],
+        "GET /api/v1/clusters/{id}/advice?computation": [
+            f"/api/v1/clusters/{c['id']}/advice?computation={k}"
+            for c, k in zip(picks, comps, strict=True)
+        ],
         "GET /api/v1/clusters/{id}/metrics?tag": [
             f"/api/v1/clusters/{c['id']}/metrics?tag=data%20load" for c in picks
         ],
@@ -152,6 +157,7 @@ def many_groups_routes(app: Any, repeat: int) -> dict[str, list[str]]:
             f"{base}/computations/{comps[i % len(comps)]}/graph" for i in range(repeat)
         ],
         "GET .../task-groups (first page)": [f"{base}/task-groups"] * repeat,
+        "GET /api/v1/clusters/{id}/advice": [f"{base}/advice"] * repeat,
         "GET .../task-groups?offset=last": [f"{base}/task-groups?offset={last}"] * repeat,
         "GET .../task-groups?computation": [
             f"{base}/task-groups?computation={comps[i % len(comps)]}" for i in range(repeat)

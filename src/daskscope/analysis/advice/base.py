@@ -69,7 +69,10 @@ class AdviceFacts:
     parts are those of the run's cluster when it was recorded (else empty)."""
 
     scope: Scope
-    #: :func:`daskscope.store.queries.cluster_detail` with every task group
+    #: :func:`daskscope.store.queries.cluster_detail`, its ``task_groups`` every task
+    #: group as a brief row (id, name, prefix, computation_id, tasks_total,
+    #: tasks_executed, tasks_erred, nbytes_total, duration_s, started_at, stopped_at:
+    #: no JSON columns, so that 40,000 groups read fast; ``views.advice.read_detail``)
     detail: Row
     #: :func:`daskscope.store.queries.worker_samples`: every worker sample, oldest first
     worker_samples: Sequence[Row] = ()
