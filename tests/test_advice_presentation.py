@@ -21,7 +21,7 @@ import daskscope
 from daskscope.cli.main import cli
 from daskscope.store import cluster_detail, open_store, write_records
 from factories import make_workflow_run
-from webutil import call, serving
+from webutil import serving
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(
@@ -104,8 +104,10 @@ def test_api_and_cli_json_agree(site: dict[str, Any]) -> None:
 
 
 def test_bad_input_says_what_to_do(site: dict[str, Any]) -> None:
+    import httpx
+
     cid = site["cluster_id"]
-    response = call(site["app"], "GET", f"/api/v1/clusters/{cid}/advice?computation=nope")
+    response = httpx.get(f"{site['base']}/api/v1/clusters/{cid}/advice?computation=nope")
     assert response.status_code == 404 and "Computations tab" in response.text
     result = CliRunner().invoke(cli, ["--database", site["url"], "advise"])
     assert result.exit_code == 2 and "give a CLUSTER, or --run RUN" in result.output
@@ -218,9 +220,12 @@ def test_advice_on_sqlite_and_postgresql(database_url: str) -> None:
         cluster_id = daskscope.register(client, database=database_url)
         dask.compute(*[delayed(slow)(i, 1.1) for i in range(3)])
         assert daskscope.flush(client)["write_failures"] == 0
+    import httpx
+
     app = create_app(database_url)
-    try:
-        response = call(app, "GET", f"/api/v1/clusters/{cluster_id}/advice")
+    try:  # a served app: the browser tests' event loop may still run in this thread
+        with serving(app) as base:
+            response = httpx.get(f"{base}/api/v1/clusters/{cluster_id}/advice", timeout=30)
         assert response.status_code == 200, response.text
         view = response.json()
     finally:
