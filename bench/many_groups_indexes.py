@@ -1,10 +1,12 @@
-"""The task-group index of migration 0008, side by side in one run: the cluster page's
+"""A task-group index (migration 0008's start order, or 0010's longest groups) side by
+side in one run: the cluster page's
 reads of the ``bench/seed.py --many-groups N`` cluster (totals and the 20 longest, each
 computation's first 50 names by start, the first and last page of groups, the view, the
 span filter's prefixes) timed with the index dropped and created again, in
 alternating rounds; prints p50/p95 per read and the ratio (without / with).
 
     python bench/many_groups_indexes.py sqlite:////tmp/dash.db [--rounds 3] [--repeat 10]
+                                        [--index start|longest]
 
 It drops and recreates the index on the store it is given: use a benchmark copy.
 """
@@ -34,11 +36,17 @@ from daskscope.views import cluster_view
 from daskscope.views.groups import span_scope_view
 
 MANY_GROUPS_ID = stable_id("bench", "many-groups")
-INDEXES = [
-    i
-    for i in s.task_groups.indexes
-    if i.name == "ix_task_groups_cluster_id_computation_id_started_at"
-]
+#: the index each --index names: 0008's start order, 0010's longest groups
+INDEX_NAMES = {
+    "start": "ix_task_groups_cluster_id_computation_id_started_at",
+    "longest": "ix_task_groups_longest",
+}
+INDEXES: list[sa.Index] = []
+
+
+#: totals given, so that group_summary reads only the longest
+ZERO = dict.fromkeys(("tasks_total", "tasks_executed", "tasks_erred", "nbytes_total"), 0)
+ZERO["duration_s"] = 0.0
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -69,6 +77,11 @@ def reads(store: Any) -> dict[str, Callable[[], Any]]:
         # what cluster_detail did before (two scans) and does now (one), same run
         "totals, counts, 20 longest: 2 passes": on_conn(two_passes),
         "totals, counts, 20 longest: 1 pass": on_conn(one_pass),
+        "20 longest (alone)": on_conn(
+            lambda c: group_summary(
+                c, MANY_GROUPS_ID, top=20, by_computation={None: {"count": 0, **ZERO}}
+            )
+        ),
         "first 50 names per computation": on_conn(
             lambda c: group_names_by_computation(c, MANY_GROUPS_ID, per_computation=50)
         ),
@@ -103,7 +116,10 @@ def main() -> None:
     parser.add_argument("url")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--index", choices=sorted(INDEX_NAMES), default="start")
     args = parser.parse_args()
+    INDEXES[:] = [i for i in s.task_groups.indexes if i.name == INDEX_NAMES[args.index]]
+    print(f"index dropped and created again: {INDEX_NAMES[args.index]}")
     print(f"load average at the start: {os.getloadavg()[0]:.2f}")
     store = open_store(args.url)
     timings: dict[tuple[str, bool], list[float]] = {}
