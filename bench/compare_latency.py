@@ -4,7 +4,10 @@
 JSON as a reference measured in the same run.
 
 Prints p50/p95 per route in milliseconds, each p95 as a ratio of the 100 ms target and
-of the reference's p95, and ends with one JSON line of the figures.
+of the reference's p95; then the store's queries for a span tag's runs and the
+recurring tags timed both ways in the same run, by text match over the spans' JSON
+names (as before migration 0009) and through the span-tag index, each p95 as a ratio of
+the text match's; and ends with one JSON line of the figures.
 
     python bench/compare_latency.py sqlite:////tmp/dash.db [--repeat 30]
 """
@@ -20,11 +23,23 @@ from typing import Any
 from urllib.parse import urlencode
 
 import httpx
+import sqlalchemy as sa
 
+from daskscope.analysis import regression
 from daskscope.store import list_clusters
+from daskscope.store import schema as s
+from daskscope.store.history import (
+    HISTORY_LIMIT,
+    outermost,
+    own_tag_filter,
+    recurring_names,
+    span_runs,
+)
 from daskscope.web import create_app
 
 TARGET_MS = 100.0
+#: Runs a name needs to be checked for regressions (views.history.regressions_view)
+MIN_RUNS = regression.MIN_BASELINE + regression.RECENT
 REFERENCE = "GET /api/v1/clusters (reference)"
 
 
@@ -82,6 +97,68 @@ async def measure(app: Any, routes: dict[str, list[str]]) -> dict[str, dict[str,
     return out
 
 
+def text_match_span_runs(store: Any, tag: str, limit: int = HISTORY_LIMIT) -> list[str]:
+    """How ``store.history.span_runs`` found a tag's spans before the span-tag index
+    (migration 0009): a text match on every span's JSON name, the matches sorted by time,
+    their names decoded to keep the outermost. Ids of the chosen spans."""
+    sp = s.spans.c
+    query = sa.select(sp.id, sp.name).where(own_tag_filter(tag))
+    query = query.order_by(sp.enqueued_at.desc(), sp.span_id)
+    chosen: list[str] = []
+    with store.engine.connect() as conn:
+        for row in conn.execute(query.execution_options(yield_per=limit)):
+            if outermost(row.name, tag):
+                chosen.append(row.id)
+                if len(chosen) == limit:
+                    break
+    return chosen
+
+
+def text_match_tags(store: Any, min_runs: int) -> list[str]:
+    """How ``recurring_names`` counted span tags before the index: every distinct JSON
+    name grouped in the database, then decoded."""
+    sp = s.spans.c
+    with store.engine.connect() as conn:
+        names = conn.execute(
+            sa.select(sa.cast(sp.name, sa.Text), sa.func.count()).group_by(
+                sa.cast(sp.name, sa.Text)
+            )
+        ).all()
+    tags: dict[str, int] = {}
+    for text, count in names:
+        name = [str(t) for t in json.loads(text)]
+        if name and outermost(name, name[-1]):
+            tags[name[-1]] = tags.get(name[-1], 0) + int(count)
+    return sorted(t for t, n in tags.items() if n >= min_runs)
+
+
+def side_by_side(store: Any, repeat: int) -> dict[str, dict[str, float]]:
+    """The store's queries for a span tag's runs and the recurring tags, by text match
+    (before the index) and through the span-tag index, timed in turn in this run."""
+    tag = "data load"
+    index_ids = {r["id"] for r in span_runs(store, tag)}
+    assert set(text_match_span_runs(store, tag)) == index_ids, "the two ways disagree"
+    assert text_match_tags(store, MIN_RUNS) == recurring_names(store, min_runs=MIN_RUNS)["span"]
+    calls = {
+        "span runs: text match (before 0009)": lambda: text_match_span_runs(store, tag),
+        "span runs: span-tag index": lambda: span_runs(store, tag),
+        "recurring tags: JSON names (before 0009)": lambda: text_match_tags(store, MIN_RUNS),
+        "recurring names: span-tag index (+ clusters, runs)": lambda: recurring_names(
+            store, min_runs=MIN_RUNS
+        ),
+    }
+    out = {}
+    for name, call in calls.items():
+        call()
+        times = []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            call()
+            times.append((time.perf_counter() - started) * 1000)
+        out[name] = {"p50_ms": percentile(times, 0.5), "p95_ms": percentile(times, 0.95)}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("url")
@@ -90,6 +167,7 @@ def main() -> None:
     app = create_app(args.url)
     try:
         found = asyncio.run(measure(app, plan(app, random.Random(14), args.repeat)))
+        queries = side_by_side(app.state.store, args.repeat)
     finally:
         app.state.store.close()
     reference = found[REFERENCE]["p95_ms"]
@@ -97,7 +175,12 @@ def main() -> None:
     for name, f in found.items():
         print(f"{name:<52} {f['p50_ms']:8.1f} {f['p95_ms']:8.1f} "
               f"{f['p95_ms'] / TARGET_MS:9.2f} {f['p95_ms'] / reference:7.2f}")  # fmt: skip
-    print(json.dumps(found))
+    before = [queries[k]["p95_ms"] for k in queries]
+    print(f"\n{'store query':<52} {'p50 ms':>8} {'p95 ms':>8} {'÷ before':>9}")
+    for i, (name, f) in enumerate(queries.items()):
+        ratio = f["p95_ms"] / before[i - i % 2]
+        print(f"{name:<52} {f['p50_ms']:8.1f} {f['p95_ms']:8.1f} {ratio:9.3f}")
+    print(json.dumps({**found, **queries}))
 
 
 if __name__ == "__main__":

@@ -99,7 +99,8 @@ FIGURES: tuple[Figure, ...] = (
            "the cluster record"),
     Figure("computation", "cost.total", "cost", "currency",
            "the cluster's `cost.total` × `cost.share`; what no task used is the cluster's "
-           "idle cost, not attributed (`analysis/span_cost.py`)", _COST_SOURCE, "lower"),
+           "idle cost, not attributed (`analysis/span_cost.py`); no direction, as task "
+           "time's", _COST_SOURCE),
     # -- task group (one record per group lifetime and computation)
     Figure("group", "tasks_total", "tasks", "count",
            "the group's tasks when last written", "`TaskGroup.states`"),
@@ -159,8 +160,8 @@ FIGURES: tuple[Figure, ...] = (
            "`Span.duration`, the cluster record"),
     Figure("span", "cost.total", "cost", "currency",
            "the cluster's `cost.total` × `cost.share`; the cluster's cost − Σ over its "
-           "root spans is idle, not attributed (`analysis/span_cost.py`)", _COST_SOURCE,
-           "lower"),
+           "root spans is idle, not attributed (`analysis/span_cost.py`); no direction, as "
+           "task time's (a regression shows in wall time)", _COST_SOURCE),
     # -- worker sample (one worker at one instant)
     Figure("worker", "sampled_at", "sampled", "timestamp",
            "the round's instant; every worker is sampled at the same instant of a round "

@@ -58,6 +58,12 @@ def outermost(name: list[str], tag: str) -> bool:
     return bool(name) and name[-1] == tag and tag not in name[:-1]
 
 
+#: Span columns a history leaves out: JSON no figure reads, costly to decode for 200 runs
+_BULKY = ("states", "durations", "code")
+#: Cluster columns a span's cost needs (daskscope.analysis.span_cost)
+_CAPACITY = ("account", "core_seconds", "memory_limit_byte_seconds")
+
+
 def span_runs(
     store: Store | sa.Engine,
     tag: str,
@@ -66,7 +72,9 @@ def span_runs(
     limit: int = HISTORY_LIMIT,
 ) -> list[Row]:
     """The newest ``limit`` spans tagged ``tag`` (the outermost of each tagged subtree),
-    oldest first, each with its cluster's ``cluster_name``."""
+    oldest first: their columns but the bulky JSON ones (states, durations, code), each
+    with its cluster's ``cluster_name``, ``account``, ``core_seconds`` and
+    ``memory_limit_byte_seconds``."""
     sp, c, st = s.spans.c, s.clusters.c, s.span_tags.c
     # The tag index gives the newest outermost spans of the tag; the full rows after
     query = sa.select(st.id).where(st.tag == tag_key(tag), st.outermost)
@@ -78,7 +86,11 @@ def span_runs(
     with as_engine(store).connect() as conn:
         chosen = list(conn.execute(query).scalars())
         full = (
-            sa.select(s.spans, c.name.label("cluster_name"))
+            sa.select(
+                *(col for col in s.spans.columns if col.name not in _BULKY),
+                c.name.label("cluster_name"),
+                *(c[name] for name in _CAPACITY),
+            )
             .join(s.clusters, c.id == sp.cluster_id)
             .where(sp.id.in_(chosen))
             .order_by(sp.enqueued_at, sp.span_id)
@@ -127,8 +139,8 @@ def recurring_names(
     since: float | None = None,
 ) -> dict[str, list[str]]:  # fmt: skip
     """Per kind ("span", "run", "cluster"), the names seen at least ``min_runs`` times
-    (a span tag counted once per outermost span carrying it; started on or after
-    ``since``)."""
+    (a span tag counted once per outermost span carrying it) since ``since`` (clusters
+    and runs started, spans enqueued, on or after it)."""
     c, r = s.clusters.c, s.workflow_runs.c
     with as_engine(store).connect() as conn:
         recent = c.started_at >= since if since is not None else sa.true()
@@ -146,15 +158,16 @@ def recurring_names(
         if since is not None:
             run_query = run_query.where(r.started_at >= since)
         runs = conn.execute(run_query.order_by(r.name)).scalars()
-        # Each outermost span counted once under its own tag (the span-tag index)
+        # Each outermost span counted once under its own tag (the span-tag index; recent
+        # by the span's own time, so that no cluster row is read without an account)
         st = s.span_tags.c
+        tag_query = sa.select(st.tag).where(st.outermost)
+        if since is not None:
+            tag_query = tag_query.where(st.enqueued_at >= since)
+        if account is not None:
+            tag_query = tag_query.join(s.clusters, c.id == st.cluster_id).where(_account(account))
         tags = conn.execute(
-            sa.select(st.tag)
-            .join(s.clusters, c.id == st.cluster_id)
-            .where(st.outermost, _account(account), recent)
-            .group_by(st.tag)
-            .having(sa.func.count() >= min_runs)
-            .order_by(st.tag)
+            tag_query.group_by(st.tag).having(sa.func.count() >= min_runs).order_by(st.tag)
         ).scalars()
         return {
             "span": [str(x) for x in tags],

@@ -11,6 +11,7 @@ subtree); ``run``, one workflow run of that name; ``cluster``, one cluster of th
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from daskscope import catalogue
 from daskscope.analysis import regression
 from daskscope.analysis.cluster import cluster_statistics
 from daskscope.analysis.compare import figure_value, tagged_totals
+from daskscope.analysis.cost import cost_parts
+from daskscope.analysis.span_cost import attributed_cost
 from daskscope.format import timestamp_text
 from daskscope.pricing import cost_rates
 from daskscope.store import Store
@@ -179,9 +182,13 @@ Run = tuple[HistoryPoint, Mapping[str, Any]]
 def _runs(store: Store, kind: Kind, name: str, account: str | None) -> list[Run]:
     """Each run's point and the row its figures are read from."""
     out: list[Run] = []
+    rates = functools.cache(cost_rates)  # one config lookup per account
     if kind == "span":
         for span in span_runs(store, name, account=account):
             row = {**span, "wall_s": tagged_totals([span])["wall_s"]}
+            core, memory = span["core_seconds"], span["memory_limit_byte_seconds"]
+            cluster_cost = cost_parts(core, memory, rates(span["account"]))
+            row["cost"] = attributed_cost(cluster_cost, span["duration_s"], core)
             at = span["started_at"] if span["started_at"] is not None else span["enqueued_at"]
             cid = span["cluster_id"]
             point = HistoryPoint(

@@ -63,10 +63,12 @@ def upgrade() -> None:
     op.create_index(
         "ix_span_tags_tag_outermost_enqueued_at", "span_tags", ["tag", "outermost", "enqueued_at"]
     )
-    op.create_index("ix_span_tags_cluster_id", "span_tags", ["cluster_id"])
+    op.create_index(
+        "ix_span_tags_cluster_id_outermost_tag", "span_tags", ["cluster_id", "outermost", "tag"]
+    )
 
 
 def downgrade() -> None:
-    op.drop_index("ix_span_tags_cluster_id", table_name="span_tags")
+    op.drop_index("ix_span_tags_cluster_id_outermost_tag", table_name="span_tags")
     op.drop_index("ix_span_tags_tag_outermost_enqueued_at", table_name="span_tags")
     op.drop_table("span_tags")
