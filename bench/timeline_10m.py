@@ -247,6 +247,26 @@ def queries(
     print(f"peak RSS after the queries:         {peak:.0f} MiB")
 
 
+def recorded(url: str) -> tuple[str, float, float, list[str]]:
+    """The cluster of a store recorded before, its first start and last stop, and keys
+    of a few of its segments."""
+    from daskscope.segments import decode_segment
+
+    with open_store(url).engine.connect() as conn:
+        cluster_id, first, last = conn.exec_driver_sql(
+            "SELECT cluster_id, min(first_start), max(last_stop) FROM task_segments "
+            "GROUP BY cluster_id"
+        ).one()
+        payloads = conn.exec_driver_sql(
+            "SELECT format, payload FROM task_segments ORDER BY segment LIMIT 40"
+        ).all()
+    keys = []
+    for fmt, payload in payloads[::8]:
+        seg = decode_segment(fmt, bytes(payload))
+        keys += [seg.key(row) for row in range(0, len(seg), 997)]
+    return cluster_id, first, last, keys
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", type=int, default=10_000_000)
@@ -255,8 +275,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--database", help="a PostgreSQL URL (default: a new SQLite file)")
+    parser.add_argument("--queries-only", metavar="URL", help="ask a store recorded before")
     args = parser.parse_args()
     print(f"load at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
+    if args.queries_only:
+        queries(args.queries_only, *recorded(args.queries_only), args)
+        print(f"load at end: {os.getloadavg()[0]:.1f}")
+        return
     folder = None
     url = args.database
     if url is None:
