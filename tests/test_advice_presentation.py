@@ -184,8 +184,10 @@ def test_the_box_on_the_cluster_page_and_a_computation_row(
         n = expected["rules_checked"]
         assert healthy["summary"] == f"No advice: none of {n} rules found anything."
     page.click(f"tr.computation[data-id='{site['few']}']")
-    few = _box_text(page, f"tr.computation-detail[data-id='{site['few']}'] .advice-box")
+    few_box = f"tr.computation-detail[data-id='{site['few']}'] .advice-box"
+    few = _box_text(page, few_box)
     assert "too-few-tasks" in few["rules"]
+    page.locator(few_box).screenshot(path=str(SCREENSHOTS / f"advice-computation-row-{width}.png"))
     # nothing wider than the viewport
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     context.close()
