@@ -27,7 +27,13 @@ from daskscope.analysis.span_cost import attributed_cost
 from daskscope.format import timestamp_text
 from daskscope.pricing import cost_rates
 from daskscope.store import Store
-from daskscope.store.history import cluster_runs, recurring_names, span_runs, workflow_runs
+from daskscope.store.history import (
+    HISTORY_LIMIT,
+    cluster_runs,
+    recurring_names,
+    span_runs,
+    workflow_runs,
+)
 
 __all__ = [
     "KINDS",
@@ -56,6 +62,9 @@ STATISTIC = (
 )
 #: The regression listing looks at names seen in this many days
 RECENT_DAYS = 90
+#: The newest runs the listing reads of each name: the check needs the last RECENT and
+#: BASELINE before them, with room for runs that lack a figure
+CHECKED_RUNS = 4 * (regression.BASELINE + regression.RECENT)
 
 
 @dataclass(frozen=True)
@@ -179,12 +188,12 @@ def _check(figure: catalogue.Figure, values: list[float | None]) -> RegressionCh
 Run = tuple[HistoryPoint, Mapping[str, Any]]
 
 
-def _runs(store: Store, kind: Kind, name: str, account: str | None) -> list[Run]:
+def _runs(store: Store, kind: Kind, name: str, account: str | None, limit: int) -> list[Run]:
     """Each run's point and the row its figures are read from."""
     out: list[Run] = []
     rates = functools.cache(cost_rates)  # one config lookup per account
     if kind == "span":
-        for span in span_runs(store, name, account=account):
+        for span in span_runs(store, name, account=account, limit=limit):
             row = {**span, "wall_s": tagged_totals([span])["wall_s"]}
             core, memory = span["core_seconds"], span["memory_limit_byte_seconds"]
             cluster_cost = cost_parts(core, memory, rates(span["account"]))
@@ -198,7 +207,7 @@ def _runs(store: Store, kind: Kind, name: str, account: str | None) -> list[Run]
             )  # fmt: skip
             out.append((point, row))
     elif kind == "run":
-        for run in workflow_runs(store, name, account=account):
+        for run in workflow_runs(store, name, account=account, limit=limit):
             row = {**(run["metrics"] or {}), "wall_time_s": run["wall_time_s"]}
             point = HistoryPoint(
                 id=run["id"], at=run["started_at"], at_text=timestamp_text(run["started_at"]),
@@ -207,7 +216,7 @@ def _runs(store: Store, kind: Kind, name: str, account: str | None) -> list[Run]
             )  # fmt: skip
             out.append((point, row))
     else:
-        for cluster in cluster_runs(store, name, account=account):
+        for cluster in cluster_runs(store, name, account=account, limit=limit):
             row = {**cluster, **cluster_statistics(cluster, cost_rates(cluster["account"]))}
             point = HistoryPoint(
                 id=cluster["id"], at=cluster["started_at"],
@@ -226,15 +235,18 @@ def _flagged(values: list[float | None], check: RegressionCheck | None) -> list[
     return measured[-len(check.recent) :]
 
 
-def history_view(store: Store, kind: str, name: str, *, account: str | None = None) -> HistoryView:
-    """``kind``'s runs named ``name``, oldest first, each figure over them with its
-    check. ValueError for an unknown kind or an empty name."""
+def history_view(
+    store: Store, kind: str, name: str, *, account: str | None = None,
+    limit: int = HISTORY_LIMIT,
+) -> HistoryView:  # fmt: skip
+    """``kind``'s newest ``limit`` runs named ``name``, oldest first, each figure over
+    them with its check. ValueError for an unknown kind or an empty name."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; kinds: {', '.join(KINDS)}")
     if not name:
         raise ValueError("name the span tag, run name or cluster name to follow")
     known: Kind = kind
-    runs = _runs(store, known, name, account)
+    runs = _runs(store, known, name, account, limit)
     series = []
     for f in catalogue.figures(_SCOPE[known]):
         if f.unit == "timestamp":
@@ -261,7 +273,7 @@ def regressions_view(
 ) -> RegressionsView:  # fmt: skip
     """Every span tag, run name and cluster name seen at least ``MIN_BASELINE + RECENT``
     times in the last :data:`RECENT_DAYS` days (with ``name``, only those of that name),
-    checked; the figures that regressed."""
+    checked on their newest :data:`CHECKED_RUNS` runs; the figures that regressed."""
     min_runs = regression.MIN_BASELINE + regression.RECENT
     since = (time.time() if now is None else now) - RECENT_DAYS * 86400
     names = recurring_names(store, min_runs=min_runs, account=account, since=since)
@@ -273,7 +285,7 @@ def regressions_view(
                 continue
             name_checked = recurring
             checked += 1
-            view = history_view(store, kind, name_checked, account=account)
+            view = history_view(store, kind, name_checked, account=account, limit=CHECKED_RUNS)
             for s in view.series:
                 if s.check is not None and s.check.status == "regressed":
                     found.append(RegressionItem(
