@@ -171,6 +171,14 @@ def _ran(group: Row) -> int:
     return int(group.get("tasks_executed") or 0) + int(group.get("tasks_erred") or 0)
 
 
+def _most(found: list[tuple[float, Advice]]) -> Iterator[Advice]:
+    """The :data:`_MOST_SUBJECTS` findings of largest weight (a notebook's hundred
+    computations give a few findings, not a hundred)."""
+    found.sort(key=lambda item: -item[0])
+    for _, advice in found[:_MOST_SUBJECTS]:
+        yield advice
+
+
 def _short(computation_id: str) -> str:
     return f"computation {computation_id[:8]}"
 
@@ -227,7 +235,8 @@ def tasks_too_small(facts: AdviceFacts) -> Iterator[Advice]:
     explanation=(
         "Per computation whose tasks ran for at least "
         f"{FEW_TASKS_MIN_WALL_S:g} s: its widest task group (most tasks) has fewer tasks "
-        "than the cluster's threads (its peak), so some threads had nothing to do."
+        "than the cluster's threads (its peak), so some threads had nothing to do "
+        f"(the {_MOST_SUBJECTS} longest such computations)."
     ),
 )
 def too_few_tasks(facts: AdviceFacts) -> Iterator[Advice]:
@@ -235,6 +244,7 @@ def too_few_tasks(facts: AdviceFacts) -> Iterator[Advice]:
     if threads <= 1:
         return
     work = _work(facts)
+    found: list[tuple[float, Advice]] = []
     for comp in _computations(facts):
         w = work.get(comp["id"])
         if w is None or w.widest is None or w.ran == 0:
@@ -245,28 +255,37 @@ def too_few_tasks(facts: AdviceFacts) -> Iterator[Advice]:
         widest = w.widest
         if w.widest_ran >= threads:
             continue
-        yield Advice(
-            rule="too-few-tasks",
-            title="Too few tasks for the cluster's threads",
-            severity="warning",
-            subject=_short(comp["id"]),
-            evidence=(
-                Evidence(
-                    f"Tasks in its widest group ({widest['name']})",
-                    _ran(widest),
-                    "count",
-                    threads,
+        found.append(
+            (
+                window[1] - window[0],
+                Advice(
+                    rule="too-few-tasks",
+                    title="Too few tasks for the cluster's threads",
+                    severity="warning",
+                    subject=_short(comp["id"]),
+                    evidence=(
+                        Evidence(
+                            f"Tasks in its widest group ({widest['name']})",
+                            _ran(widest),
+                            "count",
+                            threads,
+                        ),
+                        Evidence("Threads of the cluster", threads, "count"),
+                        Evidence(
+                            "Time its tasks ran",
+                            window[1] - window[0],
+                            "seconds",
+                            FEW_TASKS_MIN_WALL_S,
+                        ),
+                    ),
+                    action=(
+                        "Split the work into at least as many tasks as threads (smaller chunks or "
+                        "more partitions), or run it on fewer workers."
+                    ),
                 ),
-                Evidence("Threads of the cluster", threads, "count"),
-                Evidence(
-                    "Time its tasks ran", window[1] - window[0], "seconds", FEW_TASKS_MIN_WALL_S
-                ),
-            ),
-            action=(
-                "Split the work into at least as many tasks as threads (smaller chunks or "
-                "more partitions), or run it on fewer workers."
-            ),
+            )
         )
+    yield from _most(found)
 
 
 @rule(
@@ -468,28 +487,37 @@ def transfer_bound(facts: AdviceFacts) -> Iterator[Advice]:
 )
 def large_graph(facts: AdviceFacts) -> Iterator[Advice]:
     work = _work(facts)
+    found: list[tuple[float, Advice]] = []
     for comp in _computations(facts):
         w = work.get(comp["id"])
         if w is None or w.widest is None or w.ran < LARGE_GRAPH_TASKS:
             continue
         tasks, largest, groups = w.ran, w.widest, w.groups
-        yield Advice(
-            rule="large-graph",
-            title="Large graph sent from the client",
-            severity="warning",
-            subject=_short(comp["id"]),
-            evidence=(
-                Evidence("Tasks in the graph", tasks, "count", LARGE_GRAPH_TASKS),
-                Evidence(f"Tasks of its largest group ({largest['name']})", w.widest_ran, "count"),
-                Evidence("Task groups", len(groups), "count"),
-            ),
-            action=(
-                "Send a smaller graph: larger chunks or partitions (fewer tasks); load data "
-                "inside the tasks (dask.array / dask.dataframe readers, delayed functions "
-                "that read files) instead of embedding it; scatter large objects once and "
-                "pass the futures."
-            ),
+        found.append(
+            (
+                tasks,
+                Advice(
+                    rule="large-graph",
+                    title="Large graph sent from the client",
+                    severity="warning",
+                    subject=_short(comp["id"]),
+                    evidence=(
+                        Evidence("Tasks in the graph", tasks, "count", LARGE_GRAPH_TASKS),
+                        Evidence(
+                            f"Tasks of its largest group ({largest['name']})", w.widest_ran, "count"
+                        ),
+                        Evidence("Task groups", len(groups), "count"),
+                    ),
+                    action=(
+                        "Send a smaller graph: larger chunks or partitions (fewer tasks); "
+                        "load data inside the tasks (dask.array / dask.dataframe readers, "
+                        "delayed functions that read files) instead of embedding it; scatter "
+                        "large objects once and pass the futures."
+                    ),
+                ),
+            )
         )
+    yield from _most(found)
 
 
 @rule(
@@ -518,25 +546,32 @@ def repeated_computation(facts: AdviceFacts) -> Iterator[Advice]:
         for times, g in enumerate(uses[1:], start=2):
             if g.get("computation_id") in wanted:
                 by_comp.setdefault(g["computation_id"], []).append((g, times))
+    found: list[tuple[float, Advice]] = []
     for comp_id, repeated in sorted(by_comp.items(), key=lambda item: order[item[0]]):
         seconds = sum(float(g.get("duration_s") or 0.0) for g, _ in repeated)
         if seconds < REPEATED_MIN_S:
             continue
         names = sorted({g["name"] for g, _ in repeated})
-        yield Advice(
-            rule="repeated-computation",
-            title="The same tasks computed again",
-            severity="warning",
-            subject=_short(comp_id),
-            evidence=(
-                Evidence("Task time spent again", seconds, "seconds", REPEATED_MIN_S),
-                Evidence("Groups computed again", len(names), "count"),
-                Evidence("Times computed (most)", max(t for _, t in repeated), "count"),
-                Evidence("First of them", names[0], ""),
-            ),
-            action=(
-                "Persist the shared intermediate result once (x = x.persist()) or compute "
-                "the results together (dask.compute(a, b)) so that their common tasks run "
-                "once."
-            ),
+        found.append(
+            (
+                seconds,
+                Advice(
+                    rule="repeated-computation",
+                    title="The same tasks computed again",
+                    severity="warning",
+                    subject=_short(comp_id),
+                    evidence=(
+                        Evidence("Task time spent again", seconds, "seconds", REPEATED_MIN_S),
+                        Evidence("Groups computed again", len(names), "count"),
+                        Evidence("Times computed (most)", max(t for _, t in repeated), "count"),
+                        Evidence("First of them", names[0], ""),
+                    ),
+                    action=(
+                        "Persist the shared intermediate result once (x = x.persist()) or compute "
+                        "the results together (dask.compute(a, b)) so that their common tasks run "
+                        "once."
+                    ),
+                ),
+            )
         )
+    yield from _most(found)
