@@ -18,7 +18,6 @@ store opened (``{"ready": true}``).
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import os
 import signal
@@ -161,9 +160,6 @@ def _serve(url: str, stdin: IO[bytes], stdout: IO[bytes]) -> int:
     except StoreError as exc:
         _send(stdout, json.dumps({"error": str(exc)}).encode())
         return 1
-    # what the imports and the opening made lives as long as the child: the garbage
-    # collector's full passes need not walk it again
-    gc.freeze()
     _send(stdout, json.dumps({"ready": True}).encode())
     while (payload := _receive(stdin)) is not None:
         rejected: list[Rejected] = []
