@@ -305,3 +305,22 @@ def test_docs_advice_md_is_current() -> None:
         "docs/advice.md is stale: run "
         "`python -m daskscope.analysis.advice --write-docs docs/advice.md`"
     )
+
+
+def test_a_notebook_loop_gets_a_few_findings_not_one_per_computation() -> None:
+    """Hand-built rows: eight computations of two 2-second tasks on 4 threads each fall
+    short; the five that ran longest are named."""
+    comps = [{"id": f"c{i}", "started_at": 100.0 * i} for i in range(8)]
+    groups = [
+        {"id": f"g{i}", "name": "slow", "prefix": "slow", "computation_id": f"c{i}",
+         "tasks_total": 2, "tasks_executed": 2, "tasks_erred": 0, "duration_s": 4.0,
+         "started_at": 100.0 * i, "stopped_at": 100.0 * i + 2.0 + 0.1 * i}
+        for i in range(8)
+    ]  # fmt: skip
+    facts = AdviceFacts(
+        scope="cluster",
+        detail={"cluster": {"threads_peak": 4}, "computations": comps, "task_groups": groups},
+    )
+    found = [a for a in advise(facts) if a.rule == "too-few-tasks"]
+    # advise() orders by severity, rule and subject
+    assert [a.subject for a in found] == [f"computation c{i}" for i in (3, 4, 5, 6, 7)]
