@@ -29,15 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daskscope.export.perfetto import PAGE_TASKS, trace_window
-from daskscope.export.protowire import (
-    LENGTH_DELIMITED,
-    VARINT,
-    NearbyVarints,
-    length_delimited,
-    tag,
-    varint,
-    varint_field,
-)
 from daskscope.store import Store
 from daskscope.store.task_scan import PlainColumns, PlainColumnsCache, ordered_rows, scan_segments
 
@@ -205,67 +196,34 @@ def _chunks(
     yield writer.take()
 
 
-class _Wire:
-    """The keys of the fields the begin and end packets hold, from the generated
-    classes, and the packet's parts that never change."""
-
-    def __init__(self, trace: Any, packet: Any, event: Any, annotation: Any) -> None:
-        self.packet = tag(trace, "packet", LENGTH_DELIMITED)
-        self.timestamp = tag(packet, "timestamp", VARINT)
-        self.sequence = varint_field(
-            tag(packet, "trusted_packet_sequence_id", VARINT), SEQUENCE
-        ) + varint_field(tag(packet, "sequence_flags", VARINT), packet.SEQ_NEEDS_INCREMENTAL_STATE)
-        self.track_event = tag(packet, "track_event", LENGTH_DELIMITED)
-        self.begin = varint_field(tag(event, "type", VARINT), event.TYPE_SLICE_BEGIN)
-        self.end = varint_field(tag(event, "type", VARINT), event.TYPE_SLICE_END)
-        self.track_uuid = tag(event, "track_uuid", VARINT)
-        self.name_iid = tag(event, "name_iid", VARINT)
-        self.category_iid = tag(event, "category_iids", VARINT)
-        self.annotation = tag(event, "debug_annotations", LENGTH_DELIMITED)
-        self.note_name = tag(annotation, "name_iid", VARINT)
-        self.string_value = tag(annotation, "string_value", LENGTH_DELIMITED)
-        self.string_value_iid = tag(annotation, "string_value_iid", VARINT)
-        self.int_value = tag(annotation, "int_value", VARINT)
-
-
 class _Writer:
     """Builds the packets in time order: slices wait in a heap until no execution still
     to come can begin before them (executions come in order of their first start).
 
-    The begin and end packets, hundreds of thousands, are written on the wire by hand
-    (:mod:`~daskscope.export.protowire`); the few others (the first, track descriptors,
-    interned strings) through the generated classes."""
+    Packets are added to a generated ``Trace`` message, serialised and cleared at each
+    :meth:`take` (a file is those serialisations one after the other)."""
 
     def __init__(self, origin: float) -> None:
         from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (  # type: ignore[import-untyped]
-            DebugAnnotation,
             Trace,
             TracePacket,
             TrackEvent,
         )
 
-        self.packet_type = TracePacket
-        self.wire = _Wire(Trace, TracePacket, TrackEvent, DebugAnnotation)
-        self.parts: list[bytes] = []
+        self.trace = Trace()
+        self.needs_state = TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+        self.begin_type, self.end_type = TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_SLICE_END
         self.origin_ns = round(origin * _NS)
         self.origin = origin
         self.tracks = _Tracks()
         self.interned = _Interned()
-        #: debug annotations' bytes by (name, value), but for keys and numbers
-        self.notes: dict[tuple[str, str], bytes] = {}
         self.heap: list[tuple[Any, ...]] = []
         self.count = 0  # a tie-break that keeps the heap from comparing payloads
-        self.time_varint = NearbyVarints()
-        self._add(
-            TracePacket(
-                trusted_packet_sequence_id=SEQUENCE,
-                sequence_flags=TracePacket.SEQ_INCREMENTAL_STATE_CLEARED,
-                first_packet_on_sequence=True,
-            ).SerializeToString()
+        self.trace.packet.add(
+            trusted_packet_sequence_id=SEQUENCE,
+            sequence_flags=TracePacket.SEQ_INCREMENTAL_STATE_CLEARED,
+            first_packet_on_sequence=True,
         )
-
-    def _add(self, packet: bytes) -> None:
-        self.parts.append(self.wire.packet + varint(len(packet)) + packet)
 
     def _ns(self, seconds: float) -> int:
         return self.origin_ns + round((seconds - self.origin) * _NS)
@@ -301,72 +259,61 @@ class _Writer:
             # at one instant: ends first, then the longer slice begins (it holds the other)
             heapq.heappush(self.heap, (begin, _BEGIN, -end, self.count, end, item))
 
-    def _note(self, note: str, value: object) -> bytes:
-        """One debug annotation's bytes (a field of the track event)."""
-        w = self.wire
+    def _event_packet(self, timestamp: int) -> Any:
+        return self.trace.packet.add(
+            timestamp=timestamp,
+            trusted_packet_sequence_id=SEQUENCE,
+            sequence_flags=self.needs_state,
+        )
+
+    def _note(self, event: Any, note: str, value: object) -> None:
+        """One debug annotation of ``event``: numbers as numbers, keys as text (unique:
+        not worth interning), other values interned."""
+        iid = self.interned.iid
         if isinstance(value, int):
-            body = varint_field(w.note_name, self.interned.iid(_NOTE, note))
-            body += varint_field(w.int_value, value)
-        elif note == "key":  # unique: not worth interning
-            body = varint_field(w.note_name, self.interned.iid(_NOTE, note))
-            body += length_delimited(w.string_value, str(value).encode())
+            event.debug_annotations.add(name_iid=iid(_NOTE, note), int_value=value)
+        elif note == "key":
+            event.debug_annotations.add(name_iid=iid(_NOTE, note), string_value=str(value))
         else:
-            text = str(value)
-            found = self.notes.get((note, text))
-            if found is not None:
-                return found
-            body = varint_field(w.note_name, self.interned.iid(_NOTE, note))
-            body += varint_field(w.string_value_iid, self.interned.iid(_VALUE, text))
-            found = self.notes[(note, text)] = length_delimited(w.annotation, body)
-            return found
-        return length_delimited(w.annotation, body)
+            event.debug_annotations.add(
+                name_iid=iid(_NOTE, note), string_value_iid=iid(_VALUE, str(value))
+            )
 
     def _release(self, before: int) -> None:
         """Write every waiting begin and end earlier than ``before`` (ns)."""
         heap = self.heap
-        w = self.wire
         iid = self.interned.iid
         while heap and heap[0][0] < before:
             entry = heapq.heappop(heap)
             if entry[1] == _END:
                 lane = entry[4]
                 lane.open_ends.pop()
-                event = w.end + w.track_uuid + varint(lane.uuid)
-                self._add(
-                    w.timestamp + self.time_varint(entry[0]) + w.sequence
-                    + w.track_event + varint(len(event)) + event
-                )  # fmt: skip
+                event = self._event_packet(entry[0]).track_event
+                event.type = self.end_type
+                event.track_uuid = lane.uuid
                 continue
             begin, _, _, _, end, (name, categories, notes, (worker, kind)) = entry
             lane = self.tracks.lane(worker, kind, begin, end)
             if self.tracks.new:
                 self._describe()
             lane.open_ends.append(end)
-            parts = [w.begin, w.track_uuid, varint(lane.uuid), w.name_iid, varint(iid(_NAME, name))]
-            for category in categories:
-                parts += (w.category_iid, varint(iid(_CATEGORY, category)))
-            parts += [self._note(note, value) for note, value in notes]
-            event = b"".join(parts)
-            packet = (
-                w.timestamp
-                + self.time_varint(begin)
-                + w.sequence
-                + w.track_event
-                + varint(len(event))
-                + event
-            )
-            if self.interned.fresh:  # defined in this packet: a part merged into it
-                defining = self.packet_type()
-                self.interned.define(defining)
-                packet += defining.SerializeToString()
-            self._add(packet)
+            packet = self._event_packet(begin)
+            event = packet.track_event
+            event.type = self.begin_type
+            event.track_uuid = lane.uuid
+            event.name_iid = iid(_NAME, name)
+            event.category_iids.extend(iid(_CATEGORY, c) for c in categories)
+            for note, value in notes:
+                self._note(event, note, value)
+            if self.interned.fresh:  # defined in the packet that first uses them
+                self.interned.define(packet)
             self.count += 1
             # inner slices (begun later) end first at one instant
             heapq.heappush(heap, (end, _END, -self.count, self.count, lane))
 
     def _describe(self) -> None:
         for descriptor in self.tracks.new:
-            packet = self.packet_type(trusted_packet_sequence_id=SEQUENCE)
+            packet = self.trace.packet.add(trusted_packet_sequence_id=SEQUENCE)
             track = packet.track_descriptor
             track.uuid = descriptor["uuid"]
             if "parent_uuid" in descriptor:
@@ -376,7 +323,6 @@ class _Writer:
             for part in ("process", "thread"):
                 for key, value in descriptor.get(part, {}).items():
                     setattr(getattr(track, part), key, value)
-            self._add(packet.SerializeToString())
         self.tracks.new.clear()
 
     def finish(self) -> None:
@@ -384,6 +330,6 @@ class _Writer:
 
     def take(self) -> bytes:
         """The packets built since the last call: fields of a ``Trace``."""
-        data = b"".join(self.parts)
-        self.parts.clear()
+        data: bytes = self.trace.SerializeToString()
+        self.trace.Clear()
         return data
