@@ -331,5 +331,6 @@ class _Writer:
     def take(self) -> bytes:
         """The packets built since the last call: fields of a ``Trace``."""
         data: bytes = self.trace.SerializeToString()
-        self.trace.Clear()
+        # a new message, not Clear(): upb keeps a cleared message's arena allocated
+        self.trace = type(self.trace)()
         return data
