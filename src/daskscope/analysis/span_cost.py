@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["attributed_cost", "idle_cost"]
+__all__ = ["attributed_capacity", "attributed_cost", "idle_cost"]
 
 
 def _share(task_seconds: float, core_seconds: float) -> float:
@@ -53,3 +53,14 @@ def idle_cost(
     if cluster_cost is None:
         return None
     return _scaled(cluster_cost, 1.0 - _share(attributed_seconds, core_seconds))
+
+
+def attributed_capacity(
+    task_seconds: float, core_seconds: float, memory_byte_seconds: float
+) -> tuple[float, float]:
+    """The core seconds and memory byte-seconds of a cluster that a part's
+    ``task_seconds`` used: the cluster's, times the part's share. ``cost_parts`` of
+    them is :func:`attributed_cost` (the cost is linear in both), so that many parts'
+    costs can be summed as capacity first (``store.span_cost`` does so in SQL)."""
+    share = _share(task_seconds, core_seconds)
+    return core_seconds * share, memory_byte_seconds * share

@@ -4,22 +4,21 @@ The arithmetic is :mod:`daskscope.analysis.span_cost`'s."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import sqlalchemy as sa
 
 from daskscope.store import schema as s
 from daskscope.store.engine import Store, as_engine
 from daskscope.store.errors import UnknownCluster
-from daskscope.store.history import outermost
-from daskscope.store.span_tags import TAG_CHARS, tag_key
+from daskscope.store.span_tags import tag_key
 
 __all__ = [
     "CLUSTER_COLUMNS",
     "cluster_row",
     "computation_task_seconds",
     "root_spans",
-    "tagged_spans",
+    "span_cost_sums",
 ]
 
 Row = dict[str, Any]
@@ -52,25 +51,44 @@ def cluster_row(store: Store | sa.Engine, cluster_id: str) -> Row:
     return dict(row._mapping)
 
 
-def tagged_spans(
+def span_cost_sums(
     store: Store | sa.Engine,
+    by: Literal["user", "tag"],
     tag: str | None = None,
     *,
     since: float | None = None,
     until: float | None = None,
     account: str | None = None,
 ) -> list[Row]:
-    """The outermost span of each subtree tagged ``tag`` (None: of every tag, each under
-    its own), enqueued in ``[since, until)``, oldest first: ``span_id``, ``tag``,
-    ``name``, ``enqueued_at``, ``duration_s`` and its cluster's columns."""
+    """The outermost spans of each subtree tagged ``tag`` (None: of every tag, each
+    under its own) enqueued in ``[since, until)``, summed per account and member
+    (``by="user"``) or tag: ``key``, ``account``, ``spans``, ``clusters``,
+    ``task_seconds`` and the capacity attributed to them, ``core_seconds`` and
+    ``memory_byte_seconds`` (each span's share of its cluster's, as
+    :func:`daskscope.analysis.span_cost.attributed_capacity` computes it: priced by
+    ``cost_parts``, they give the attributed cost). A tag longer than
+    :data:`~daskscope.store.span_tags.TAG_CHARS` is matched and listed by its start."""
     st, sp, c = s.span_tags.c, s.spans.c, s.clusters.c
+    core = c.core_seconds
+    # min(task seconds, core seconds): a span cannot use more than its cluster had
+    used = sa.case((core <= 0, 0.0), (sp.duration_s > core, core), else_=sp.duration_s)
+    memory = sa.case((core <= 0, 0.0), else_=used * c.memory_limit_byte_seconds / core)
+    key = c.user if by == "user" else st.tag
     query = (
-        sa.select(sp.span_id, st.tag, sp.name, sp.enqueued_at, sp.duration_s, *_cluster_columns())
+        sa.select(
+            key.label("key"),
+            c.account,
+            sa.func.count().label("spans"),
+            sa.func.count(sa.distinct(st.cluster_id)).label("clusters"),
+            sa.func.sum(sp.duration_s).label("task_seconds"),
+            sa.func.sum(used).label("core_seconds"),
+            sa.func.sum(memory).label("memory_byte_seconds"),
+        )
         .select_from(s.span_tags)
         .join(s.spans, sp.id == st.id)
         .join(s.clusters, c.id == st.cluster_id)
         .where(st.outermost)
-        .order_by(st.enqueued_at, st.id)
+        .group_by(key, c.account)
     )
     if tag is not None:
         query = query.where(st.tag == tag_key(tag))
@@ -81,12 +99,7 @@ def tagged_spans(
     if account is not None:
         query = query.where(c.account == account)
     with as_engine(store).connect() as conn:
-        rows = [dict(r._mapping) for r in conn.execute(query)]
-    for row in rows:
-        row["tag"] = str(row["name"][-1])  # the whole tag (the index keeps its start)
-    if tag is not None and len(tag) >= TAG_CHARS:
-        rows = [r for r in rows if outermost(r["name"], tag)]
-    return rows
+        return [dict(r._mapping) for r in conn.execute(query)]
 
 
 def root_spans(store: Store | sa.Engine, cluster_id: str) -> list[Row]:

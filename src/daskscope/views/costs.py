@@ -7,12 +7,12 @@ split over its root spans and its computations with the idle remainder
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from daskscope.analysis.cluster import cluster_statistics
-from daskscope.analysis.cost import RatesOf
+from daskscope.analysis.cost import RatesOf, cost_parts
 from daskscope.analysis.span_cost import attributed_cost, idle_cost
 from daskscope.format import duration_text, money_text, percent_text, timestamp_text
 from daskscope.pricing import cost_rates
@@ -21,7 +21,7 @@ from daskscope.store.span_cost import (
     cluster_row,
     computation_task_seconds,
     root_spans,
-    tagged_spans,
+    span_cost_sums,
 )
 from daskscope.views.run import time_bound
 
@@ -119,35 +119,41 @@ class ClusterCostsView:
     computations_idle: PartCost
 
 
-def _group(rows: Iterable[Mapping[str, Any]], key: str) -> list[CostRow]:
-    sums: dict[tuple[str, str | None], dict[str, Any]] = {}
-    for r in rows:
-        cost = r["cost"]
-        currency = None if cost is None else cost["currency"]
-        entry = sums.setdefault(
-            (str(r[key]), currency), {"spans": 0, "clusters": set(), "seconds": 0.0, "cost": 0.0}
+def _rows(sums: Iterable[Mapping[str, Any]], rates: RatesOf) -> list[CostRow]:
+    """One row per name and currency from the store's sums per name and account, each
+    account's attributed capacity priced at its rates (``cost_parts``)."""
+    merged: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for r in sums:
+        cost = cost_parts(r["core_seconds"] or 0.0, r["memory_byte_seconds"] or 0.0,
+                          rates(r["account"]))  # fmt: skip
+        currency = None if cost is None else str(cost["currency"])
+        entry = merged.setdefault(
+            (str(r["key"]), currency), {"spans": 0, "clusters": 0, "seconds": 0.0, "cost": 0.0}
         )
-        entry["spans"] += 1
-        entry["clusters"].add(r["cluster_id"])
-        entry["seconds"] += float(r["duration_s"] or 0.0)
+        entry["spans"] += int(r["spans"])
+        entry["clusters"] += int(r["clusters"])  # a cluster is of one account
+        entry["seconds"] += float(r["task_seconds"] or 0.0)
         if cost is not None:
-            entry["cost"] += cost["total"]
+            entry["cost"] += float(cost["total"])
     out = [
         CostRow(
-            name=name, currency=currency, spans=e["spans"], clusters=len(e["clusters"]),
+            name=name, currency=currency, spans=e["spans"], clusters=e["clusters"],
             task_seconds=e["seconds"], task_text=duration_text(e["seconds"]),
             cost=None if currency is None else e["cost"],
-            cost_text=money_text(e["cost"], currency) if currency is not None else "no price",
+            cost_text=money_text(e["cost"], currency) if currency is not None else MISSING_COST,
         )
-        for (name, currency), e in sums.items()
+        for (name, currency), e in merged.items()
     ]  # fmt: skip
     out.sort(key=lambda r: (r.cost is None, -(r.cost or 0.0), -r.task_seconds, r.name))
     return out
 
 
 def _cluster_cost(row: Mapping[str, Any], rates: RatesOf) -> dict[str, Any] | None:
-    cost: dict[str, Any] | None = cluster_statistics(row, rates(row["account"])).get("cost")
-    return cost
+    return cost_parts(
+        float(row.get("core_seconds") or 0.0),
+        float(row.get("memory_limit_byte_seconds") or 0.0),
+        rates(row["account"]),
+    )
 
 
 def costs_view(
@@ -165,31 +171,26 @@ def costs_view(
     start, end = time_bound(since), time_bound(until, end=True)
     if start is not None and end is not None and end <= start:
         raise ValueError(f"until ({until}) must be after since ({since})")
-    rows = tagged_spans(store, tag or None, since=start, until=end, account=account)
-    cluster_costs: dict[str, dict[str, Any] | None] = {}
-    for r in rows:
-        if r["cluster_id"] not in cluster_costs:
-            cluster_costs[r["cluster_id"]] = _cluster_cost(r, rates)
-        cluster_cost = cluster_costs[r["cluster_id"]]
-        r["cost"] = attributed_cost(
-            cluster_cost, float(r["duration_s"] or 0.0), float(r["core_seconds"] or 0.0)
-        )
+    priced = functools.cache(rates)  # one config lookup per account
+
+    def sums(by: Literal["user", "tag"]) -> list[dict[str, Any]]:
+        return span_cost_sums(store, by, tag or None, since=start, until=end, account=account)
+
+    members, tags = _rows(sums("user"), priced), _rows(sums("tag"), priced)
     totals: dict[str, float] = {}
-    for r in rows:
-        if r["cost"] is not None:
-            totals[r["cost"]["currency"]] = (
-                totals.get(r["cost"]["currency"], 0.0) + r["cost"]["total"]
-            )
+    for r in members:
+        if r.currency is not None and r.cost is not None:
+            totals[r.currency] = totals.get(r.currency, 0.0) + r.cost
+    spans = sum(r.spans for r in members)
     what = f"span tag {tag!r}" if tag else "span"
     return CostsView(
         tag=tag or None, since=start, until=end,
         since_text=timestamp_text(start) if start is not None else "the first",
         until_text=timestamp_text(end) if end is not None else "now",
-        formula=FORMULA,
-        members=_group(rows, "user"), tags=_group(rows, "tag"),
+        formula=FORMULA, members=members, tags=tags,
         totals=[CostTotal(c, v, money_text(v, c)) for c, v in sorted(totals.items())],
-        spans=len(rows), unpriced_spans=sum(1 for r in rows if r["cost"] is None),
-        message=None if rows else f"no {what} recorded in this time range",
+        spans=spans, unpriced_spans=sum(r.spans for r in members if r.cost is None),
+        message=None if spans else f"no {what} recorded in this time range",
     )  # fmt: skip
 
 
