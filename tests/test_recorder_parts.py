@@ -240,7 +240,10 @@ def test_tracker_counts_each_computations_tasks_and_hands_a_group_over() -> None
         tracker.task_finished(scheduler.tasks[key], startstops(1006.0))  # type: ignore[arg-type]
     records, finished = snapshot(tracker, scheduler)
     by_computation = {r.computation_id: r for r in records if isinstance(r, TaskGroupRecord)}
-    assert by_computation[first.record_id].tasks_executed == 2
+    # the first computation's record, frozen at the hand-over, is what was written before
+    # (nothing of it changed since): not written again
+    assert first.record_id not in by_computation and tracker.unchanged == 1
+    assert finished[0].written is not None and finished[0].written.tasks_executed == 2
     assert by_computation[second.record_id].tasks_executed == 2
     assert by_computation[second.record_id].nbytes_total == 16  # its growth only
     assert len(finished) == 1 and finished[0].computation is first  # frozen: goes once written
