@@ -219,3 +219,30 @@ def test_memory_stays_bounded_when_the_writer_is_stalled(db_url: str) -> None:
     stored = segments(db_url, "cluster-1")
     assert sum(r["executions"] for r in stored) == pending * segment + 1234
     assert log.stats.executions_dropped + sum(r["executions"] for r in stored) == fed
+
+
+def test_a_periodic_flush_leaves_a_small_buffer_until_it_is_due(db_url: str) -> None:
+    """Small segments cost most of the task log's encoding: a periodic flush seals a
+    buffer smaller than a segment only once it has held executions ``seal_after``
+    seconds; an explicit flush seals it at once."""
+    writer = WriterThread("seal-policy")
+    sink = sink_for(database=db_url)
+    writer.submit(sink.open).result()
+    try:
+        log = TaskLog("cluster-1", segment_executions=10_000, seal_after=0.2)
+        log.attach(writer, lambda: sink)
+        feed(log, 300)
+        assert asyncio.run(log.flush(every_task=False)) == 0  # first seen now: not due
+        assert len(log.rows) == 300 and segments(db_url, "cluster-1") == []
+        feed(log, 200, start=1.9e9)
+        threading.Event().wait(0.3)
+        assert asyncio.run(log.flush(every_task=False)) == 1  # held 0.3 s: due
+        assert log.rows == [] and log.stats.executions == 500
+        feed(log, 7, start=2.0e9)
+        assert asyncio.run(log.flush(every_task=False)) == 0
+        assert asyncio.run(log.flush()) == 1  # an explicit flush seals what is there
+        stored = segments(db_url, "cluster-1")
+        assert sorted(r["executions"] for r in stored) == [7, 500]
+    finally:
+        writer.submit(sink.close).result()
+        writer.shutdown()

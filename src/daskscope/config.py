@@ -105,6 +105,8 @@ class CollectorSettings:
     task_segment_executions: int = 50_000
     #: sealed segments waiting for the writer thread; more are dropped and counted
     task_max_pending_segments: int = 4
+    #: how long a periodic flush leaves a buffer smaller than a segment unsealed
+    task_seal_after: float = 30.0
 
     @classmethod
     def from_config(cls, **overrides: Any) -> CollectorSettings:
@@ -127,6 +129,7 @@ class CollectorSettings:
             task_log_enabled=bool(get("tasks.enabled")),
             task_segment_executions=int(get("tasks.segment-executions")),
             task_max_pending_segments=int(get("tasks.max-pending-segments")),
+            task_seal_after=parse_timedelta(get("tasks.seal-after")),
         )
         unknown = set(overrides) - set(values)
         if unknown:
@@ -141,4 +144,7 @@ class CollectorSettings:
             values[key] = parse_timedelta(values[key])
             if values[key] <= 0:
                 raise ValueError(f"daskscope setting {key} must be positive, got {values[key]}")
+        seal_after = values["task_seal_after"] = parse_timedelta(values["task_seal_after"])
+        if seal_after < 0:
+            raise ValueError(f"daskscope setting task_seal_after must be >= 0, got {seal_after}")
         return cls(**values)

@@ -87,6 +87,7 @@ class DaskscopePlugin(SchedulerPlugin):
                 self.cluster_id,
                 segment_executions=settings.task_segment_executions,
                 max_pending_segments=settings.task_max_pending_segments,
+                seal_after=settings.task_seal_after,
             )
             if settings.task_log_enabled
             else None
@@ -213,7 +214,7 @@ class DaskscopePlugin(SchedulerPlugin):
         dask_adapter.wrap_handler(scheduler, "retire_workers", self._take_last_words)
         self.flusher.open_sink()
         self._loops = [
-            asyncio.create_task(self._every(settings.flush_interval, self.flush)),
+            asyncio.create_task(self._every(settings.flush_interval, self._periodic_flush)),
             asyncio.create_task(
                 self._every(settings.worker_sampling_interval, self._sample_workers_async)
             ),
@@ -399,15 +400,19 @@ class DaskscopePlugin(SchedulerPlugin):
         assert self.scheduler is not None and self.flusher is not None
         await self.profiles.collect_into(self.scheduler, self.flusher.add)
 
-    async def flush(self) -> int:
+    async def flush(self, *, every_task: bool = True) -> int:
         """Write everything that changed since the last successful write; returns the
-        number of records written."""
+        number of records written. ``every_task=False`` (the periodic flush) may leave a
+        small task-log buffer for a later segment."""
         if self.flusher is None:
             return 0
         written = await self.flusher.flush()
         if self.task_log is not None:  # after the cluster's record: a server needs it first
-            written += await self.task_log.flush()
+            written += await self.task_log.flush(every_task=every_task)
         return written
+
+    async def _periodic_flush(self) -> int:
+        return await self.flush(every_task=False)
 
     def write_all_again(self) -> None:
         """Make the next flush write everything the recorder holds, as if none of it had

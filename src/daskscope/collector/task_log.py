@@ -20,7 +20,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from time import thread_time
+from time import monotonic, thread_time
 from typing import TYPE_CHECKING, Any
 
 from daskscope.segments import Execution, encode_segment
@@ -63,12 +63,17 @@ class TaskLog:
         segment_executions: int = 50_000,
         max_pending_segments: int = 4,
         max_unwritten_executions: int = 2_000_000,
+        seal_after: float = 30.0,
     ) -> None:
         self.cluster_id = cluster_id
         self.segment_executions = segment_executions
         self.max_pending_segments = max_pending_segments
         self.max_unwritten_executions = max_unwritten_executions
+        self.seal_after = seal_after
         self.rows: list[Execution] = []
+        #: when a flush first saw the open buffer hold executions (not the hook: no clock
+        #: read per task)
+        self._buffer_seen_at: float | None = None
         self.stats = TaskLogStats()
         self.writer: WriterThread | None = None
         #: the recorder's sink as it is now (a sink may be replaced while recording)
@@ -128,6 +133,7 @@ class TaskLog:
         if not rows:
             return
         self.rows = []
+        self._buffer_seen_at = None
         self.stats.executions += len(rows)
         if self.writer is None or self.pending_segments >= self.max_pending_segments:
             self._dropped(len(rows), "the writer is behind")
@@ -135,13 +141,25 @@ class TaskLog:
         self._sealed += 1
         self.writer.submit(self._encode, rows)
 
-    async def flush(self) -> int:
+    async def flush(self, *, every_task: bool = True) -> int:
         """Seal what is buffered and write every encoded segment; returns the number of
-        segments written."""
+        segments written. With ``every_task=False`` a buffer smaller than a segment is
+        sealed only once a flush has seen it hold executions for ``seal_after`` seconds:
+        encoding has a fixed cost a segment, which small segments made most of the task
+        log's cost (one a second at the default flush interval)."""
         if self.writer is None:
             return 0
-        self.seal()
+        if every_task or self._due():
+            self.seal()
         return int(await asyncio.wrap_future(self.writer.submit(self._write)))
+
+    def _due(self) -> bool:
+        if not self.rows:
+            return False
+        now = monotonic()
+        if self._buffer_seen_at is None:
+            self._buffer_seen_at = now
+        return now - self._buffer_seen_at >= self.seal_after
 
     def _dropped(self, executions: int, why: str) -> None:
         if not self.stats.executions_dropped:
