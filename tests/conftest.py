@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from browser import browser, open_page
 from pgserver import PG_BIN, PostgresServer, free_port
 
-__all__ = ["PostgresServer", "free_port"]
+__all__ = ["PostgresServer", "browser", "free_port", "open_page"]
 
 
 def _utf8_safe(text: str) -> str:

@@ -6,33 +6,18 @@ Screenshots at 1440x900 and 390x844 go to test-artifacts/screenshots/."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
 import pytest
 
+from browser import needs_chromium, screenshot
 from test_timeline_view import record_run
 from webutil import serving
 
-CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOTS = Path(
-    os.environ.get(
-        "DASKSCOPE_SCREENSHOTS",
-        Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots",
-    )
-)
-FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
-
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian's chromium is not installed (./dev test installs it)"
-)
-sync_api = pytest.importorskip("playwright.sync_api")
+pytestmark = needs_chromium
+pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 
@@ -47,35 +32,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     app.state.store.close()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def open_page(browser: Any) -> Iterator[Any]:
-    contexts, errors = [], []
-
-    def opener(width: int = 1440, height: int = 900) -> Any:
-        context = browser.new_context(
-            viewport={"width": width, "height": height}, reduced_motion="reduce"
-        )
-        context.add_init_script("window.daskscopeAnimations = false")
-        contexts.append(context)
-        page = context.new_page()
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.set_default_timeout(20_000)
-        return page
-
-    yield opener
-    for context in contexts:
-        context.close()
-    assert not errors, errors
-
-
 def texts(page: Any, selector: str) -> list[str]:
     return list(page.locator(selector).evaluate_all("els => els.map((e) => e.textContent)"))
 
@@ -87,11 +43,6 @@ def query(page: Any) -> dict[str, str]:
 def drawn(page: Any) -> None:
     page.wait_for_selector("#timeline .main-svg")
     page.wait_for_function("() => document.body.dataset.window !== undefined")
-
-
-def shot(page: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
 def lanes_of(site: dict[str, Any]) -> set[tuple[str, int]]:
@@ -117,7 +68,7 @@ def test_one_row_per_thread_with_titles_and_legend(site: dict[str, Any], open_pa
     # the slowest tasks are listed, the slowest first
     first = page.locator("#slowest tbody tr").first.locator("button.key-link").inner_text()
     assert first.startswith("slow-")
-    shot(page, "timeline-1440")
+    screenshot(page, "timeline-1440")
 
 
 def test_zoom_fetches_a_narrower_window_and_back_restores_it(
@@ -128,7 +79,7 @@ def test_zoom_fetches_a_narrower_window_and_back_restores_it(
     page.goto(f"{site['base']}/clusters/{site['cluster_id']}/timeline?max_tasks=20")
     drawn(page)
     assert page.evaluate("document.body.dataset.mode") == "binned"
-    shot(page, "timeline-binned-1440")
+    screenshot(page, "timeline-binned-1440")
     whole = page.evaluate("document.body.dataset.window")
     slowest = page.evaluate("ds.data().slowest[0]")
     origin = page.evaluate("ds.data().totals.first")
@@ -184,7 +135,7 @@ def test_phone_screenshot(site: dict[str, Any], open_page: Any) -> None:
     assert len(texts(page, "#timeline .yaxislayer-above .ytick text")) == 4
     # nothing wider than the screen
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
-    shot(page, "timeline-390")
+    screenshot(page, "timeline-390")
 
 
 def test_a_group_link_from_the_cluster_page(site: dict[str, Any], open_page: Any) -> None:
