@@ -24,6 +24,7 @@ from daskscope.segments import (
     execution,
     key_filter_may_hold,
 )
+from daskscope.text import escape_text
 
 T0 = 1.8e9
 WORKERS = ["tcp://10.0.0.1:4001", "tcp://10.0.0.2:4001"]
@@ -250,3 +251,20 @@ def test_a_realistic_segment_stays_within_32_bytes_a_task() -> None:
     )
     # the same input encodes to the same bytes: a property of the format, not of timing
     assert per_task <= 32
+
+
+def test_keys_with_lone_surrogates_are_kept_escaped_as_the_store_keeps_text() -> None:
+    """Dask allows any str in a key; UTF-8 cannot hold a lone surrogate. The segment keeps
+    such a key escaped (daskscope.text), as every table does, instead of failing whole."""
+    rows = [
+        ("plain-\ud800key", "plain", "plain", "tcp://w:1", 1, 1.0, 2.0, None, False, 8, "c", None),
+        (("inc-0f3a", 1), "inc-0f3a", "inc", "tcp://w:1", 1, 1.5, 2.5, None, False, 8, "c", None),
+    ]
+    record = encode_segment("cluster-1", 0, rows)[0]
+    seg = decode_segment(record.format, record.payload)
+    assert [seg.key(i) for i in range(len(seg))] == [
+        escape_text("plain-\ud800key"),
+        "('inc-0f3a', 1)",
+    ]
+    assert key_filter_may_hold(record.key_filter, "plain-\ud800key")
+    assert key_filter_may_hold(record.key_filter, escape_text("plain-\ud800key"))

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from daskscope.text import escape_text
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -28,7 +30,12 @@ def utf8(texts: Sequence[str]) -> tuple[bytes, npt.NDArray[np.int64]]:
     import numpy as np
 
     joined = "".join(texts)
-    data = joined.encode("utf-8")
+    try:
+        data = joined.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (Dask allows any str): escaped, as stored
+        texts = [escape_text(t) for t in texts]
+        joined = "".join(texts)
+        data = joined.encode("utf-8")
     if len(data) == len(joined):  # all ASCII: a character is a byte
         lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
     else:

@@ -22,6 +22,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from daskscope.arrow_buffers import utf8
+from daskscope.text import escape_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -279,7 +280,7 @@ def _positions_of(key: str, bits: int, *, forward: bool = False) -> list[int]:
     """:func:`_positions` of one key's text (``forward``: version 1's hash,
     ``sum(byte[i] * P**(len - 1 - i))``, written for an hour of development)."""
     h, power = 0, 1
-    for byte in key.encode("utf-8"):
+    for byte in escape_text(key).encode("utf-8"):  # as the segment stored it
         if forward:
             h = (h * _P + byte) & _MASK
         else:

@@ -38,6 +38,7 @@ from daskscope.store.errors import UnknownCluster
 from daskscope.store.groups import span_scope_ids
 from daskscope.store.timeline_bins import BinSums, LaneColumns
 from daskscope.summaries import BINS, SLOWEST_PER_GROUP, Summary, read_summary
+from daskscope.text import escape_text
 
 __all__ = [
     "Lane",
@@ -589,6 +590,7 @@ def _span_ids(conn: sa.Connection, cluster_id: str, span_id: str | None) -> froz
 
 def task_executions(store: Store | sa.Engine, cluster_id: str, key: str) -> list[TaskExecution]:
     """Every execution of ``key`` (the str of a Dask key), oldest first."""
+    key = escape_text(key)  # stored so: a lone surrogate cannot be UTF-8
     found: list[TaskExecution] = []
     with as_engine(store).connect() as conn:
         _check_cluster(conn, cluster_id)
