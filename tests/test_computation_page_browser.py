@@ -7,35 +7,20 @@ line marked in the code, and the way there from the cluster page. Screenshots at
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from browser import needs_chromium, screenshot
 from daskscope.format import duration_text
 from daskscope.store import open_store
 from daskscope.views.critical_path import critical_path_view
 from test_critical_path import PATH, record, wall
 from webutil import serving
 
-CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOTS = Path(
-    os.environ.get(
-        "DASKSCOPE_SCREENSHOTS",
-        Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots",
-    )
-)
-FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
-
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian's chromium is not installed (./dev test installs it)"
-)
-sync_api = pytest.importorskip("playwright.sync_api")
+pytestmark = needs_chromium
+pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 
@@ -53,37 +38,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         )
         yield {**recorded, "base": base, "view": view, "page_url": page_url}
     app.state.store.close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def open_page(browser: Any) -> Iterator[Any]:
-    contexts, errors = [], []
-
-    def opener(width: int = 1440, height: int = 900) -> Any:
-        context = browser.new_context(
-            viewport={"width": width, "height": height}, reduced_motion="reduce"
-        )
-        context.add_init_script("window.daskscopeAnimations = false")
-        contexts.append(context)
-        page = context.new_page()
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.set_default_timeout(20_000)
-        # plotly.js is 3.5 MB: a page's load waits for it, slow when 2 cores serve 8 suites
-        page.set_default_navigation_timeout(60_000)
-        return page
-
-    yield opener
-    for context in contexts:
-        context.close()
-    assert not errors, errors
 
 
 def texts(page: Any, selector: str) -> list[str]:
@@ -134,8 +88,7 @@ def test_path_is_highlighted(site: dict[str, Any], open_page: Any) -> None:
     link = page.locator("#timeline-link").get_attribute("href")
     assert link == f"/clusters/{site['cluster_id']}/timeline?computation={site['computation_id']}"
     assert page.locator(".advice-box").count() == 1
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "computation-1440.png"), full_page=True)
+    screenshot(page, "computation-1440")
 
 
 def test_what_if_chart(site: dict[str, Any], open_page: Any) -> None:
@@ -192,5 +145,4 @@ def test_phone_screenshot(site: dict[str, Any], open_page: Any) -> None:
     page = opened(open_page(390, 844), site["page_url"])
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
     assert texts(page, "#whatif .xtitle") == ["worker threads (log scale)"]
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "computation-390.png"), full_page=True)
+    screenshot(page, "computation-390")
