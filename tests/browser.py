@@ -31,6 +31,9 @@ needs_chromium = pytest.mark.skipif(
     not CHROMIUM.exists(), reason="Debian's chromium is not installed (./dev test installs it)"
 )
 
+# the two widths every page is looked at: a laptop and a phone
+SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
+
 # an action waits up to 30 s; a page load up to 60 s, as plotly.js is 3.5 MB and the
 # machine's 2 cores may be serving several suites at once
 ACTION_TIMEOUT_MS = 30_000

@@ -7,9 +7,7 @@ then 3 times slowed. Screenshots at 1440x900 and 390x844 go to $DASKSCOPE_SCREEN
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -17,24 +15,19 @@ import pytest
 from distributed import Client, LocalCluster
 
 import daskscope
+from browser import CHROMIUM, FLAGS, SCREENSHOTS, SIZES, needs_chromium, screenshot
 from daskscope.store import open_store
 from daskscope.views.compare import compare_view
 from daskscope.views.history import history_view
 from test_regressions import FAST, RUNS, SLOW, SLOWED, heartbeat, run_in_span
 from webutil import serving
 
-CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
-SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
-SHOTS = Path(
-    os.environ.get(
-        "DASKSCOPE_SCREENSHOTS",
-        Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots",
-    )
-)
+# tests/test_costs_browser.py imports CHROMIUM, FLAGS, SHOTS and SIZES from here
+__all__ = ["CHROMIUM", "FLAGS", "SHOTS", "SIZES"]
+SHOTS = SCREENSHOTS
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
-sync_api = pytest.importorskip("playwright.sync_api")
+pytestmark = needs_chromium
+pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 
@@ -65,32 +58,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     app.state.store.close()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        yield launched
-        launched.close()
-
-
 @pytest.fixture(params=list(SIZES))
-def page(request: pytest.FixtureRequest, browser: Any) -> Iterator[Any]:
-    width, height = SIZES[request.param]
-    context = browser.new_context(viewport={"width": width, "height": height})
-    context.add_init_script("window.daskscopeAnimations = false;")
-    opened = context.new_page()
+def page(request: pytest.FixtureRequest, open_page: Any) -> Any:
+    opened = open_page(*SIZES[request.param])
     opened.size_name = request.param
-    errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.set_default_timeout(30_000)
-    yield opened
-    context.close()
-    assert not errors, errors
+    return opened
 
 
 def shot(page: Any, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}-{page.size_name}.png"), full_page=True)
+    screenshot(page, f"{name}-{page.size_name}")
 
 
 def texts(locator: Any) -> list[str]:
