@@ -218,3 +218,25 @@ def test_the_migration_indexes_spans_stored_before_it(tmp_path: Path) -> None:
             (spans[3].cluster_id, "s1"),
         ]
         assert recurring_names(store, min_runs=2)["span"] == ["load"]
+
+
+def test_nested_tags_are_counted_once_in_the_totals(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'nested.db'}"
+    cluster = make_cluster("nested")
+    records = [
+        cluster,
+        make_span(cluster, "root", name=["load"], duration_s=100.0),
+        make_span(cluster, "child", name=["load", "inner"], parent_span_id="root", duration_s=40.0),
+    ]
+    prices = {"default": None, "atlas": {"per-core-hour": 1.0}}
+    with dask.config.set({"daskscope.cost": prices}), open_store(url) as store:
+        write_records(store, records)
+        view = costs_view(store)
+        inner = costs_view(store, tag="inner")
+    # a core-hour costs 1: a span's cost is its task hours (its share of the core time)
+    assert {r.name: r.cost for r in view.tags} == pytest.approx(
+        {"load": 100 / 3600, "inner": 40 / 3600}
+    )
+    assert [(r.name, r.spans) for r in view.members] == [("alice", 1)]  # the root span only
+    assert view.totals[0].cost == pytest.approx(100 / 3600)
+    assert inner.totals[0].cost == pytest.approx(40 / 3600) and inner.spans == 1

@@ -59,6 +59,7 @@ def span_cost_sums(
     since: float | None = None,
     until: float | None = None,
     account: str | None = None,
+    roots_only: bool = False,
 ) -> list[Row]:
     """The outermost spans of each subtree tagged ``tag`` (None: of every tag, each
     under its own) enqueued in ``[since, until)``, summed per account and member
@@ -67,7 +68,9 @@ def span_cost_sums(
     ``memory_byte_seconds`` (each span's share of its cluster's, as
     :func:`daskscope.analysis.span_cost.attributed_capacity` computes it: priced by
     ``cost_parts``, they give the attributed cost). A tag longer than
-    :data:`~daskscope.store.span_tags.TAG_CHARS` is matched and listed by its start."""
+    :data:`~daskscope.store.span_tags.TAG_CHARS` is matched and listed by its start.
+    ``roots_only``: only spans without a parent, which hold each task once (tags nest:
+    a span's figures include its children's)."""
     st, sp, c = s.span_tags.c, s.spans.c, s.clusters.c
     core = c.core_seconds
     # min(task seconds, core seconds): a span cannot use more than its cluster had
@@ -92,6 +95,8 @@ def span_cost_sums(
     )
     if tag is not None:
         query = query.where(st.tag == tag_key(tag))
+    if roots_only:
+        query = query.where(sp.parent_span_id.is_(None))
     if since is not None:
         query = query.where(st.enqueued_at >= since)
     if until is not None:

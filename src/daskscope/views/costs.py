@@ -72,7 +72,9 @@ class CostTotal:
 @dataclass(frozen=True)
 class CostsView:
     """The cost of the outermost spans of ``tag`` (None: every tag) enqueued in
-    ``[since, until)``, per member and per tag, largest first."""
+    ``[since, until)``, per member and per tag, largest first. Without a tag, the
+    members' rows and the totals count root spans only (each task once); the tags'
+    rows overlap where tags nest."""
 
     tag: str | None
     since: float | None
@@ -83,8 +85,9 @@ class CostsView:
     members: list[CostRow]
     tags: list[CostRow]
     totals: list[CostTotal]
+    #: the spans the totals count: the tag's outermost (without a tag: the root spans)
     spans: int
-    #: spans whose cluster's account has no price (counted, not costed)
+    #: of the spans the totals count, those whose account has no price (not costed)
     unpriced_spans: int
     message: str | None
 
@@ -173,10 +176,15 @@ def costs_view(
         raise ValueError(f"until ({until}) must be after since ({since})")
     priced = functools.cache(rates)  # one config lookup per account
 
-    def sums(by: Literal["user", "tag"]) -> list[dict[str, Any]]:
-        return span_cost_sums(store, by, tag or None, since=start, until=end, account=account)
+    def sums(by: Literal["user", "tag"], roots_only: bool = False) -> list[dict[str, Any]]:
+        return span_cost_sums(
+            store, by, tag or None, since=start, until=end, account=account,
+            roots_only=roots_only,
+        )  # fmt: skip
 
-    members, tags = _rows(sums("user"), priced), _rows(sums("tag"), priced)
+    # Without a tag, members' costs and the total count root spans only: tags nest, and
+    # a child span's cost is in its parent's already
+    members, tags = _rows(sums("user", roots_only=not tag), priced), _rows(sums("tag"), priced)
     totals: dict[str, float] = {}
     for r in members:
         if r.currency is not None and r.cost is not None:
