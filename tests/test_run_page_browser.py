@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from distributed import Client, LocalCluster
 
+from browser import SIZES, needs_chromium, screenshot
 from daskscope import MetricsCollector, track_memory, track_metrics, track_time
 from daskscope.format import MISSING
 from daskscope.store import open_store, write_records
@@ -27,24 +27,13 @@ from daskscope.workflow import current_chunk
 from factories import T0, make_workflow_run
 from webutil import serving
 
-CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
-SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
-SHOTS = Path(
-    os.environ.get(
-        "DASKSCOPE_SCREENSHOTS",
-        Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots",
-    )
-)
 # what format.duration_text writes: "12 ms", "1.5 s", "2 min 5 s" (never "4.000123")
 DURATION = re.compile(rf"^(0 s|\d+ (µs|ms)|\d+\.\d s|\d+ (min|h|d) \d+ (s|min|h)|{MISSING})$")
 BYTES = re.compile(rf"^(-?\d+ B|-?\d+\.\d (KiB|MiB|GiB|TiB)|{MISSING})$")
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian's chromium is not installed (./dev test installs it)"
-)
+pytestmark = needs_chromium
 pytest.importorskip("fastapi")
-sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 
@@ -125,41 +114,24 @@ def many(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     app.state.store.close()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        yield launched
-        launched.close()
-
-
-def _page(browser: Any, size: str) -> Iterator[Any]:
-    width, height = SIZES[size]
-    context = browser.new_context(viewport={"width": width, "height": height})
-    context.add_init_script("window.daskscopeAnimations = false;")
-    opened = context.new_page()
+def _page(open_page: Any, size: str) -> Any:
+    opened = open_page(*SIZES[size])
     opened.size_name = size
-    errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.set_default_timeout(30_000)
-    yield opened
-    context.close()
-    assert not errors, errors
+    return opened
 
 
 @pytest.fixture(params=list(SIZES))
-def page(request: pytest.FixtureRequest, browser: Any) -> Iterator[Any]:
-    yield from _page(browser, request.param)
+def page(request: pytest.FixtureRequest, open_page: Any) -> Any:
+    return _page(open_page, request.param)
 
 
 @pytest.fixture
-def desktop(browser: Any) -> Iterator[Any]:
-    yield from _page(browser, "desktop")
+def desktop(open_page: Any) -> Any:
+    return _page(open_page, "desktop")
 
 
 def shot(page: Any, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"run-{name}-{page.size_name}.png"), full_page=True)
+    screenshot(page, f"run-{name}-{page.size_name}")
 
 
 def texts(locator: Any) -> list[str]:
@@ -398,18 +370,18 @@ def test_listing_says_when_nothing_matches(many: dict[str, Any], desktop: Any) -
     assert len(_listed(page)) == 100
 
 
-def test_pages_fit_a_phone(recorded: dict[str, Any], many: dict[str, Any], browser: Any) -> None:
-    for page in _page(browser, "phone"):
-        page.goto(f"{many['base']}/runs")
-        no_page_overflow(page)
-        scroller = page.locator("#run-listing").evaluate(
-            "t => [t.parentElement.scrollWidth, t.parentElement.clientWidth]"
-        )
-        assert scroller[0] > scroller[1]  # the table scrolls in its own box
-        shot(page, "listing")
-        page.goto(f"{recorded['base']}/runs/{recorded['run_id']}")
-        page.wait_for_selector("#chunk-chart[data-ready='1']")
-        no_page_overflow(page)
+def test_pages_fit_a_phone(recorded: dict[str, Any], many: dict[str, Any], open_page: Any) -> None:
+    page = _page(open_page, "phone")
+    page.goto(f"{many['base']}/runs")
+    no_page_overflow(page)
+    scroller = page.locator("#run-listing").evaluate(
+        "t => [t.parentElement.scrollWidth, t.parentElement.clientWidth]"
+    )
+    assert scroller[0] > scroller[1]  # the table scrolls in its own box
+    shot(page, "listing")
+    page.goto(f"{recorded['base']}/runs/{recorded['run_id']}")
+    page.wait_for_selector("#chunk-chart[data-ready='1']")
+    no_page_overflow(page)
 
 
 def test_a_failed_run_and_its_failed_chunk_read_as_failed(tmp_path: Path, desktop: Any) -> None:
