@@ -13,7 +13,6 @@ import re
 import signal
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import dask
@@ -23,6 +22,7 @@ import sqlalchemy as sa
 from distributed import Client, LocalCluster, span, wait
 
 import daskscope
+from browser import SCREENSHOTS, SIZES, needs_chromium
 from daskscope.catalogue import SPAN_FIGURES_NOTE, activity
 from daskscope.format import bytes_text
 from daskscope.store import open_store, worker_samples, write_records
@@ -33,19 +33,10 @@ from webutil import busy, call, serving
 pytest.importorskip("fastapi")
 from daskscope.web import create_app
 
-CHROMIUM = Path("/usr/bin/chromium")
-SHOTS = Path(
-    os.environ.get(
-        "DASKSCOPE_SCREENSHOTS",
-        Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots",
-    )
-)
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
-SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
 MIB = 2**20
 LIMIT = 1024 * MIB
 LOST_RED = "rgb(198, 40, 40)"  # #c62828
-browser_only = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is missing")
+browser_only = needs_chromium
 
 
 def _add_fake_gpu(dask_worker: Any) -> None:
@@ -239,33 +230,17 @@ def base(recorded: dict[str, Any]) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        yield launched
-        launched.close()
-
-
 @pytest.fixture(params=list(SIZES))
-def page(request: pytest.FixtureRequest, browser: Any) -> Iterator[Any]:
-    width, height = SIZES[request.param]
-    context = browser.new_context(viewport={"width": width, "height": height})
-    context.add_init_script("window.daskscopeAnimations = false;")
-    opened = context.new_page()
+def page(request: pytest.FixtureRequest, open_page: Any) -> Any:
+    opened = open_page(*SIZES[request.param])
     opened.size_name = request.param
-    errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.set_default_timeout(30_000)
-    yield opened
-    context.close()
-    assert not errors, errors
+    return opened
 
 
 def shot(page: Any, name: str, selector: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.locator(selector).screenshot(path=str(SHOTS / f"cluster-{name}-{page.size_name}.png"))
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"cluster-{name}-{page.size_name}.png"
+    page.locator(selector).screenshot(path=str(path))
 
 
 def open_tab(page: Any, base: str, cluster_id: str, tab: str, query: str = "") -> None:
