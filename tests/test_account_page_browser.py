@@ -8,35 +8,23 @@ Screenshots at 1440x900 and 390x844."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from browser import needs_chromium, screenshot
 from daskscope import model
 from daskscope.format import value_text
 from daskscope.store import open_store, write_records
 from factories import make_cluster
 from webutil import GIB, monday, serving
 
-CHROMIUM = Path("/usr/bin/chromium")
-SHOTS = Path(
-    os.environ.get("DASKSCOPE_SCREENSHOTS")
-    or Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots"
-)
-FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian's chromium is not installed (./dev test installs it)"
-)
+pytestmark = needs_chromium
 pytest.importorskip("fastapi")
-sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 
@@ -107,38 +95,13 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     app.state.store.close()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        yield launched
-        launched.close()
-
-
-def open_page(browser: Any, size: str = "wide") -> Any:
-    width, height = SIZES[size]
-    context = browser.new_context(
-        viewport={"width": width, "height": height}, reduced_motion="reduce"
-    )
-    context.add_init_script("window.daskscopeAnimations = false;")
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    page.errors = []
-    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
-    return page
-
-
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    opened = open_page(browser)
-    yield opened
-    opened.context.close()
-    assert not opened.errors, opened.errors
+def page(open_page: Any) -> Any:
+    return open_page(*SIZES["wide"])
 
 
 def shot(page: Any, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    screenshot(page, name)
 
 
 def state(page: Any) -> dict[str, str]:
@@ -227,12 +190,12 @@ IDLE_GREY = "rgb(236, 238, 242)"
 RED = "rgb(214, 39, 40)"
 
 
-def test_heat_map_reads_at_100_members(site: dict[str, Any], browser: Any) -> None:
+def test_heat_map_reads_at_100_members(site: dict[str, Any], open_page: Any) -> None:
     weeks = mondays(site["now"])
     top = ranking(site["rows"])
     idle = time.strftime("%Y-%m-%d", time.gmtime(monday(site["now"]) - (IDLE_WEEK + 1) * WEEK))
     for size in SIZES:
-        page = open_page(browser, size)
+        page = open_page(*SIZES[size])
         scripts: list[str] = []
         page.on(
             "request",
@@ -284,8 +247,6 @@ def test_heat_map_reads_at_100_members(site: dict[str, Any], browser: Any) -> No
         assert state(page)["metric"] == "cost"
         assert page.locator(".heat-scale-title").inner_text() == "cost (USD)"
         assert page.locator("#usage-metric").input_value() == "cost"
-        page.context.close()
-        assert not page.errors, page.errors
 
 
 def test_a_cell_filters_the_listing_and_the_url_keeps_it(site: dict[str, Any], page: Any) -> None:

@@ -8,12 +8,12 @@ import json
 import random
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from browser import needs_chromium
 from daskscope.cli.main import JSON_GROUPS, TABLE_GROUPS, cli
 from daskscope.model import ClusterRecord, ComputationRecord, TaskGroupRecord
 from daskscope.store import open_store, write_records
@@ -261,24 +261,15 @@ def test_show_json_carries_the_longest_groups_unless_asked_for_all(
 
 # ------------------------------------------------------------------ in a browser
 
-CHROMIUM = Path("/usr/bin/chromium")
 
-
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
-def test_the_graph_says_how_many_groups_it_did_not_draw(seeded: dict[str, Any]) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    from test_web_browser import FLAGS
+@needs_chromium
+def test_the_graph_says_how_many_groups_it_did_not_draw(
+    seeded: dict[str, Any], open_page: Any
+) -> None:
     from webutil import serving
 
-    with (
-        serving(seeded["app"]) as base,
-        sync_api.sync_playwright() as p,
-    ):
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        page = browser.new_page(viewport={"width": 1300, "height": 900})
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.set_default_timeout(20_000)
+    with serving(seeded["app"]) as base:
+        page = open_page(1300, 900)
         page.goto(f"{base}/clusters/{CLUSTER}")
         assert page.locator("#top-task-groups tbody tr").count() == PAGE_TOP_GROUPS
         page.click("#tab-computations")
@@ -293,8 +284,6 @@ def test_the_graph_says_how_many_groups_it_did_not_draw(seeded: dict[str, Any]) 
         page.click('button.expand[data-id="comp-small"]')
         page.wait_for_selector("#graph-comp-small[data-ready='1']")
         assert not page.locator("#graph-note-comp-small").is_visible()
-        browser.close()
-    assert not errors, errors
 
 
 def test_the_longest_groups_come_from_their_index_and_equal_a_full_sort(

@@ -11,22 +11,16 @@ from typing import Any
 
 import pytest
 
+from browser import needs_chromium
 from daskscope.format import duration_text
 from daskscope.store import list_clusters, open_store, write_records
 from webutil import record_cluster, serving, synthetic_clusters
 
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
-FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian's chromium is not installed (./dev test installs it)"
-)
+pytestmark = needs_chromium
 pytest.importorskip("fastapi")
-sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 
@@ -65,25 +59,9 @@ def filled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     app.state.store.close()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        yield launched
-        launched.close()
-
-
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1300, "height": 900}, reduced_motion="reduce")
-    context.add_init_script("window.daskscopeAnimations = false;")
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.set_default_timeout(20_000)
-    yield opened
-    context.close()
-    assert not errors, errors
+def page(open_page: Any) -> Any:
+    return open_page(1300, 900)
 
 
 def shot(page: Any, name: str) -> None:
