@@ -5,10 +5,8 @@ cluster page, in a computation's expanded row and on the run page."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import dask
@@ -18,22 +16,15 @@ from dask import delayed
 from distributed import Client, LocalCluster
 
 import daskscope
+from browser import SCREENSHOTS, new_page
 from daskscope.cli.main import cli
 from daskscope.store import cluster_detail, open_store, write_records
 from factories import make_workflow_run
 from webutil import serving
 
-CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOTS = Path(
-    os.environ.get(
-        "DASKSCOPE_SCREENSHOTS",
-        Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots",
-    )
-)
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
-sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
-from daskscope.web import create_app  # noqa: E402
+from daskscope.web import create_app
 
 
 def slow(x: int, seconds: float) -> int:
@@ -123,25 +114,6 @@ def test_cli_text_names_the_finding(site: dict[str, Any]) -> None:
     assert "WARNING" in result.output and "(threshold 4)" in result.output
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed")
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        yield launched
-        launched.close()
-
-
-def _page(browser: Any, width: int, height: int) -> tuple[Any, Any, list[str]]:
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.set_default_timeout(20_000)
-    return context, page, errors
-
-
 def _box_text(page: Any, selector: str) -> dict[str, Any]:
     page.wait_for_function(
         "s => document.querySelector(s)?.dataset.filled === 'done'", arg=selector
@@ -158,7 +130,7 @@ def _box_text(page: Any, selector: str) -> dict[str, Any]:
 def test_the_box_on_the_cluster_page_and_a_computation_row(
     site: dict[str, Any], browser: Any, width: int, height: int
 ) -> None:
-    context, page, errors = _page(browser, width, height)
+    context, page, errors = new_page(browser, width, height)
     cid = site["cluster_id"]
     page.goto(f"{site['base']}/clusters/{cid}")
     box = _box_text(page, "#panel-overview .advice-box")
@@ -196,7 +168,7 @@ def test_the_box_on_the_cluster_page_and_a_computation_row(
 
 def test_the_box_on_the_run_page(site: dict[str, Any], browser: Any) -> None:
     for width, height in ((1440, 900), (390, 844)):
-        context, page, errors = _page(browser, width, height)
+        context, page, errors = new_page(browser, width, height)
         page.goto(f"{site['base']}/runs/{site['run_id']}")
         box = _box_text(page, "#run-advice .advice-box")
         assert "too-few-tasks" in box["rules"]

@@ -17,7 +17,7 @@ from distributed import Client, LocalCluster, span, wait
 
 import daskscope
 from daskscope.web import create_app
-from test_cluster_page_browser import browser, new_page, shot  # noqa: F401 (fixture)
+from test_cluster_page_browser import new_page, shot
 from webutil import serving
 
 FAILURE = "daskscope live test: fails on purpose"
@@ -27,7 +27,7 @@ def fail(x: Any) -> Any:
     raise ValueError(FAILURE)
 
 
-def test_live_page_follows_a_running_cluster(browser: Any, tmp_path: Any) -> None:  # noqa: F811
+def test_live_page_follows_a_running_cluster(browser: Any, tmp_path: Any) -> None:
     url = f"sqlite:///{tmp_path / 'live.db'}"
     with (
         LocalCluster(

@@ -6,38 +6,25 @@ $DASKSCOPE_SCREENSHOTS (default test-artifacts/screenshots/)."""
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from browser import NO_ANIMATIONS, needs_chromium, screenshot
+from browser import new_page as browser_page
 from daskscope.store import open_store, write_records
 from factories import make_cluster, make_computation, make_group, make_prefix, make_span
 from webutil import record_cluster, serving
 
-CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOTS = Path(
-    os.environ.get(
-        "DASKSCOPE_SCREENSHOTS",
-        Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots",
-    )
-)
-FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
 TABS = ["overview", "computations", "spans", "workers", "profile", "errors", "reports"]
 PREFIXES = 30
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian's chromium is not installed (./dev test installs it)"
-)
+pytestmark = needs_chromium
 pytest.importorskip("fastapi")
-sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 
@@ -88,25 +75,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     app.state.store.close()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        yield launched
-        launched.close()
-
-
 def new_page(browser: Any, width: int = 1440, height: int = 900) -> tuple[Any, Any, list[str]]:
-    context = browser.new_context(
-        viewport={"width": width, "height": height}, reduced_motion="reduce"
-    )
     # Live pages poll every half second here (5 s on a real page)
-    context.add_init_script("window.daskscopeAnimations = false; window.daskscopeLiveSeconds = 0.5")
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.set_default_timeout(20_000)
-    return context, opened, errors
+    return browser_page(
+        browser, width, height, init_script=NO_ANIMATIONS + " window.daskscopeLiveSeconds = 0.5"
+    )
 
 
 @pytest.fixture
@@ -118,8 +91,7 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 def shot(page: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+    screenshot(page, name)
 
 
 def query(page: Any) -> dict[str, str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import logging
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,28 +19,14 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from browser import ACTION_TIMEOUT_MS, NAVIGATION_TIMEOUT_MS, SCREENSHOTS, needs_chromium
 from daskscope.store.reports import list_reports, reports_dir
 from webutil import serving
 
-CHROMIUM = Path("/usr/bin/chromium")
-SHOTS = Path(
-    os.environ.get(
-        "DASKSCOPE_SCREENSHOTS",
-        Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots",
-    )
-)
-FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
-
 pytest.importorskip("fastapi")
-sync_api = pytest.importorskip("playwright.sync_api")
-needs_chromium = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian's chromium is not installed (./dev test installs it)"
-)
+pytest.importorskip("playwright.sync_api")
 
-from daskscope.web import create_app  # noqa: E402
+from daskscope.web import create_app
 
 
 def make_cdn_report(path: Path) -> bytes:
@@ -81,16 +66,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     app.state.store.close()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed (./dev test installs it)")
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        yield launched
-        launched.close()
-
-
 @pytest.fixture
 def offline_page(browser: Any) -> Iterator[Any]:
     """A page whose requests off 127.0.0.1 are aborted; ``page.left`` lists them."""
@@ -107,7 +82,8 @@ def offline_page(browser: Any) -> Iterator[Any]:
 
     context.route("**/*", only_loopback)
     opened = context.new_page()
-    opened.set_default_timeout(30_000)
+    opened.set_default_timeout(ACTION_TIMEOUT_MS)
+    opened.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
     errors: list[str] = []
     opened.on("pageerror", lambda exc: errors.append(str(exc)))
     # a request refused by a page's policy (CSP) is an error in the console
@@ -202,8 +178,8 @@ def test_a_report_for_another_bokeh_says_why_it_stays_blank(
     assert "saved in CDN mode: it loads Bokeh 2.4.3 from cdn.bokeh.org" in text
     assert f"the installed bokeh is {bokeh.__version__}: install bokeh==2.4.3" in text
     assert "mode='inline'" in text
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / "report-other-bokeh-1300x900.png"))
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "report-other-bokeh-1300x900.png"))
     raw = httpx.get(f"{base}/reports/{response.json()['id']}/raw").text
     assert "https://cdn.bokeh.org/bokeh/release/bokeh-2.4.3.min.js" in raw  # left as is
     assert all(urlsplit(u).hostname == "cdn.bokeh.org" for u in page.left), page.left
