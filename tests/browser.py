@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +43,18 @@ NO_ANIMATIONS = "window.daskscopeAnimations = false;"
 
 
 def new_page(
-    browser: Any, width: int = 1440, height: int = 900, *, init_script: str = NO_ANIMATIONS
+    browser: Any,
+    width: int = 1440,
+    height: int = 900,
+    *,
+    init_script: str = NO_ANIMATIONS,
+    **context_options: Any,
 ) -> tuple[Any, Any, list[str]]:
     """A page in a fresh context at width x height with reduced motion and no chart
-    animations; returns (context, page, errors), errors filling with uncaught page errors.
-    The caller closes the context."""
+    animations (context_options go to Playwright's new_context); returns (context, page,
+    errors), errors filling with uncaught page errors. The caller closes the context."""
     context = browser.new_context(
-        viewport={"width": width, "height": height}, reduced_motion="reduce"
+        viewport={"width": width, "height": height}, reduced_motion="reduce", **context_options
     )
     context.add_init_script(init_script)
     page = context.new_page()
@@ -67,15 +73,23 @@ def screenshot(page: Any, name: str, *, full_page: bool = True) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+@contextmanager
+def launch_chromium(*extra_flags: str) -> Iterator[Any]:
+    """Debian's Chromium with FLAGS and extra_flags, closed on leaving; skips the test
+    where it (or Playwright) is absent."""
     if not CHROMIUM.exists():
         pytest.skip("Debian's chromium is not installed (./dev test installs it)")
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=[*FLAGS, *extra_flags])
         yield launched
         launched.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with launch_chromium() as launched:
+        yield launched
 
 
 @pytest.fixture
