@@ -28,6 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 import daskscope
+from browser import needs_chromium, new_page, screenshot
 from daskscope.cli.main import cli
 from daskscope.export.common import call_line
 from daskscope.export.otlp import (
@@ -634,17 +635,11 @@ def test_a_cluster_without_tasks_or_profiles_says_so(tmp_path: Path) -> None:
 
 # -- the pages' links --------------------------------------------------------------------
 
-CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 
-
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
-def test_pages_link_the_downloads(recorded: Recorded, tmp_path: Path) -> None:
+@needs_chromium
+def test_pages_link_the_downloads(recorded: Recorded, tmp_path: Path, browser: Any) -> None:
     """In Chromium: the cluster page's Export line and the timeline page's link download
     the files the CLI writes, under the same names."""
-    from playwright.sync_api import sync_playwright
-
     cid = recorded.cluster_id
     expected = {
         "task timeline for Perfetto": (f"daskscope-{cid}-timeline.json", ["perfetto"]),
@@ -654,64 +649,53 @@ def test_pages_link_the_downloads(recorded: Recorded, tmp_path: Path) -> None:
         "OTLP/JSON": (f"daskscope-{cid}-trace.otlp.json", ["otlp", "--format", "json"]),
     }
     app = create_app(recorded.url)
-    with serving(app) as base, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        try:
-            for width, height in ((1440, 900), (390, 844)):
-                context = browser.new_context(
-                    viewport={"width": width, "height": height}, accept_downloads=True
-                )
-                page = context.new_page()
-                page.set_default_timeout(20_000)
-                page.goto(f"{base}/clusters/{cid}")
-                line = page.locator("#exports")
-                assert line.is_visible()
-                assert line.inner_text().startswith("Export:")
-                # nothing of the line runs past the window
-                box = line.bounding_box()
-                assert box is not None and box["x"] + box["width"] <= width
-                SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-                page.screenshot(path=str(SCREENSHOTS / f"cluster-exports-{width}.png"))
-                if width == 1440:
-                    for text, (name, command) in expected.items():
-                        with page.expect_download() as info:
-                            line.get_by_role("link", name=text, exact=True).click()
-                        download = info.value
-                        assert download.suggested_filename == name
-                        saved = tmp_path / f"page-{name}"
-                        download.save_as(saved)
-                        written = tmp_path / f"cli-{name}"
-                        result = CliRunner().invoke(
-                            cli,
-                            ["--database", recorded.url, "export", command[0], cid,
-                             *command[1:], "-o", str(written)],
-                        )  # fmt: skip
-                        assert result.exit_code == 0, result.output
-                        assert saved.read_bytes() == written.read_bytes(), text
-                page.goto(f"{base}/clusters/{cid}/timeline")
-                page.screenshot(path=str(SCREENSHOTS / f"timeline-exports-{width}.png"))
-                link = page.locator("#exports").get_by_role(
-                    "link", name="task timeline for Perfetto"
-                )
-                box = link.bounding_box()
-                assert box is not None and box["x"] + box["width"] <= width
-                if width == 1440:
+    with serving(app) as base:
+        for width, height in ((1440, 900), (390, 844)):
+            context, page, _ = new_page(browser, width, height, accept_downloads=True)
+            page.goto(f"{base}/clusters/{cid}")
+            line = page.locator("#exports")
+            assert line.is_visible()
+            assert line.inner_text().startswith("Export:")
+            # nothing of the line runs past the window
+            box = line.bounding_box()
+            assert box is not None and box["x"] + box["width"] <= width
+            screenshot(page, f"cluster-exports-{width}", full_page=False)
+            if width == 1440:
+                for text, (name, command) in expected.items():
                     with page.expect_download() as info:
-                        link.click()
-                    assert info.value.suggested_filename == f"daskscope-{cid}-timeline.json"
-                    proto = page.locator("#exports").get_by_role("link", name="protobuf")
-                    with page.expect_download() as info:
-                        proto.click()
+                        line.get_by_role("link", name=text, exact=True).click()
                     download = info.value
-                    assert download.suggested_filename == f"daskscope-{cid}-timeline.pftrace"
-                    saved = tmp_path / "timeline-page.pftrace"
+                    assert download.suggested_filename == name
+                    saved = tmp_path / f"page-{name}"
                     download.save_as(saved)
-                    assert saved.read_bytes() == b"".join(
-                        perfetto_proto_chunks(open_store(recorded.url), cid)
-                    )
-                context.close()
-        finally:
-            browser.close()
+                    written = tmp_path / f"cli-{name}"
+                    result = CliRunner().invoke(
+                        cli,
+                        ["--database", recorded.url, "export", command[0], cid,
+                         *command[1:], "-o", str(written)],
+                    )  # fmt: skip
+                    assert result.exit_code == 0, result.output
+                    assert saved.read_bytes() == written.read_bytes(), text
+            page.goto(f"{base}/clusters/{cid}/timeline")
+            screenshot(page, f"timeline-exports-{width}", full_page=False)
+            link = page.locator("#exports").get_by_role("link", name="task timeline for Perfetto")
+            box = link.bounding_box()
+            assert box is not None and box["x"] + box["width"] <= width
+            if width == 1440:
+                with page.expect_download() as info:
+                    link.click()
+                assert info.value.suggested_filename == f"daskscope-{cid}-timeline.json"
+                proto = page.locator("#exports").get_by_role("link", name="protobuf")
+                with page.expect_download() as info:
+                    proto.click()
+                download = info.value
+                assert download.suggested_filename == f"daskscope-{cid}-timeline.pftrace"
+                saved = tmp_path / "timeline-page.pftrace"
+                download.save_as(saved)
+                assert saved.read_bytes() == b"".join(
+                    perfetto_proto_chunks(open_store(recorded.url), cid)
+                )
+            context.close()
 
 
 def test_every_export_is_the_same_from_postgresql(recorded: Recorded, database_url: str) -> None:

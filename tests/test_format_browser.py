@@ -11,18 +11,14 @@ from typing import Any
 
 import pytest
 
+from browser import needs_chromium, new_page
 from daskscope import format as fmt
 from daskscope.web.routes.assets import common_js_asset
 from webutil import call, serving
 
-CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
-
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian's chromium is not installed (./dev test installs it)"
-)
+pytestmark = needs_chromium
 pytest.importorskip("fastapi")
-sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 
@@ -66,17 +62,14 @@ def _cases() -> list[tuple[str, list[Any], str]]:
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def page(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[Any]:
     app = create_app(f"sqlite:///{tmp_path_factory.mktemp('format') / 'daskscope.db'}")
-    with serving(app) as base, sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        opened = browser.new_page()
-        errors: list[str] = []
-        opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    with serving(app) as base:
+        context, opened, errors = new_page(browser)
         opened.goto(base + "/login")
         opened.add_script_tag(url="/static/common.js")
         yield opened
-        browser.close()
+        context.close()
         assert not errors, errors
     app.state.store.close()
 
