@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from browser import launch_chromium
 from conftest import free_port
 from daskscope.store import open_store, write_records
 from daskscope.store.reports import save_report
@@ -191,24 +192,12 @@ def test_the_raw_report_keeps_its_own_sandbox(server: dict[str, Any]) -> None:
 
 # -- in a real browser -------------------------------------------------------------------
 
-CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    # DNS rebinding without DNS: this name resolves to the loopback server
-    "--host-resolver-rules=MAP rebind.attacker.test 127.0.0.1",
-]  # fmt: skip
-
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed (./dev test installs it)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+    # DNS rebinding without DNS: this name resolves to the loopback server
+    with launch_chromium("--host-resolver-rules=MAP rebind.attacker.test 127.0.0.1") as launched:
         yield launched
-        launched.close()
 
 
 def attacker_page(target: str) -> str:
