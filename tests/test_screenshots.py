@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ import httpx
 import pytest
 from distributed import Client, LocalCluster
 
+from browser import SCREENSHOTS, needs_chromium, new_page
 from daskscope import MetricsCollector, track_metrics, track_time
 from daskscope.store import open_store, write_records
 from daskscope.store.identity import add_user, create_account, create_token
@@ -28,18 +28,7 @@ from daskscope.workflow import current_chunk
 from test_offline import make_cdn_report
 from webutil import record_cluster, serving, synthetic_clusters
 
-CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
 SIZES = {"1440x900": (1440, 900), "390x844": (390, 844)}
-SHOTS = Path(
-    os.environ.get(
-        "DASKSCOPE_SCREENSHOTS",
-        Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots",
-    )
-)
 ROOT = Path(__file__).resolve().parents[1]
 #: Clusters in the seeded store. Every one is listed; the detail tables (computations,
 #: groups, samples, ...) are cut to their first rows, which belong to the oldest clusters,
@@ -47,11 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SEEDED_CLUSTERS = 10_000
 SEEDED_DETAIL_ROWS = 2_000
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian's chromium is not installed (./dev test installs it)"
-)
+pytestmark = needs_chromium
 pytest.importorskip("fastapi")
-sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 
@@ -135,23 +122,10 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     app.state.store.close()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        yield launched
-        launched.close()
-
-
 @pytest.fixture(params=list(SIZES))
 def page(request: pytest.FixtureRequest, browser: Any) -> Iterator[Any]:
-    width, height = SIZES[request.param]
-    context = browser.new_context(
-        viewport={"width": width, "height": height}, reduced_motion="reduce"
-    )
-    context.add_init_script("window.daskscopeAnimations = false;")
-    opened = context.new_page()
-    opened.set_default_timeout(30_000)
+    # page errors and console errors are kept per look (see look), not per test
+    context, opened, _ = new_page(browser, *SIZES[request.param])
     problems: list[str] = []
     opened.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
     opened.on(
@@ -172,8 +146,8 @@ def look(page: Any, url: str, name: str, *, status: int = 200) -> None:
     page.wait_for_load_state("networkidle")
     page.evaluate("document.fonts.ready")
     wide, inner = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}-{page.size_name}.png"), full_page=True)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}-{page.size_name}.png"), full_page=True)
     assert wide <= inner, f"{url}: the page is {wide} px wide in a {inner} px window"
     # A 4xx page's own status is logged by Chromium as a failed resource: not a fault
     problems = [p for p in page.problems if not (status >= 400 and "status of" in p)]
@@ -204,7 +178,7 @@ def test_every_page(which: str, request: pytest.FixtureRequest, page: Any) -> No
         look(page, f"{base}/reports/{store['report']}", f"{which}-report")
         frame = page.frame_locator("#report-frame")
         frame.get_by_text("Task Stream", exact=True).first.wait_for()
-        page.screenshot(path=str(SHOTS / f"{which}-report-drawn-{page.size_name}.png"))
+        page.screenshot(path=str(SCREENSHOTS / f"{which}-report-drawn-{page.size_name}.png"))
     look(page, base + "/login", f"{which}-login")
     look(page, base + "/api/docs", f"{which}-api-docs")
     assert page.locator(".opblock").count() > 10  # Swagger UI drew the operations
@@ -267,8 +241,8 @@ def test_the_user_name_is_readable_on_the_dark_header(members: dict[str, Any], p
     for link in page.locator("header.top nav a").all():
         colour = link.evaluate("e => getComputedStyle(e).color")
         assert contrast(colour, ground) >= 4.5, (link.inner_text(), colour)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"logged-in-header-{page.size_name}.png"))
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"logged-in-header-{page.size_name}.png"))
     wide, inner = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
     assert wide <= inner
 
@@ -297,4 +271,4 @@ def test_keyboard_skip_link_and_focus_ring(demo: dict[str, Any], page: Any) -> N
     )
     assert focused["inMain"] and focused["style"] == "solid", focused
     assert float(focused["width"].removesuffix("px")) >= 2
-    page.screenshot(path=str(SHOTS / f"keyboard-focus-{page.size_name}.png"))
+    page.screenshot(path=str(SCREENSHOTS / f"keyboard-focus-{page.size_name}.png"))
