@@ -9,7 +9,6 @@ import html
 import logging
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import dask
@@ -19,6 +18,7 @@ from click.testing import CliRunner
 from distributed import Client, LocalCluster
 
 import daskscope
+from browser import launch_chromium, needs_chromium, new_page
 from daskscope.analysis.code import CODE_NOT_CAPTURED
 from daskscope.cli.main import cli
 from daskscope.store import list_clusters, open_store
@@ -28,7 +28,6 @@ pytest.importorskip("fastapi")
 from daskscope.web import create_app
 
 NFRAMES = "distributed.diagnostics.computations.nframes"
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 def _dasks_computations(dask_scheduler: Any) -> list[tuple[int, list[str]]]:
@@ -125,22 +124,15 @@ def test_show_prints_the_note(recorded: dict[str, Any]) -> None:
     assert "x.mean().compute()" in result.output
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
+@needs_chromium
 def test_browser_draws_the_note(recorded: dict[str, Any]) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api")
     cid = recorded["cluster_id"]
     comps = call(recorded["app"], "GET", f"/api/v1/clusters/{cid}").json()["computations"]
     comp_id = _by_prefix(comps, "sum")["id"]
-    with (
-        serving(recorded["app"]) as base,
-        sync_api.sync_playwright() as p,
-    ):
-        browser = p.chromium.launch(
-            executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox", "--disable-gpu"]
-        )
+    # Chromium is launched after call(): Playwright's event loop would refuse its asyncio.run
+    with serving(recorded["app"]) as base, launch_chromium() as browser:
+        context, page, _ = new_page(browser)
         try:
-            page = browser.new_page()
-            page.set_default_timeout(20_000)
             page.goto(f"{base}/clusters/{cid}?tab=computations")
             note = page.locator(f'tr.computation-detail[data-id="{comp_id}"] .code-note')
             assert not note.is_visible()
@@ -148,4 +140,4 @@ def test_browser_draws_the_note(recorded: dict[str, Any]) -> None:
             assert note.is_visible()
             assert _words(note.inner_text()) == _words(CODE_NOT_CAPTURED)
         finally:
-            browser.close()
+            context.close()

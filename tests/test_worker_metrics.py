@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from distributed import Client, LocalCluster, wait
 
 import daskscope
+from browser import launch_chromium, needs_chromium, new_page
 from daskscope import model
 from daskscope.cli.main import cli
 from daskscope.collector.workers import flatten_metrics, worker_sample
@@ -336,12 +337,8 @@ def test_flatten_metrics_keeps_numeric_leaves_only() -> None:
     }
 
 
-CHROMIUM = Path("/usr/bin/chromium")
-
-
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
+@needs_chromium
 def test_browser_draws_memory_against_the_limit(recorded: dict[str, Any], tmp_path: Path) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api")
     from webutil import serving
 
     app = create_app(recorded["url"])
@@ -349,13 +346,10 @@ def test_browser_draws_memory_against_the_limit(recorded: dict[str, Any], tmp_pa
     try:
         body = call(app, "GET", f"/api/v1/clusters/{cid}/workers").json()
         series = body["memory"]
-        with serving(app) as base, sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(
-                executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox", "--disable-gpu"]
-            )
+        # Chromium is launched after call(): Playwright's event loop would refuse its asyncio.run
+        with serving(app) as base, launch_chromium() as browser:
+            context, page, _ = new_page(browser, 1300, 900)
             try:
-                page = browser.new_page(viewport={"width": 1300, "height": 900})
-                page.set_default_timeout(20_000)
                 page.goto(f"{base}/clusters/{cid}?tab=workers")
                 page.wait_for_selector("#workers-charts[data-ready='1']")
                 drawn = page.evaluate(
@@ -365,7 +359,7 @@ def test_browser_draws_memory_against_the_limit(recorded: dict[str, Any], tmp_pa
                 )
                 page.screenshot(path=str(tmp_path / "workers.png"))
             finally:
-                browser.close()
+                context.close()
     finally:
         app.state.store.close()
     # departures are markers of their own (workers leaving close together share one), none
