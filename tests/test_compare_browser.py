@@ -15,16 +15,12 @@ import pytest
 from distributed import Client, LocalCluster
 
 import daskscope
-from browser import CHROMIUM, FLAGS, SCREENSHOTS, SIZES, needs_chromium, screenshot
+from browser import SIZES, needs_chromium, screenshot
 from daskscope.store import open_store
 from daskscope.views.compare import compare_view
 from daskscope.views.history import history_view
 from test_regressions import FAST, RUNS, SLOW, SLOWED, heartbeat, run_in_span
 from webutil import serving
-
-# tests/test_costs_browser.py imports CHROMIUM, FLAGS, SHOTS and SIZES from here
-__all__ = ["CHROMIUM", "FLAGS", "SHOTS", "SIZES"]
-SHOTS = SCREENSHOTS
 
 pytestmark = needs_chromium
 pytest.importorskip("playwright.sync_api")

@@ -12,14 +12,15 @@ from typing import Any
 import dask
 import pytest
 
+from browser import SIZES, needs_chromium, new_page, screenshot
 from daskscope.format import duration_text, money_text
 from daskscope.store import open_store, write_records
 from factories import GIB, make_cluster, make_computation, make_group, make_span
-from test_compare_browser import CHROMIUM, FLAGS, SHOTS, SIZES, no_page_overflow, texts
+from test_compare_browser import no_page_overflow, texts
 from webutil import serving
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
-sync_api = pytest.importorskip("playwright.sync_api")
+pytestmark = needs_chromium
+pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 
@@ -76,24 +77,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         app.state.store.close()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        yield launched
-        launched.close()
-
-
 @pytest.fixture(params=list(SIZES))
 def page(request: pytest.FixtureRequest, browser: Any) -> Iterator[Any]:
-    width, height = SIZES[request.param]
-    context = browser.new_context(viewport={"width": width, "height": height})
-    context.add_init_script("window.daskscopeAnimations = false;")
-    opened = context.new_page()
+    context, opened, errors = new_page(browser, *SIZES[request.param])
     opened.size_name = request.param
-    errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.set_default_timeout(30_000)
     yield opened
     context.close()
     assert not errors, errors
@@ -132,8 +119,7 @@ def test_cost_of_a_tag_this_month(served: dict[str, Any], page: Any) -> None:
     assert member_table.evaluate("t => t.scrollWidth <= t.parentElement.clientWidth"), "cut off"
     no_page_overflow(page)
     width = page.viewport_size["width"]
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"costs-{width}.png"), full_page=True)
+    screenshot(page, f"costs-{width}")
 
 
 def test_every_tag_and_a_bad_day(served: dict[str, Any], page: Any) -> None:
