@@ -198,3 +198,17 @@ def test_a_filter_without_its_name_in_a_segment_keeps_nothing_there(tmp_path: Pa
         binned = timeline_window(store, cluster_id, computation_id="other", max_tasks=0)
         assert binned.total_tasks == 0
         assert sum(b.tasks for lane in binned.lanes for b in lane.bins) == 0
+
+
+def test_the_exports_reader_of_one_computation_holds_only_its_tasks(tmp_path: Path) -> None:
+    """The exports' column-wise reader (store.task_scan) under the same rule: a segment
+    that never names the computation gives none of its executions."""
+    from daskscope.store.task_scan import log_extent, ordered_rows, scan_segments
+
+    with open_store(f"sqlite:///{tmp_path / 'store.db'}") as store:
+        cluster_id, _ = synthetic(store, 6000, 2000)
+        assert log_extent(store, cluster_id, computation="late").executions == 3000
+        assert log_extent(store, cluster_id, computation="other").executions == 0
+        for computation, expected in (("late", 3000), ("other", 0)):
+            rows = ordered_rows(scan_segments(store, cluster_id), computation=computation)
+            assert sum(len(batch.rows) for batch in rows) == expected, computation

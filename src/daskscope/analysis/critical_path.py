@@ -73,17 +73,53 @@ def stages_of(
 ) -> dict[str, Stage]:
     """Stages from (name, dependencies, durations), dependencies outside the set dropped.
 
-    Raises ``ValueError`` on a negative duration or a cycle."""
+    Task groups can depend on each other both ways: in ``inc(double(inc(1)))`` the group
+    ``inc`` feeds ``double`` and follows it. Such a cycle has no stage order, so it is
+    broken where a depth-first walk (names in order) finds the edge that closes it: the
+    groups of a cycle are taken one after the other, an approximation of a graph whose
+    tasks interleave. Raises ``ValueError`` on a negative duration."""
     rows = list(groups)
     names = {name for name, _, _ in rows}
-    stages: dict[str, Stage] = {}
+    deps_of: dict[str, set[str]] = {}
     for name, deps, durations in rows:
         if any(d < 0 for d in durations):
             raise ValueError(f"group {name!r} has a negative task duration")
-        kept = tuple(sorted({d for d in deps if d in names and d != name}))
-        stages[name] = Stage(name, kept, tuple(float(d) for d in durations))
-    _order(stages)  # refuses cycles
+        deps_of[name] = {d for d in deps if d in names and d != name}
+    for name, closing in _cycle_edges(deps_of):
+        deps_of[name].discard(closing)
+    stages = {
+        name: Stage(name, tuple(sorted(deps_of[name])), tuple(float(d) for d in durations))
+        for name, _, durations in rows
+    }
+    _order(stages)  # no cycle is left
     return stages
+
+
+def _cycle_edges(deps_of: Mapping[str, set[str]]) -> list[tuple[str, str]]:
+    """The edges (group, dependency) that close a cycle in a depth-first walk over the
+    dependencies (iterative: a graph may be deep)."""
+    on_path: set[str] = set()
+    done: set[str] = set()
+    closing: list[tuple[str, str]] = []
+    for root in sorted(deps_of):
+        if root in done:
+            continue
+        on_path.add(root)
+        stack = [(root, iter(sorted(deps_of[root])))]
+        while stack:
+            node, deps = stack[-1]
+            for dep in deps:
+                if dep in on_path:
+                    closing.append((node, dep))
+                elif dep not in done:
+                    on_path.add(dep)
+                    stack.append((dep, iter(sorted(deps_of[dep]))))
+                    break
+            else:
+                stack.pop()
+                on_path.discard(node)
+                done.add(node)
+    return closing
 
 
 def _order(stages: Mapping[str, Stage]) -> list[str]:

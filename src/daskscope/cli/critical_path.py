@@ -49,7 +49,10 @@ def critical_path_summary(view: CriticalPathView) -> RenderableType:
     for name in view.path:
         g = by_name[name]
         path.add_row(
-            name, count_text(g.tasks), duration_text(g.longest_s), duration_text(g.earliest_start_s)
+            Text(name),
+            count_text(g.tasks),
+            duration_text(g.longest_s),
+            duration_text(g.earliest_start_s),
         )
     what_if = Table(title="estimated wall time", title_justify="left")
     what_if.add_column("worker threads", justify="right")

@@ -8,6 +8,7 @@ from urllib.parse import urlparse
 
 from daskscope.store import Store
 from daskscope.store.advice_facts import run_filenames
+from daskscope.store.engine import as_engine
 
 __all__ = ["file_sizes", "resource_extra"]
 
@@ -17,8 +18,11 @@ def resource_extra(
 ) -> dict[str, Any]:
     """What goes into ``AdviceFacts.extra`` for the rules of ``analysis/advice/resources.py``:
     ``file_sizes``, the size of each input file of a run that can be stat'ed here (the
-    read-amplification rule compares the bytes read with it)."""
-    if run_id is None:
+    read-amplification rule compares the bytes read with it). Only for a SQLite store, a
+    file on the machine that ran the workflow: a PostgreSQL store is a team server, where
+    the names are other machines' paths (and a server must not tell its own files'
+    sizes to whoever names them)."""
+    if run_id is None or as_engine(store).dialect.name != "sqlite":
         return {}
     return {"file_sizes": file_sizes(set(run_filenames(store, run_id)))}
 

@@ -505,7 +505,7 @@ def time_bound(text: str | None, *, end: bool = False) -> float | None:
             start = dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
             return (start + dt.timedelta(days=1 if end else 0)).timestamp()
         moment = dt.datetime.fromisoformat(text.strip())
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: the day after 9999-12-31
         raise ValueError(
             f"{text!r} is not a date (2026-01-31) or time (2026-01-31T12:00)"
         ) from None
