@@ -23,7 +23,7 @@ functions.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain, compress, repeat
 from operator import itemgetter
@@ -419,6 +419,16 @@ class DecodedSegment:
             return self.names.index(name)
         except ValueError:
             return -1
+
+    def naming(self, column: npt.NDArray[np.int32], names: Iterable[str]) -> npt.NDArray[np.bool_]:
+        """Which rows of ``column`` (one of the string columns) hold one of ``names``. A
+        name the segment lacks selects nothing: its index -1 is also the code of "none"."""
+        import numpy as np
+
+        codes = [i for i in map(self.name_index, names) if i >= 0]
+        if not codes:
+            return np.zeros(len(column), dtype=bool)
+        return np.isin(column, codes)
 
     def key(self, row: int) -> str:
         rest = self.key_rest[row].as_py()

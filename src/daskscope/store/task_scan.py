@@ -100,7 +100,7 @@ def log_extent(
         executions, first, last = 0, np.inf, -np.inf
         for item in scan_segments(store, cluster_id):
             seg = item.decoded
-            chosen = _of_computation(seg, computation)
+            chosen = seg.naming(seg.computation, (computation,))
             if chosen.any():
                 executions += int(chosen.sum())
                 first = min(first, float(seg.first[chosen].min()))
@@ -145,17 +145,8 @@ def _window_mask(
     if stop is not None:
         mask &= seg.first < stop
     if computation is not None:
-        mask &= _of_computation(seg, computation)
+        mask &= seg.naming(seg.computation, (computation,))
     return mask
-
-
-def _of_computation(seg: DecodedSegment, computation: str) -> npt.NDArray[np.bool_]:
-    """The executions of ``computation`` (none when the segment never names it: its
-    index would be -1, the code of executions without a computation)."""
-    index = seg.name_index(computation)
-    if index < 0:
-        return np.zeros(len(seg), dtype=bool)
-    return np.asarray(seg.computation == index)
 
 
 def ordered_rows(

@@ -372,9 +372,7 @@ def _selected(
     span_ids: frozenset[str] | None = None,
     group: str | None = None,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """Which executions overlap the window and pass the filters; with their spans. A
-    name the segment does not hold selects nothing (its index -1 is also the code of
-    "none": comparing with it would select the rows without a computation or span)."""
+    """Which executions overlap the window and pass the filters; with their spans."""
     first, last = _spans(seg)
     mask = np.ones(len(seg), dtype=bool)
     if start is not None:
@@ -387,8 +385,7 @@ def _selected(
         (seg.group, None if group is None else (group,)),
     ):
         if wanted is not None:
-            codes = [i for i in (seg.name_index(name) for name in wanted) if i >= 0]
-            mask &= np.isin(column, codes) if codes else False
+            mask &= seg.naming(column, wanted)
     return mask, first, last
 
 
