@@ -26,6 +26,7 @@ from webutil import call
 # work) a task may stall for most of a second, and one stall in the baseline widens its
 # sigma; a slowdown well beyond that is what the test asks the rule to see.
 FAST, SLOW, RUNS, SLOWED = 0.1, 1.0, 11, 3
+CLOCK_CORRECTION = 0.05
 
 
 # -- the statistic on hand-built series
@@ -155,8 +156,10 @@ def test_slowed_runs_are_flagged_with_their_numbers(recorded: dict[str, Any]) ->
     for value, outer in zip(wall.values, measured, strict=True):
         assert value is not None
         assert value <= outer
+    # Dask clamps a span's start to when it was enqueued, correcting the workers' clock
+    # offsets: a 1 s span may read a few milliseconds short on a loaded machine
     for value in check.recent:
-        assert value >= SLOW
+        assert value >= SLOW - CLOCK_CORRECTION
     assert all(v is not None and FAST <= v < SLOW for v in wall.values[: RUNS - SLOWED])
     assert check.threshold is not None and check.threshold < SLOW
     assert check.recent_text == [wall.texts[i] for i in wall.flagged]

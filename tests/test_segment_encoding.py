@@ -6,6 +6,7 @@ within the 32 bytes a task the store promises."""
 from __future__ import annotations
 
 import random
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from daskscope.segment_repeats import RepeatFilter
 from daskscope.segments import (
     FORMAT,
     FORMAT_1,
@@ -89,7 +91,8 @@ def test_every_key_comes_back_as_its_text(keyed: list[tuple[Any, str]]) -> None:
     [record] = encode_segment("cluster", 0, rows)
     seg = decode_segment(record.format, record.payload)
     by_start = sorted(range(len(rows)), key=lambda i: rows[i][5] or rows[i][7][-1]["start"])
-    assert [seg.key(r) for r in range(len(seg))] == [str(rows[i][0]) for i in by_start]
+    # as every table keeps text: NUL and lone surrogates escaped
+    assert [seg.key(r) for r in range(len(seg))] == [escape_text(str(rows[i][0])) for i in by_start]
     for r, i in enumerate(by_start):
         key, group = keyed[i]
         assert seg.names[int(seg.group[r])] == group
@@ -97,7 +100,7 @@ def test_every_key_comes_back_as_its_text(keyed: list[tuple[Any, str]]) -> None:
         # kept compactly where the key allows it, whole otherwise
         if str(key) == group:
             assert form == KEY_IS_GROUP
-        elif type(key) is tuple and len(key) > 1 and key[0] == group:
+        elif type(key) is tuple and len(key) > 1 and key[0] == group == escape_text(group):
             assert form == KEY_TUPLE and seg.key_rest[r].as_py() != str(key)
         else:
             assert form == KEY_WHOLE
@@ -268,3 +271,34 @@ def test_keys_with_lone_surrogates_are_kept_escaped_as_the_store_keeps_text() ->
     ]
     assert key_filter_may_hold(record.key_filter, "plain-\ud800key")
     assert key_filter_may_hold(record.key_filter, escape_text("plain-\ud800key"))
+
+
+def test_a_repeated_report_of_an_execution_is_kept_once() -> None:
+    """A worker asked for a key it still holds re-sends the execution it ran (same key,
+    worker and startstops, another computation): kept once, within a segment and across
+    segments; an equal start of another key, or of the key on another worker, is
+    another execution."""
+    rows = realistic(300)
+    again = [(*row[:10], "computation-2", row[11]) for row in rows[100:110]]
+    other_key = (("other", 1), *rows[5][1:])
+    other_worker = (*rows[6][:3], "tcp://10.0.0.9:1", *rows[6][4:])
+    repeats = RepeatFilter(capacity=1_000)
+    first = encode_segment("c", 0, [*rows[:200], *again[:4], other_key, other_worker], repeats)
+    assert sum(r.executions for r in first) == 202
+    second = encode_segment("c", 1, [*again[4:], *rows[200:]], repeats)
+    assert sum(r.executions for r in second) == 100
+    # every original execution is there once, with the computation that ran it
+    kept = [decode_segment(r.format, r.payload) for r in first + second]
+    keys = Counter(seg.key(i) for seg in kept for i in range(len(seg)))
+    assert keys[str(rows[100][0])] == 1 and keys[str(rows[6][0])] == 2
+    assert keys[str(("other", 1))] == 1 and len(keys) == 301
+    computations = {seg.names[int(c)] for seg in kept for c in seg.computation}
+    assert computations == {"computation-1"}
+    # only repeats: no segment at all
+    assert encode_segment("c", 2, again[:3], repeats) == []
+    # a repeat older than the filter's memory is kept as another execution
+    short = RepeatFilter(capacity=10)
+    encode_segment("c", 0, rows[:20], short)
+    encode_segment("c", 1, rows[20:60], short)
+    encode_segment("c", 2, rows[60:100], short)
+    assert sum(r.executions for r in encode_segment("c", 3, rows[:1], short)) == 1

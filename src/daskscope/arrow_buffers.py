@@ -32,7 +32,10 @@ def utf8(texts: Sequence[str]) -> tuple[bytes, npt.NDArray[np.int64]]:
     joined = "".join(texts)
     try:
         data = joined.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate (Dask allows any str): escaped, as stored
+        unstorable = "\x00" in joined
+    except UnicodeEncodeError:
+        unstorable = True
+    if unstorable:  # a lone surrogate or NUL (Dask allows any str): escaped, as stored
         texts = [escape_text(t) for t in texts]
         joined = "".join(texts)
         data = joined.encode("utf-8")

@@ -92,6 +92,11 @@ def key_columns(
         led &= np.fromiter(map(operator.is_, map(type, heads), repeat(str)), bool, len(rows))
     for i in np.flatnonzero(~led).tolist():  # equal, not the same object (or not led)
         led[i] = type(heads[i]) is str and heads[i] == names[i]
+    # a name holding NUL or a lone surrogate is kept escaped in the dictionary, where its
+    # repr could no longer be rebuilt: such keys are kept whole
+    unstorable = {g for g in dict.fromkeys(compress(names, led.tolist())) if escape_text(g) != g}
+    if unstorable:
+        led &= np.fromiter((g not in unstorable for g in names), bool, count=len(names))
     for length in np.unique(lengths[led]).tolist():
         at = rows[led & (lengths == length)]
         chosen = keys[at].tolist()

@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from daskscope.segment_repeats import RepeatFilter
+
 __all__ = [
     "FORMAT",
     "FORMAT_1",
@@ -120,11 +122,18 @@ def execution(
 
 
 def encode_segment(
-    cluster_id: str, number: int, executions: Sequence[Execution]
+    cluster_id: str,
+    number: int,
+    executions: Sequence[Execution],
+    repeats: RepeatFilter | None = None,
 ) -> list[TaskSegmentRecord]:
     """``executions`` as segment records numbered from ``number`` (one, unless the
-    payload would pass :data:`MAX_PAYLOAD_BYTES`: then halves, recursively)."""
-    record = _encode_one(cluster_id, number, executions)
+    payload would pass :data:`MAX_PAYLOAD_BYTES`: then halves, recursively). With
+    ``repeats``, a repeated report of an execution already seen is left out (none left:
+    no record)."""
+    record = _encode_one(cluster_id, number, executions, repeats)
+    if isinstance(record, list):  # repeats left out: the rest, encoded again
+        return encode_segment(cluster_id, number, record) if record else []
     if len(record.payload) <= MAX_PAYLOAD_BYTES or len(executions) < 2:
         return [record]
     half = len(executions) // 2
@@ -252,7 +261,14 @@ def _split_actions(
     )
 
 
-def _encode_one(cluster_id: str, number: int, executions: Sequence[Execution]) -> TaskSegmentRecord:
+def _encode_one(
+    cluster_id: str,
+    number: int,
+    executions: Sequence[Execution],
+    repeats: RepeatFilter | None = None,
+) -> TaskSegmentRecord | list[Execution]:
+    """The segment record, or (when ``repeats`` finds some) the executions that are
+    not repeats, to encode instead."""
     import numpy as np
 
     columns = _matrix(executions)
@@ -260,6 +276,10 @@ def _encode_one(cluster_id: str, number: int, executions: Sequence[Execution]) -
     acts = _split_actions(columns[:, _START], columns[:, _STOP], columns[:, _ACTIONS])
     start, stop = acts.start, acts.stop
     order = np.argsort(start, kind="stable")  # sorted by start: offsets compress well
+    if repeats is not None:
+        repeated = repeats.repeated(start, order, columns[:, _KEY], columns[:, _WORKER])
+        if repeated.any():
+            return list(compress(executions, (~repeated).tolist()))
     new_place = np.empty(n, dtype=np.int64)
     new_place[order] = np.arange(n)
     a_place = new_place[acts.row]

@@ -45,7 +45,9 @@ FIGURES: tuple[Figure, ...] = (
            "`TaskGroup.nbytes_total`"),
     Figure("cluster", "tasks_executed", "tasks executed", "count",
            "count of `processing → memory` transitions (a task recomputed after a worker "
-           "loss counts again)", _TRANSITION),
+           "loss counts again; so does, as in Dask's own counts, a result a worker still "
+           "held when its key was submitted again, which the task log keeps once)",
+           _TRANSITION),
     Figure("cluster", "tasks_erred", "tasks errored", "count",
            "count of `processing → erred` transitions (tasks that failed themselves, not "
            "dependents that erred because of them)", _TRANSITION, "lower"),

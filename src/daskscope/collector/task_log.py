@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from time import monotonic, thread_time
 from typing import TYPE_CHECKING, Any
 
+from daskscope.segment_repeats import RepeatFilter
 from daskscope.segments import Execution, encode_segment
 
 if TYPE_CHECKING:
@@ -42,6 +43,8 @@ class TaskLogStats:
     executions: int = 0
     #: executions lost because the writer fell behind (or the store kept failing)
     executions_dropped: int = 0
+    #: reports of an execution already recorded (:mod:`daskscope.segment_repeats`)
+    executions_repeated: int = 0
     segments_encoded: int = 0
     segments_written: int = 0
     bytes_encoded: int = 0
@@ -84,6 +87,7 @@ class TaskLog:
         # writer thread only: the next segment number, segments waiting to be written
         self._next_number = 0
         self._ready: list[TaskSegmentRecord] = []
+        self._repeats = RepeatFilter(capacity=2 * segment_executions)
 
     def attach(self, writer: WriterThread, sink: Callable[[], Sink]) -> None:
         """Write through the recorder's writer thread into its sink."""
@@ -175,7 +179,7 @@ class TaskLog:
         """(writer thread) The sealed buffer as segment records, kept for the next write."""
         started = thread_time()
         try:
-            records = encode_segment(self.cluster_id, self._next_number, rows)
+            records = encode_segment(self.cluster_id, self._next_number, rows, self._repeats)
         except Exception:
             self._dropped(len(rows), "a segment could not be encoded")
             logger.exception("daskscope: a task-log segment could not be encoded")
@@ -183,6 +187,7 @@ class TaskLog:
         finally:
             self._encoded += 1
             self.stats.encode_cpu_seconds += thread_time() - started
+        self.stats.executions_repeated += len(rows) - sum(r.executions for r in records)
         self._next_number += len(records)
         self.stats.segments_encoded += len(records)
         self.stats.bytes_encoded += sum(len(r.payload) + len(r.key_filter) for r in records)
@@ -218,6 +223,7 @@ class TaskLog:
         return {
             "task_log_executions": s.executions + len(self.rows),
             "task_log_dropped": s.executions_dropped,
+            "task_log_repeated": s.executions_repeated,
             "task_log_segments_written": s.segments_written,
             "task_log_pending_segments": self.pending_segments,
             "task_log_buffered": len(self.rows),
