@@ -14,6 +14,7 @@ import time as wall
 from pathlib import Path
 from typing import Any
 
+import dask
 import pytest
 import sqlalchemy as sa
 from distributed import Client, LocalCluster
@@ -96,25 +97,33 @@ def test_scale_down_restart_and_close_are_not_losses(db_url: str) -> None:
     assert "lost" not in {d["reason"] for ds in stored.values() for d in ds}
 
 
-def test_a_short_cluster_keeps_its_last_profile_and_samples(db_url: str) -> None:
+@pytest.mark.parametrize("interval", ["10s", "0.7s"], ids=["one-window", "windows"])
+def test_a_short_cluster_keeps_its_last_profile_and_samples(db_url: str, interval: str) -> None:
     """A LocalCluster scales to zero before its scheduler closes: the profile window and
-    samples are taken while the workers still answer."""
+    samples are taken while the workers still answer. Shorter than the profile interval
+    it is one window at the close; with windows every 0.7 s, each sample is in one window
+    (Dask's windows of time counted the cycles at their edges twice: up to half the
+    samples again)."""
     with (
+        dask.config.set({"daskscope.profile.interval": interval}),
         LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
         ) as cluster,
         Client(cluster) as client,
     ):
         attached = wall.time()
-        cluster_id = daskscope.register(client, database=db_url)  # profile every 10 s
-        client.gather(client.map(slow_square, range(100)))
-        # the workers' own profile since daskscope was attached
+        cluster_id = daskscope.register(client, database=db_url)
+        # windows need whole cycles of the workers' profile (1 s): 4 s of tasks for them
+        client.gather(client.map(slow_square, range(100 if interval == "10s" else 400)))
+        # the workers' own profile since daskscope was attached (nothing runs after it)
         truth = client.profile(start=attached)
         workers = set(client.scheduler_info()["workers"])
         closing = wall.time()
     profiles = rows(db_url, s.profiles, cluster_id)
     assert profiles, "no profile stored for a cluster shorter than the profile interval"
-    assert sum(p["samples"] for p in profiles) >= truth["count"] > 0
+    if interval == "0.7s":
+        assert len(profiles) > 1
+    assert sum(p["samples"] for p in profiles) == truth["count"] > 0
     samples = rows(db_url, s.worker_samples, cluster_id)
     last = {w: max(r["sampled_at"] for r in samples if r["worker"] == w) for w in workers}
     assert all(at >= closing - 0.5 for at in last.values()), "no sample taken at the close"

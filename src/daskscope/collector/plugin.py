@@ -245,7 +245,9 @@ class DaskscopePlugin(SchedulerPlugin):
                 loop.cancel()
             await self.profiles.last_taken()
             if self.settings.profile_enabled:
-                await self.profiles.collect_into(self.scheduler, self.flusher.add, LAST_TIMEOUT)
+                await self.profiles.collect_into(
+                    self.scheduler, self.flusher.add, LAST_TIMEOUT, last=True
+                )
             self._sample_workers()
             now = time()
             # Dask drops the workers of a closing scheduler without calling the plugins'

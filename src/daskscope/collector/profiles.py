@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,21 +28,44 @@ LAST_TIMEOUT = 3.0
 class ProfileWindows:
     """Asks the workers for their profile since the last window, and merges it.
 
+    A worker keeps its profile in cycles (``distributed.worker.profile.cycle``, 1 s),
+    each stamped when it ended, plus the cycle under way. Dask's ``profile(start, stop)``
+    returns the cycles stamped in ``[start, stop]``, one more after ``stop``, and the
+    cycle under way when that reaches the end: windows of time asked one after the other
+    count the cycles at their edges twice (up to half the samples again, measured). So
+    each window takes whole cycles only, by their stamps (the worker's
+    ``profile_metadata``): every finished cycle after the last one taken but the newest
+    (asking up to the newest would add the cycle under way). The last window of workers
+    about to leave takes everything, the cycle under way included; a worker that then
+    stays skips its next cycle, already counted in part.
+
     ``on_error(what, exc)`` hears of a failure of the last window taken in the
     background (:meth:`take_last`)."""
 
     def __init__(self, cluster_id: str, on_error: Callable[[str, BaseException], None]) -> None:
         self.cluster_id = cluster_id
         self.on_error = on_error
-        #: where the next window starts
+        #: where the next window starts (the stamps of cycles before it are not taken)
         self.since = 0.0
+        #: each worker's stamp of the last cycle taken; after a last window, the worker's
+        #: clock then, with True: skip the first cycle stamped after it
+        self._taken: dict[str, tuple[float, bool]] = {}
         #: the last window of workers about to leave, being taken
         self.last_words: asyncio.Future[None] | None = None
+        #: one window at a time: a periodic one and the last words may overlap in time,
+        #: and each must see the cycles the other took
+        self._one_at_a_time = asyncio.Lock()
 
     async def collect_into(
-        self, scheduler: Scheduler, add: Callable[[Record], None], timeout: float = TIMEOUT
+        self,
+        scheduler: Scheduler,
+        add: Callable[[Record], None],
+        timeout: float = TIMEOUT,
+        *,
+        last: bool = False,
     ) -> None:
-        record = await self.collect(scheduler, timeout)
+        async with self._one_at_a_time:
+            record = await self.collect(scheduler, timeout, last=last)
         if record is not None:
             add(record)
 
@@ -53,7 +77,7 @@ class ProfileWindows:
 
     async def _take_last(self, scheduler: Scheduler, add: Callable[[Record], None]) -> None:
         try:
-            await self.collect_into(scheduler, add, LAST_TIMEOUT)
+            await self.collect_into(scheduler, add, LAST_TIMEOUT, last=True)
         except Exception as exc:
             self.on_error("profile", exc)
 
@@ -64,20 +88,23 @@ class ProfileWindows:
             waited = asyncio.shield(self.last_words) if shield else self.last_words
             await asyncio.wait_for(waited, timeout=LAST_TIMEOUT + 1)
 
-    async def collect(self, scheduler: Scheduler, timeout: float) -> ProfileRecord | None:
-        """The workers' merged profile since the last window (None: nothing sampled).
-        Each worker is asked on its own, with a timeout: a worker on its way out must
-        not hold the others back."""
+    async def collect(
+        self, scheduler: Scheduler, timeout: float, *, last: bool = False
+    ) -> ProfileRecord | None:
+        """The workers' merged profile since the last window (None: nothing sampled);
+        ``last``: every cycle, the one under way included. Each worker is asked on its
+        own, with a timeout: a worker on its way out must not hold the others back."""
         start, stop = self.since, time()
         workers = list(scheduler.workers)
+        for gone in self._taken.keys() - set(workers):
+            del self._taken[gone]
         if not workers or stop - start < 0.05:
             return None
-        self.since = stop  # the next window starts here, whatever comes back
+        self.since = stop
 
         async def one(address: str) -> Any:
-            return await asyncio.wait_for(
-                scheduler.rpc(address).profile(start=start, stop=stop), timeout
-            )
+            window = self._worker_window(scheduler, address, start, last)
+            return await asyncio.wait_for(window, timeout)
 
         answers = await asyncio.gather(*map(one, workers), return_exceptions=True)
         trees = [t for t in answers if isinstance(t, dict)]
@@ -97,3 +124,25 @@ class ProfileWindows:
             samples=int(tree["count"]),
             tree=tree,
         )
+
+    async def _worker_window(
+        self, scheduler: Scheduler, address: str, start: float, last: bool
+    ) -> Any:
+        """One worker's cycles not taken yet (None: none to take now); a worker first
+        seen: its cycles stamped after ``start``."""
+        rpc = scheduler.rpc(address)
+        after, skip = self._taken.get(address, (start, False))
+        stamps = await rpc.profile_metadata(start=after, stop=None)
+        *finished, now = [t for t, _ in stamps["counts"]]  # the last: the cycle under way
+        if skip and finished:  # counted in part by the last window: its rest is lost
+            after, finished = finished[0], finished[1:]
+        if last:
+            tree = await rpc.profile(start=math.nextafter(after, math.inf), stop=None)
+            self._taken[address] = (now, True)
+            return tree
+        if len(finished) < 2:
+            self._taken[address] = (after, skip and not stamps["counts"][:-1])
+            return None
+        tree = await rpc.profile(start=finished[0], stop=finished[-2])
+        self._taken[address] = (finished[-2], False)  # taken once it has come back
+        return tree
