@@ -80,6 +80,8 @@ class AdviceFacts:
     run: Row | None = None
     #: anything else a rule needs that the view gathered, by name
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: what several rules derive from these facts, derived once (by the first to ask)
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,15 +122,11 @@ class _Work:
     widest_ran: int = -1
 
 
-#: the last facts' work per computation: each rule asks for it in turn
-_last_work: tuple[AdviceFacts, dict[str | None, _Work]] | None = None
-
-
 def _work(facts: AdviceFacts) -> dict[str | None, _Work]:
-    global _last_work
-    cached = _last_work
-    if cached is not None and cached[0] is facts:
-        return cached[1]
+    """The work of each computation (each rule asks for it in turn: derived once)."""
+    cached: dict[str | None, _Work] | None = facts.derived.get("work")
+    if cached is not None:
+        return cached
     found: dict[str | None, _Work] = {}
     for g in _groups(facts):
         w = found.get(g.get("computation_id"))
@@ -149,7 +145,7 @@ def _work(facts: AdviceFacts) -> dict[str | None, _Work]:
             ran == w.widest_ran and w.widest is not None and g["name"] > w.widest["name"]
         ):
             w.widest, w.widest_ran = g, ran
-    _last_work = (facts, found)
+    facts.derived["work"] = found
     return found
 
 
