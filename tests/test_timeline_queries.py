@@ -17,8 +17,8 @@ import pytest
 from distributed import Client, LocalCluster, span
 
 import daskscope
-from daskscope.segments import encode_segment, execution
-from daskscope.store import Store, open_store, write_records
+from daskscope.segments import decode_segment, encode_segment, execution
+from daskscope.store import Store, open_store, timeline_bins, write_records
 from daskscope.store.timeline import task_executions, timeline_window
 from daskscope.summaries import BINS
 from factories import make_cluster
@@ -212,3 +212,47 @@ def test_the_exports_reader_of_one_computation_holds_only_its_tasks(tmp_path: Pa
         for computation, expected in (("late", 3000), ("other", 0)):
             rows = ordered_rows(scan_segments(store, cluster_id), computation=computation)
             assert sum(len(batch.rows) for batch in rows) == expected, computation
+
+
+@pytest.mark.parametrize("table", ["dense", "sorted"])
+def test_each_bins_main_group_is_the_one_with_most_compute(
+    table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The main group of a decoded segment's cells, against a count by hand: the group
+    with the most compute seconds in the cell (a dense (cell, group) table when small,
+    sorted pairs when not: both ways)."""
+    if table == "sorted":
+        monkeypatch.setattr(timeline_bins, "_DENSE_CELLS", 0)
+    rng = np.random.default_rng(11)
+    lanes = [(f"tcp://10.0.0.{w}:4000", 7000 + t) for w in range(2) for t in range(2)]
+    rows, clock = [], dict.fromkeys(lanes, 1.8e9)
+    for i in range(3000):
+        lane = lanes[i % len(lanes)]
+        start = clock[lane] + float(rng.uniform(0, 0.01))
+        stop = clock[lane] = start + float(rng.uniform(0.001, 0.2))
+        group = f"g{int(rng.integers(5))}"
+        rows.append(
+            execution((group, i), group, "g", lane[0], lane[1],
+                      [{"action": "compute", "start": start, "stop": stop}], erred=False,
+                      nbytes=8, computation=None, span=None)
+        )  # fmt: skip
+    [record] = encode_segment("c", 0, rows)
+    seg = decode_segment(record.format, record.payload)
+    start, stop, bins = float(seg.start.min()), float(seg.stop.max()), 40
+    sums = timeline_bins.BinSums(sorted(lanes), start, stop, bins)
+    sums.add_decoded(seg, np.arange(len(seg)), seg.start, seg.stop)
+    edges = np.linspace(start, stop, bins + 1)
+    by_cell: dict[tuple[int, int], dict[str, float]] = {}
+    for row in rows:
+        lane = sorted(lanes).index((row[3], row[4]))
+        for b in range(bins):
+            inside = min(row[6], edges[b + 1]) - max(row[5], edges[b])
+            if inside > 0:
+                cell = by_cell.setdefault((lane, b), {})
+                cell[row[1]] = cell.get(row[1], 0.0) + inside
+    names = {i: name for name, i in sums.group_ids.items()}
+    for (lane, b), seconds in by_cell.items():
+        main = max(seconds, key=seconds.__getitem__)
+        assert names[int(sums.top_group[lane, b])] == main
+        assert sums.top_seconds[lane, b] == pytest.approx(seconds[main], abs=1e-4)  # µs kept
+    assert int((sums.top_group >= 0).sum()) == len(by_cell)

@@ -40,6 +40,11 @@ class LaneColumns:
     groups: tuple[str, ...]
 
 
+#: cells x groups of a segment up to which its main groups are found in a dense table
+#: (one bincount) rather than by sorting its (cell, group) pairs
+_DENSE_CELLS = 4_000_000
+
+
 class BinSums:
     """The window's figures as ``(lanes, bins)`` arrays."""
 
@@ -121,16 +126,27 @@ class BinSums:
         codes, local = np.unique(seg.group[chosen], return_inverse=True)
         gids = self._gids([seg.names[c] for c in codes.tolist()])
         n_groups = len(codes)
-        combos, at = np.unique(cells * n_groups + local.ravel()[which], return_inverse=True)
-        sums = np.bincount(at.ravel(), weights=seconds).astype(np.float64)
-        cell_of = combos // n_groups
-        order = np.lexsort((sums, cell_of))
-        best = (
-            order[np.r_[cell_of[order][1:] != cell_of[order][:-1], True]] if len(order) else order
-        )
-        self._merge_top(
-            cell_of[best] // bins, cell_of[best] % bins, sums[best], gids[combos[best] % n_groups]
-        )
+        combo = cells * n_groups + local.ravel()[which]
+        size = len(self.lanes) * bins
+        if size * n_groups <= _DENSE_CELLS:  # few groups: a (cells, groups) table
+            table = np.bincount(combo, weights=seconds, minlength=size * n_groups)
+            table = table.reshape(size, n_groups)
+            best_group = table.argmax(axis=1)
+            cell_of = np.flatnonzero(table[np.arange(size), best_group] > 0)
+            best_sums, best_gids = table[cell_of, best_group[cell_of]], gids[best_group[cell_of]]
+        else:
+            combos, at = np.unique(combo, return_inverse=True)
+            sums = np.bincount(at.ravel(), weights=seconds).astype(np.float64)
+            cells_of = combos // n_groups
+            order = np.lexsort((sums, cells_of))
+            best = (
+                order[np.r_[cells_of[order][1:] != cells_of[order][:-1], True]]
+                if len(order)
+                else order
+            )
+            cell_of, best_sums = cells_of[best], sums[best]
+            best_gids = gids[combos[best] % n_groups]
+        self._merge_top(cell_of // bins, cell_of % bins, best_sums, best_gids)
         # the other actions, by the lane of their execution
         row_lane = np.full(len(seg), -1, dtype=np.int64)
         row_lane[chosen] = lane
