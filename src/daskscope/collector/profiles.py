@@ -98,7 +98,9 @@ class ProfileWindows:
         workers = list(scheduler.workers)
         for gone in self._taken.keys() - set(workers):
             del self._taken[gone]
-        if not workers or stop - start < 0.05:
+        # a last window is taken however close to the one before: that one left the
+        # newest cycles and the one under way for later
+        if not workers or (stop - start < 0.05 and not last):
             return None
         self.since = stop
 
