@@ -65,9 +65,16 @@ def test_one_row_per_thread_with_titles_and_legend(site: dict[str, Any], open_pa
     assert page.evaluate("document.body.dataset.mode") == "raw"
     stats = page.locator('[data-stat="tasks"]').inner_text()
     assert stats == f"{len(site['stream']):,}"
-    # the slowest tasks are listed, the slowest first
+    # the slowest tasks are listed, the slowest first: the longest execution of the task
+    # stream (last stop - first start; on a loaded machine an array task may outlast the
+    # sleeping ones)
     first = page.locator("#slowest tbody tr").first.locator("button.key-link").inner_text()
-    assert first.startswith("slow-")
+    spans = {
+        str(e["key"]): max(a["stop"] for a in e["startstops"])
+        - min(a["start"] for a in e["startstops"])
+        for e in site["stream"]
+    }
+    assert spans[first] == pytest.approx(max(spans.values()), abs=2e-6)  # µs kept
     screenshot(page, "timeline-1440")
 
 
@@ -81,7 +88,9 @@ def test_zoom_fetches_a_narrower_window_and_back_restores_it(
     assert page.evaluate("document.body.dataset.mode") == "binned"
     screenshot(page, "timeline-binned-1440")
     whole = page.evaluate("document.body.dataset.window")
-    slowest = page.evaluate("ds.data().slowest[0]")
+    # the slowest of the sleeping tasks: few run beside it (an array task can be slower on
+    # a loaded machine, among many others)
+    slowest = page.evaluate("ds.data().slowest.find((t) => t.key.startsWith('slow-'))")
     origin = page.evaluate("ds.data().totals.first")
     a, b = slowest["start"] - origin - 0.01, slowest["stop"] - origin + 0.01
     with page.expect_response(lambda r: "/timeline?" in r.url and "/api/v1/" in r.url) as answer:
