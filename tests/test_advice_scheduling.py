@@ -6,6 +6,7 @@ submitted."""
 from __future__ import annotations
 
 import operator
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -187,11 +188,70 @@ def test_worker_skew(recorded: dict[str, Any]) -> None:
     for worker, start, stop in _computes(recorded, "worker-skew"):
         per_worker[worker] += stop - start
     assert set(per_worker) == {recorded["first_worker"]}
-    ratio = _figure(advice, "Busiest worker over the mean")
-    assert ratio.value == pytest.approx(2.0, rel=0.001)  # all work on one of two workers
+    ratio = _figure(advice, "Busiest worker's utilisation over all")
+    # all work on one of two workers, both there throughout with as many threads
+    assert ratio.value == pytest.approx(2.0, rel=0.001)
     busiest = _figure(advice, "Busiest worker's compute time")
     assert busiest.value == pytest.approx(per_worker[recorded["first_worker"]], rel=0.01)
     assert _figure(advice, "Least busy").value == 0
+
+
+def test_worker_skew_counts_a_late_worker_only_while_it_was_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adaptive scaling: a second worker joins when most of the work is done. It computed
+    far less than the first (their compute times alone would read as skew), but per
+    second present both were as busy as each other: no advice. The rule's figure is
+    checked against the task stream and the moment the test saw the worker join."""
+    url = f"sqlite:///{tmp_path / 'late.db'}"
+    joined: list[float] = []
+    with (
+        dask.config.set({"daskscope.flush-interval": "1h"}),
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        cluster_id = daskscope.register(client, database=url)
+
+        def join_later() -> None:
+            time.sleep(5.0)
+            cluster.scale(2)
+            while len(client.scheduler_info()["workers"]) < 2:
+                time.sleep(0.01)
+            joined.append(time.time())
+
+        joiner = threading.Thread(target=join_later)
+        with get_task_stream(client) as stream:
+            joiner.start()
+            dask.compute(*[delayed(slow)(i, 0.2) for i in range(40)])
+        joiner.join()
+        assert daskscope.flush(client)["write_failures"] == 0
+    busy: dict[str, float] = defaultdict(float)
+    starts, stops = [], []
+    for t in stream.data:
+        for ss in t["startstops"]:
+            if ss["action"] == "compute":
+                busy[t["worker"]] += ss["stop"] - ss["start"]
+                starts.append(ss["start"])
+                stops.append(ss["stop"])
+    assert len(busy) == 2, "the late worker computed nothing: the scenario did not happen"
+    mean = sum(busy.values()) / 2
+    assert max(busy.values()) / mean >= rules.WORKER_SKEW_RATIO  # compute times alone: skew
+    store = open_store(url)
+    assert "worker-skew" not in {a.rule for a in cluster_advice(store, cluster_id).advice}
+    # the figure itself, with the threshold out of the way
+    monkeypatch.setattr(rules, "WORKER_SKEW_RATIO", 0.0)
+    (advice,) = [a for a in cluster_advice(store, cluster_id).advice if a.rule == "worker-skew"]
+    first, last = min(starts), max(stops)
+    present = {w: last - first for w in busy}
+    late = min(busy, key=lambda w: busy[w])
+    present[late] = last - joined[0]
+    rates = {w: busy[w] / present[w] for w in busy}
+    truth = max(rates.values()) / (sum(busy.values()) / sum(present.values()))
+    ratio = _figure(advice, "Busiest worker's utilisation over all")
+    assert ratio.value == pytest.approx(truth, rel=0.15)
+    assert ratio.value < 1.5
 
 
 def test_task_skew(recorded: dict[str, Any]) -> None:

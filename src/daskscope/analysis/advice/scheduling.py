@@ -67,7 +67,8 @@ FEW_TASKS_MIN_WALL_S = 1.0
 UTILISATION_THRESHOLD = 0.5
 #: ...counted over computations whose tasks ran at least this long
 UTILISATION_MIN_WALL_S = 2.0
-#: the busiest worker's compute time over the workers' mean
+#: the busiest worker's utilisation (compute time over its threads x time present) over
+#: all workers' together
 WORKER_SKEW_RATIO = 1.5
 #: ...when the workers were busy at least this long in total
 WORKER_SKEW_MIN_BUSY_S = 2.0
@@ -337,21 +338,41 @@ def idle_cores(facts: AdviceFacts) -> Iterator[Advice]:
     title="Work spread unevenly over the workers",
     scopes=("cluster", "computation", "run"),
     explanation=(
-        "Compute time per worker from the task timeline: the busiest worker's over the "
-        f"mean of all workers at least {WORKER_SKEW_RATIO:g}×, when the workers computed "
-        f"at least {WORKER_SKEW_MIN_BUSY_S:g} s in all."
+        "Each worker's utilisation: its compute time on the task timeline over its "
+        "threads × the time it was in the cluster (between its worker-added and "
+        "worker-removed events) while the computations' tasks ran; the busiest worker's "
+        f"over the utilisation of all workers together at least {WORKER_SKEW_RATIO:g}×, "
+        f"when the workers computed at least {WORKER_SKEW_MIN_BUSY_S:g} s in all. A "
+        "worker that joined late or left early is not counted as idle while it was away."
     ),
 )
 def worker_skew(facts: AdviceFacts) -> Iterator[Advice]:
     busy: Mapping[str, float] = facts.extra.get("worker_busy_s") or {}
-    if len(busy) < 2:
-        return
     total = sum(busy.values())
-    if total < WORKER_SKEW_MIN_BUSY_S:
+    if len(busy) < 2 or total < WORKER_SKEW_MIN_BUSY_S:
         return
-    mean = total / len(busy)
-    worker, most = max(busy.items(), key=lambda item: (item[1], item[0]))
-    if most / mean < WORKER_SKEW_RATIO:
+    windows = _merged(_work_windows(facts))
+    if not windows:
+        return
+    presence = _presence(facts.detail.get("events") or ())
+    threads = _worker_threads(facts)
+    available = {
+        w: threads.get(w, 1) * _overlap(presence.get(w, [(-_INF, _INF)]), windows) for w in busy
+    }
+    # a worker never there while the work ran, yet busy, is one whose events were lost:
+    # it is counted as present throughout rather than as infinitely busy
+    for w, seconds in available.items():
+        if seconds <= 0 and busy[w] > 0:
+            available[w] = threads.get(w, 1) * _overlap([(-_INF, _INF)], windows)
+    counted = {w: a for w, a in available.items() if a > 0}
+    if len(counted) < 2:
+        return
+    overall = sum(busy[w] for w in counted) / sum(counted.values())
+    if overall <= 0:
+        return
+    worker = max(counted, key=lambda w: (busy[w] / counted[w], w))
+    ratio = busy[worker] / counted[worker] / overall
+    if ratio < WORKER_SKEW_RATIO:
         return
     yield Advice(
         rule="worker-skew",
@@ -359,10 +380,16 @@ def worker_skew(facts: AdviceFacts) -> Iterator[Advice]:
         severity="warning",
         subject=worker,
         evidence=(
-            Evidence("Busiest worker over the mean", most / mean, "ratio", WORKER_SKEW_RATIO),
-            Evidence("Busiest worker's compute time", most, "seconds"),
-            Evidence("Least busy worker's compute time", min(busy.values()), "seconds"),
-            Evidence("Workers", len(busy), "count"),
+            Evidence(
+                "Busiest worker's utilisation over all workers'",
+                ratio,
+                "ratio",
+                WORKER_SKEW_RATIO,
+            ),
+            Evidence("Busiest worker's compute time", busy[worker], "seconds"),
+            Evidence("Busiest worker's available core time", counted[worker], "seconds"),
+            Evidence("Least busy worker's compute time", min(busy[w] for w in counted), "seconds"),
+            Evidence("Workers", len(counted), "count"),
         ),
         action=(
             "Check for restrictions (workers=, resources=) or data placed on one worker "
@@ -370,6 +397,74 @@ def worker_skew(facts: AdviceFacts) -> Iterator[Advice]:
             "let Dask choose the workers."
         ),
     )
+
+
+_INF = float("inf")
+
+
+def _work_windows(facts: AdviceFacts) -> list[tuple[float, float]]:
+    """First task start to last task stop of each computation in scope that ran tasks."""
+    work = _work(facts)
+    found = []
+    for comp in _computations(facts):
+        w = work.get(comp["id"])
+        window = _active_window(facts, comp, w) if w is not None else None
+        if window is not None and window[1] > window[0]:
+            found.append(window)
+    return found
+
+
+def _merged(windows: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The windows' union as disjoint intervals (computations may run at once)."""
+    merged: list[tuple[float, float]] = []
+    for start, stop in sorted(windows):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], stop))
+        else:
+            merged.append((start, stop))
+    return merged
+
+
+def _overlap(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]) -> float:
+    """Seconds two sets of disjoint intervals share."""
+    return sum(max(0.0, min(s1, s2) - max(f1, f2)) for f1, s1 in a for f2, s2 in b)
+
+
+def _presence(events: Sequence[Row]) -> dict[str, list[tuple[float, float]]]:
+    """Each worker's stays in the cluster from its lifecycle events: from worker-added
+    (or always, when its first event is a removal: it was there when recording began) to
+    worker-removed (or for good); a worker without events is absent from the result."""
+    stays: dict[str, list[tuple[float, float]]] = {}
+    joined: dict[str, float] = {}
+    for e in sorted(events, key=lambda e: e["at"]):
+        worker = e.get("worker")
+        if worker is None:
+            continue
+        if e["kind"] == "worker-added":
+            joined.setdefault(worker, float(e["at"]))
+            stays.setdefault(worker, [])
+        elif e["kind"] == "worker-removed":
+            start = joined.pop(worker, None)
+            if start is None and not stays.get(worker):
+                start = -_INF
+            if start is not None:
+                stays.setdefault(worker, []).append((start, float(e["at"])))
+    for worker, start in joined.items():
+        stays[worker].append((start, _INF))
+    return stays
+
+
+def _worker_threads(facts: AdviceFacts) -> dict[str, int]:
+    """Threads of each worker: its last sample's, else what its worker-added event said."""
+    threads: dict[str, int] = {}
+    for e in facts.detail.get("events") or ():
+        n = (e.get("detail") or {}).get("nthreads")
+        if e["kind"] == "worker-added" and e.get("worker") and n:
+            threads[e["worker"]] = int(n)
+    for w in facts.detail.get("workers") or ():
+        if w.get("nthreads"):
+            threads[w["worker"]] = int(w["nthreads"])
+    return threads
 
 
 @rule(
