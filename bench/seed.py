@@ -113,7 +113,7 @@ def generate(clusters: int, members: int, weeks: int, seed: int) -> dict[str, It
         for cid, start in zip(ids, starts, strict=True):
             for k in range(5):
                 yield (stable_id(cid, "sprow", k), cid, "data load" if k == 0 else f"step {k}",
-                       True, start + k)  # fmt: skip
+                       True, start + k, k == 0, 100.0)  # fmt: skip
 
     def metric_rows() -> Iterator[tuple]:
         for cid in ids:

@@ -193,10 +193,10 @@ def test_the_migration_indexes_spans_stored_before_it(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}"
     c1, c2 = make_cluster("first"), make_cluster("second", start=2e9)
     spans = [
-        make_span(c1, "s1", name=["load"]),
-        make_span(c1, "s2", name=["load", "inner"], parent_span_id="s1"),
-        make_span(c1, "s3", name=["load", "inner", "load"], parent_span_id="s2"),
-        make_span(c2, "s1", name=["load"]),
+        make_span(c1, "s1", name=["load"], duration_s=7.5),
+        make_span(c1, "s2", name=["load", "inner"], parent_span_id="s1", duration_s=4.0),
+        make_span(c1, "s3", name=["load", "inner", "load"], parent_span_id="s2", duration_s=1.5),
+        make_span(c2, "s1", name=["load"], duration_s=2.25),
         make_span(c2, "s4", name=[]),
     ]
     with open_store(url) as store:
@@ -206,12 +206,16 @@ def test_the_migration_indexes_spans_stored_before_it(tmp_path: Path) -> None:
             cfg = _alembic_config()
             cfg.attributes["connection"] = conn
             command.downgrade(cfg, "0008")  # as a store from before the index
-            command.upgrade(cfg, "0009")
+            command.upgrade(cfg, "head")  # 0009 indexes the spans, 0011 adds their seconds
             filled = conn.execute(sa.select(s.span_tags).order_by(s.span_tags.c.id)).all()
-        # the writer's rows and the migration's agree; a span without a name has none
+        # the writer's rows and the migrations' agree; a span without a name has none
         assert filled == written and len(filled) == 4
         outer = {(r.tag, r.outermost) for r in filled}
         assert outer == {("load", True), ("inner", True), ("load", False)}
+        by_id = {sp.id: sp for sp in spans}
+        for r in filled:
+            assert r.root == (by_id[r.id].parent_span_id is None)
+            assert r.duration_s == by_id[r.id].duration_s
         runs = span_runs(store, "load")
         assert [(r["cluster_id"], r["span_id"]) for r in runs] == [
             (spans[0].cluster_id, "s1"),

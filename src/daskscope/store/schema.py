@@ -169,7 +169,21 @@ span_tags = sa.Table(
     sa.Column("tag", sa.String, nullable=False),
     sa.Column("outermost", sa.Boolean, nullable=False),
     sa.Column("enqueued_at", Time, nullable=False),
-    sa.Index("ix_span_tags_tag_outermost_enqueued_at", "tag", "outermost", "enqueued_at"),
+    # the span's task seconds and whether it has no parent, as in its row (migration
+    # 0011): what cost attribution sums, read without the wide span rows
+    sa.Column("root", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("duration_s", sa.Double, nullable=True),
+    # A tag's spans in a time range; covering what cost attribution reads, so that the
+    # costs of one tag or of every tag read no table rows (migration 0011)
+    sa.Index(
+        "ix_span_tags_tag_costs",
+        "tag",
+        "outermost",
+        "enqueued_at",
+        "cluster_id",
+        "root",
+        "duration_s",
+    ),
     # Covering: the recurring tags of an account's clusters read no table rows
     sa.Index("ix_span_tags_cluster_id_outermost_tag", "cluster_id", "outermost", "tag"),
 )

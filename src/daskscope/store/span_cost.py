@@ -71,10 +71,11 @@ def span_cost_sums(
     :data:`~daskscope.store.span_tags.TAG_CHARS` is matched and listed by its start.
     ``roots_only``: only spans without a parent, which hold each task once (tags nest:
     a span's figures include its children's)."""
-    st, sp, c = s.span_tags.c, s.spans.c, s.clusters.c
+    st, c = s.span_tags.c, s.clusters.c
     core = c.core_seconds
-    # min(task seconds, core seconds): a span cannot use more than its cluster had
-    used = sa.case((core <= 0, 0.0), (sp.duration_s > core, core), else_=sp.duration_s)
+    # min(task seconds, core seconds): a span cannot use more than its cluster had; the
+    # span's seconds and whether it is a root are kept in the tag index (migration 0011)
+    used = sa.case((core <= 0, 0.0), (st.duration_s > core, core), else_=st.duration_s)
     memory = sa.case((core <= 0, 0.0), else_=used * c.memory_limit_byte_seconds / core)
     key = c.user if by == "user" else st.tag
     query = (
@@ -83,12 +84,11 @@ def span_cost_sums(
             c.account,
             sa.func.count().label("spans"),
             sa.func.count(sa.distinct(st.cluster_id)).label("clusters"),
-            sa.func.sum(sp.duration_s).label("task_seconds"),
+            sa.func.sum(st.duration_s).label("task_seconds"),
             sa.func.sum(used).label("core_seconds"),
             sa.func.sum(memory).label("memory_byte_seconds"),
         )
         .select_from(s.span_tags)
-        .join(s.spans, sp.id == st.id)
         .join(s.clusters, c.id == st.cluster_id)
         .where(st.outermost)
         .group_by(key, c.account)
@@ -96,7 +96,7 @@ def span_cost_sums(
     if tag is not None:
         query = query.where(st.tag == tag_key(tag))
     if roots_only:
-        query = query.where(sp.parent_span_id.is_(None))
+        query = query.where(st.root)
     if since is not None:
         query = query.where(st.enqueued_at >= since)
     if until is not None:

@@ -3,8 +3,12 @@ tag it adds (the last of its name, as Dask's ``span(tag)`` builds names) and whe
 it is the outermost span of a subtree carrying that tag. Finding a tag's spans then
 reads an index instead of matching text in every span's JSON name.
 
+Each row also keeps its span's task seconds and whether it is a root (no parent), which
+cost attribution sums (migration 0011), so that it reads this narrow table instead of
+the span rows with their JSON.
+
 The writer (:mod:`daskscope.store.writer`) derives these rows from every span row it
-writes; the migration fills them for spans stored before it."""
+writes; the migrations fill them for spans stored before them."""
 
 from __future__ import annotations
 
@@ -25,8 +29,8 @@ def tag_key(tag: str) -> str:
 
 
 def span_tag_row(span: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The index row of one span row (``name`` a list, or its JSON text); None for a
-    span without a name."""
+    """The index row of one span row (``name`` a list, or its JSON text; without
+    ``parent_span_id`` it counts as a root); None for a span without a name."""
     name = span["name"]
     if isinstance(name, str):
         name = json.loads(name)
@@ -40,6 +44,8 @@ def span_tag_row(span: Mapping[str, Any]) -> dict[str, Any] | None:
         "tag": tag_key(tag),
         "outermost": tag not in (str(t) for t in name[:-1]),
         "enqueued_at": float(enqueued),
+        "root": span.get("parent_span_id") is None,
+        "duration_s": span.get("duration_s"),
     }
 
 

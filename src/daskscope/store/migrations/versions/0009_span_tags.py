@@ -56,7 +56,8 @@ def upgrade() -> None:
         if not rows:
             break
         last = rows[-1]["id"]
-        tags = span_tag_rows(rows)
+        # the columns of this revision (later ones add more to the rows)
+        tags = [{c.name: r[c.name] for c in table.columns} for r in span_tag_rows(rows)]
         if tags:
             conn.execute(table.insert(), tags)
     # Indexes after the fill: one sort each instead of an update per row
