@@ -188,6 +188,15 @@ def disk(url: str, folder: Path | None, n: int) -> None:
             "SELECT sum(length(payload)), sum(length(summary)), sum(length(key_filter)), "
             "count(*) FROM task_segments"
         ).one()
+        if conn.dialect.name == "postgresql":
+            table, database = conn.exec_driver_sql(
+                "SELECT pg_total_relation_size('task_segments'), "
+                "pg_database_size(current_database())"
+            ).one()
+            print(
+                f"PostgreSQL task_segments per task:  {table / n:.2f} B (with TOAST and "
+                f"indexes; {table / 2**20:.0f} MiB); whole database {database / n:.2f} B"
+            )
     if folder is not None:
         size = sum(f.stat().st_size for f in folder.glob("store.db*"))
         print(f"SQLite file per task:               {size / n:.2f} B ({size / 2**20:.0f} MiB)")
