@@ -145,7 +145,8 @@ def test_slowed_runs_are_flagged_with_their_numbers(recorded: dict[str, Any]) ->
         view = history_view(store, "span", "load")
     assert len(view.points) == RUNS
     walls = next(s for s in view.series if s.id == "span.wall_s")
-    assert view.regressed == ["span.wall_s"], (walls.texts, walls.check)
+    flagged = [(s.id, s.texts, s.check) for s in view.series if s.id in view.regressed]
+    assert view.regressed == ["span.wall_s"], (walls.texts, walls.check, flagged)
     wall = next(s for s in view.series if s.id == "span.wall_s")
     assert wall.flagged == [RUNS - 3, RUNS - 2, RUNS - 1]
     check = wall.check
