@@ -184,8 +184,16 @@ span_tags = sa.Table(
         "root",
         "duration_s",
     ),
-    # Covering: the recurring tags of an account's clusters read no table rows
-    sa.Index("ix_span_tags_cluster_id_outermost_tag", "cluster_id", "outermost", "tag"),
+    # Covering: the recurring tags of an account's clusters, and the members' costs (root
+    # spans of their clusters), read no table rows
+    sa.Index(
+        "ix_span_tags_cluster_id_outermost_tag",
+        "cluster_id",
+        "outermost",
+        "tag",
+        "root",
+        "duration_s",
+    ),
 )
 
 TABLE_FOR: dict[type, sa.Table] = {
