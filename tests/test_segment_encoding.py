@@ -260,8 +260,8 @@ def test_keys_with_lone_surrogates_are_kept_escaped_as_the_store_keeps_text() ->
     """Dask allows any str in a key; UTF-8 cannot hold a lone surrogate. The segment keeps
     such a key escaped (daskscope.text), as every table does, instead of failing whole."""
     rows = [
-        ("plain-\ud800key", "plain", "plain", "tcp://w:1", 1, 1.0, 2.0, None, False, 8, "c", None),
-        (("inc-0f3a", 1), "inc-0f3a", "inc", "tcp://w:1", 1, 1.5, 2.5, None, False, 8, "c", None),
+        ("plain-\ud800key", "plain", "plain", "tcp://w:1", 1, 1.0, 2.0, None, False, 8, "c", None, None, None),
+        (("inc-0f3a", 1), "inc-0f3a", "inc", "tcp://w:1", 1, 1.5, 2.5, None, False, 8, "c", None, None, None),
     ]
     record = encode_segment("cluster-1", 0, rows)[0]
     seg = decode_segment(record.format, record.payload)
@@ -279,7 +279,7 @@ def test_a_repeated_report_of_an_execution_is_kept_once() -> None:
     segments; an equal start of another key, or of the key on another worker, is
     another execution."""
     rows = realistic(300)
-    again = [(*row[:10], "computation-2", row[11]) for row in rows[100:110]]
+    again = [(*row[:10], "computation-2", *row[11:]) for row in rows[100:110]]
     other_key = (("other", 1), *rows[5][1:])
     other_worker = (*rows[6][:3], "tcp://10.0.0.9:1", *rows[6][4:])
     repeats = RepeatFilter(capacity=1_000)

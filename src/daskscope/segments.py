@@ -91,8 +91,11 @@ def segment_id(cluster_id: str, number: int) -> str:
 
 #: One execution as the recorder buffers it: a tuple of what Dask handed the hook,
 #: ``(key, group, prefix, worker, thread, start, stop, actions, erred, nbytes,
-#: computation, span)``. ``start``/``stop`` are its compute action's when that was its
-#: only action; else None, and ``actions`` holds Dask's startstops as they came.
+#: computation, span, trigger, trigger_group)``. ``start``/``stop`` are its compute
+#: action's when that was its only action; else None, and ``actions`` holds Dask's
+#: startstops as they came. ``trigger`` is the key of the dependency whose end made the
+#: task ready (the last of its dependencies to end), ``trigger_group`` its group's name;
+#: both None for a task ready when its graph came.
 Execution = tuple[Any, ...]
 
 
@@ -108,14 +111,17 @@ def execution(
     nbytes: int | None,
     computation: str | None,
     span: str | None,
+    trigger: tuple[Any, str] | None = None,
 ) -> Execution:
-    """The buffered form of one execution (the recorder's hook builds it inline)."""
+    """The buffered form of one execution (the recorder's hook builds it inline);
+    ``trigger``: the (key, group name) of the dependency it waited for last."""
+    waited = trigger or (None, None)
     if len(startstops) == 1 and startstops[0]["action"] == "compute":
         only = startstops[0]
         return (key, group, prefix, worker, thread, only["start"], only["stop"], None,
-                erred, nbytes, computation, span)  # fmt: skip
+                erred, nbytes, computation, span, *waited)  # fmt: skip
     return (key, group, prefix, worker, thread, None, None, startstops,
-            erred, nbytes, computation, span)  # fmt: skip
+            erred, nbytes, computation, span, *waited)  # fmt: skip
 
 
 # -- encoding (in the writer thread) -----------------------------------------------------
@@ -142,9 +148,9 @@ def encode_segment(
 
 
 #: the fields of an :data:`Execution`, in order
-_FIELDS = 12
+_FIELDS = 14
 _KEY, _GROUP, _PREFIX, _WORKER, _THREAD, _START, _STOP, _ACTIONS, _ERRED, _NBYTES = range(10)
-_COMPUTATION, _SPAN = 10, 11
+_COMPUTATION, _SPAN, _TRIGGER, _TRIGGER_GROUP = 10, 11, 12, 13
 
 
 def _matrix(executions: Sequence[Execution]) -> npt.NDArray[np.object_]:
@@ -292,9 +298,9 @@ def _encode_one(
 
     # one dictionary of names for every string column of the segment
     names = _Names()
-    group, prefix, worker, computation, span = (
+    group, prefix, worker, computation, span, trigger_group = (
         names.codes(columns[:, field].tolist())[order]
-        for field in (_GROUP, _PREFIX, _WORKER, _COMPUTATION, _SPAN)
+        for field in (_GROUP, _PREFIX, _WORKER, _COMPUTATION, _SPAN, _TRIGGER_GROUP)
     )
     a_name = names.codes(acts.name)[a_order]
     a_source = names.codes(acts.source)[a_order]
@@ -303,6 +309,8 @@ def _encode_one(
     forms, rests = key_columns(columns[:, _KEY], columns[:, _GROUP])
     forms = forms[order]
     rest_data, rest_offsets = utf8(rests[order].tolist())
+    trigger_forms, trigger_rests = _trigger_columns(columns)
+    trigger_data, trigger_offsets = utf8(trigger_rests[order].tolist())
     erred = columns[:, _ERRED].astype(bool)[order]
     nbytes_array = _ints(columns[:, _NBYTES], -1)[order]
     nbytes_array[erred] = -1
@@ -328,6 +336,11 @@ def _encode_one(
         "nbytes": numbers(nbytes_array, nbytes_array >= 0),
         "computation": dictionary_array(computation, dictionary),
         "span": dictionary_array(span, dictionary),
+        # the dependency each task waited for last (read since the task-level critical
+        # path; a reader of segments without these columns sees no triggers)
+        "trigger_group": dictionary_array(trigger_group, dictionary),
+        "trigger_form": numbers(trigger_forms[order]),
+        "trigger_rest": string_array(trigger_data, trigger_offsets),
     }
     actions = {
         "row": numbers(placed.astype(np.int32)),
@@ -371,6 +384,21 @@ def _encode_one(
         summary=summary,
         key_filter=key_filter(forms, rest_data, rest_offsets, group, names.names),
     )
+
+
+def _trigger_columns(
+    columns: npt.NDArray[np.object_],
+) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.object_]]:
+    """The triggers' key forms and rests, as the keys' (an empty rest where none)."""
+    import numpy as np
+
+    keys, groups = columns[:, _TRIGGER], columns[:, _TRIGGER_GROUP]
+    some = np.flatnonzero(groups != None)  # noqa: E711 (elementwise)
+    forms = np.zeros(len(keys), dtype=np.int8)
+    rests = np.full(len(keys), "", dtype=object)
+    if len(some):
+        forms[some], rests[some] = key_columns(keys[some], groups[some])
+    return forms, rests
 
 
 def _ipc_bytes(table: dict[str, Any], actions: dict[str, Any], base: float) -> bytes:
@@ -429,6 +457,11 @@ class DecodedSegment:
     #: each execution's first start and last stop over all its actions
     first: npt.NDArray[np.float64]
     last: npt.NDArray[np.float64]
+    #: the dependency each execution waited for last: its group (-1: none, or a
+    #: segment written before triggers were kept), key form and rest
+    trigger_group: npt.NDArray[np.int32]
+    trigger_form: npt.NDArray[np.int8]
+    trigger_rest: Any
 
     def __len__(self) -> int:
         return len(self.start)
@@ -453,6 +486,15 @@ class DecodedSegment:
     def key(self, row: int) -> str:
         rest = self.key_rest[row].as_py()
         return key_text(int(self.key_form[row]), rest, self.names[int(self.group[row])])
+
+    def trigger(self, row: int) -> str | None:
+        """The key of the dependency execution ``row`` waited for last; None when it
+        waited for none (or the segment does not say)."""
+        group = int(self.trigger_group[row])
+        if group < 0:
+            return None
+        rest = self.trigger_rest[row].as_py()
+        return key_text(int(self.trigger_form[row]), rest, self.names[group])
 
 
 def decode_segment(format: str, payload: bytes) -> DecodedSegment:
@@ -497,6 +539,14 @@ def decode_segment(format: str, payload: bytes) -> DecodedSegment:
     if len(a_rows):
         np.minimum.at(first, a_rows, a_start)
         np.maximum.at(last, a_rows, a_stop)
+    if "trigger_group" in rows.schema.names:
+        trigger_group = codes(rows, "trigger_group")
+        trigger_form = np.asarray(rows.column("trigger_form").combine_chunks(), dtype=np.int8)
+        trigger_rest = rows.column("trigger_rest").combine_chunks()
+    else:  # written before triggers were kept
+        trigger_group = np.full(len(start), -1, dtype=np.int32)
+        trigger_form = np.zeros(len(start), dtype=np.int8)
+        trigger_rest = None
     return DecodedSegment(
         names=names,
         key_form=np.asarray(rows.column("key_form").combine_chunks(), dtype=np.int8),
@@ -518,4 +568,7 @@ def decode_segment(format: str, payload: bytes) -> DecodedSegment:
         action_source=codes(actions, "source"),
         first=first,
         last=last,
+        trigger_group=trigger_group,
+        trigger_form=trigger_form,
+        trigger_rest=trigger_rest,
     )

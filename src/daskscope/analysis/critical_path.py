@@ -31,9 +31,11 @@ from dataclasses import dataclass
 __all__ = [
     "CriticalPath",
     "Stage",
+    "TaskStep",
     "critical_path",
     "simulate_threads",
     "stages_of",
+    "task_path",
     "what_if",
 ]
 
@@ -278,3 +280,61 @@ def what_if(stages: Mapping[str, Stage], *also: int, limit: int = 1024) -> list[
         if a >= 1 and a not in out:
             out[a] = _simulate(plan, a)
     return sorted(out.items())
+
+
+# -- through the tasks: what did happen --------------------------------------------------
+
+#: A dependency's end may read after its dependent's start by the workers' clock offsets
+#: (Dask corrects them, within a few ms): up to this much it is still the one waited for
+CLOCK_SLACK_S = 0.5
+
+
+@dataclass(frozen=True)
+class TaskStep:
+    """One execution on the task-level critical path (``index`` into the executions
+    given), and how long it waited after the dependency before it ended (its start less
+    that dependency's end: scheduling, queuing and transfers; None for the first)."""
+
+    index: int
+    waited_s: float | None
+
+
+def task_path(
+    keys: Sequence[str],
+    starts: Sequence[float],
+    stops: Sequence[float],
+    triggers: Sequence[str | None],
+) -> list[TaskStep]:
+    """The chain of executions that ended the computation, first to last: from the
+    execution that ended last, back through the dependency each one waited for last
+    (``triggers``: its key, as the task log records it), while that dependency ran in
+    these executions (one that ran before them, or none, starts the chain).
+
+    Unlike the group-level path this is what happened, not a model: every step is a
+    real dependency, and each execution on it could not start before its predecessor
+    ended. A key run more than once (a recomputation) is taken at its execution that
+    ended last before the dependent started."""
+    if not keys:
+        return []
+    runs: dict[str, list[int]] = {}
+    for i, key in enumerate(keys):
+        runs.setdefault(key, []).append(i)
+    current = max(range(len(keys)), key=lambda i: (stops[i], -i))
+    chain = [current]
+    seen = {current}
+    while (trigger := triggers[current]) is not None:
+        ran = runs.get(trigger)
+        if not ran:
+            break
+        before = [i for i in ran if stops[i] <= starts[current] + CLOCK_SLACK_S]
+        previous = max(before, key=lambda i: stops[i]) if before else None
+        if previous is None or previous in seen:
+            break
+        chain.append(previous)
+        seen.add(previous)
+        current = previous
+    chain.reverse()
+    return [
+        TaskStep(i, None if n == 0 else starts[i] - stops[chain[n - 1]])
+        for n, i in enumerate(chain)
+    ]

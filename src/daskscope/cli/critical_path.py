@@ -12,7 +12,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from daskscope.format import count_text, duration_text, percent_text
+from daskscope.format import MISSING, count_text, duration_text, percent_text
 
 if TYPE_CHECKING:  # the views load when the command runs
     from daskscope.views.critical_path import CriticalPathView
@@ -64,7 +64,45 @@ def critical_path_summary(view: CriticalPathView) -> RenderableType:
         measured = " (as measured)" if threads == view.measured_threads else ""
         what_if.add_row(f"{count_text(threads)}{measured}{note}", duration_text(seconds))
     what_if.add_row("∞", duration_text(view.critical_path_s))
-    return Group(head, path, what_if)
+    return Group(head, path, what_if, task_path_table(view))
+
+
+#: Steps of the task-level path printed: the last ones (the end of the chain)
+PRINTED_STEPS = 40
+
+
+def task_path_table(view: CriticalPathView) -> RenderableType:
+    """The chain of tasks that ended the computation, as the task log recorded it."""
+    if not view.task_path:
+        return Text(f"critical path through the tasks: {MISSING} ({view.task_path_note})")
+    steps = view.task_path
+    fraction = (
+        f", {percent_text(view.task_path_fraction)} of the wall time"
+        if view.task_path_fraction is not None
+        else ""
+    )
+    shown = steps[-PRINTED_STEPS:]
+    hidden = len(steps) - len(shown)
+    left_out = f"; the first {hidden} not printed" if hidden else ""
+    table = Table(
+        title=(
+            f"critical path through the tasks: {count_text(len(steps))} tasks over "
+            f"{duration_text(view.task_path_s)}{fraction}, running "
+            f"{duration_text(view.task_path_busy_s)} of it{left_out}"
+        ),
+        title_justify="left",
+    )
+    table.add_column("task")
+    table.add_column("worker")
+    table.add_column("starts at", justify="right")
+    table.add_column("waited", justify="right")
+    table.add_column("ran", justify="right")
+    for t in shown:
+        table.add_row(
+            Text(t.key), Text(t.worker), duration_text(t.start_s),
+            duration_text(t.waited_s), duration_text(t.duration_s),
+        )  # fmt: skip
+    return table
 
 
 @click.command("critical-path")

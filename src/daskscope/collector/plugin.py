@@ -51,6 +51,8 @@ logger = logging.getLogger("daskscope")
 
 #: Log the first few failures of each hook in full, then only count them.
 _LOGGED_FAILURES_PER_HOOK = 3
+#: where a task goes from "waiting" once its dependencies are in memory
+_READY = frozenset({"processing", "queued", "no-worker"})
 
 
 class DaskscopePlugin(SchedulerPlugin):
@@ -292,6 +294,13 @@ class DaskscopePlugin(SchedulerPlugin):
                     ts = self._tasks.get(key)
                     if ts is not None:
                         self.tracker.task_forgotten(ts)
+                    if self.task_log is not None:
+                        self.task_log.task_forgotten(key)
+                except Exception as exc:
+                    self._hook_failed("transition", exc)
+            elif start == "waiting" and finish in _READY and self.task_log is not None:
+                try:
+                    self.task_log.task_ready(key, kwargs.get("stimulus_id"))
                 except Exception as exc:
                     self._hook_failed("transition", exc)
             return

@@ -38,6 +38,9 @@ __all__ = ["TaskLog", "TaskLogStats"]
 logger = logging.getLogger("daskscope")
 
 
+_NO_TRIGGER = (None, None)
+
+
 @dataclass(slots=True)
 class TaskLogStats:
     executions: int = 0
@@ -88,12 +91,30 @@ class TaskLog:
         self._next_number = 0
         self._ready: list[TaskSegmentRecord] = []
         self._repeats = RepeatFilter(capacity=2 * segment_executions)
+        #: the last execution that ended: (stimulus id, key, group name). A task that
+        #: becomes ready in the same stimulus was waiting for it: Dask makes a task's
+        #: dependents ready in the transitions of the finish of its last dependency.
+        self._last_done: tuple[Any, Any, str] | None = None
+        #: tasks ready or running -> (key, group name) of the dependency they waited
+        #: for last; bounded by the tasks Dask has ready or running
+        self.triggers: dict[Any, tuple[Any, str]] = {}
 
     def attach(self, writer: WriterThread, sink: Callable[[], Sink]) -> None:
         """Write through the recorder's writer thread into its sink."""
         self.writer, self.sink = writer, sink
 
     # -- hot path (transition hook) ------------------------------------------------------
+
+    def task_ready(self, key: Any, stimulus_id: Any) -> None:
+        """``key`` left "waiting" (all its dependencies in memory): remember the
+        dependency whose end made it ready, if it ended in this very stimulus (else the
+        task was ready when its graph came)."""
+        last = self._last_done
+        if last is not None and last[0] == stimulus_id:
+            self.triggers[key] = (last[1], last[2])
+
+    def task_forgotten(self, key: Any) -> None:
+        self.triggers.pop(key, None)
 
     def task_done(
         self,
@@ -115,10 +136,13 @@ class TaskLog:
         else:
             start = stop = None
             actions = startstops
+        trigger = self.triggers.pop(key, None)
+        self._last_done = (kwargs.get("stimulus_id"), key, group.name)
         rows = self.rows
         rows.append(
             (key, group.name, ts.prefix.name, kwargs.get("worker"), kwargs.get("thread"),
-             start, stop, actions, erred, kwargs.get("nbytes"), computation_id, group.span_id)
+             start, stop, actions, erred, kwargs.get("nbytes"), computation_id, group.span_id,
+             *(trigger or _NO_TRIGGER))
         )  # fmt: skip
         if len(rows) >= self.segment_executions:
             self.seal()

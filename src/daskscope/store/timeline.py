@@ -91,6 +91,9 @@ class TaskExecution:
     computation_id: str | None
     span_id: str | None
     actions: tuple[TaskAction, ...]
+    #: the key of the dependency it waited for last (whose end made it ready); None when
+    #: it waited for none, or the log was written before daskscope kept this
+    trigger: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,6 +427,7 @@ def _execution(seg: DecodedSegment, row: int) -> TaskExecution:
         computation_id=_name(seg, int(seg.computation[row])),
         span_id=_name(seg, int(seg.span[row])),
         actions=tuple(actions),
+        trigger=seg.trigger(row),
     )
 
 

@@ -11,17 +11,23 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from daskscope.analysis.code import code_frames, code_note
-from daskscope.analysis.critical_path import critical_path, simulate_threads, stages_of, what_if
+from daskscope.analysis.critical_path import (
+    critical_path,
+    simulate_threads,
+    stages_of,
+    task_path,
+    what_if,
+)
 from daskscope.analysis.duration import elapsed
 from daskscope.analysis.graph import ACTIVITY_COLOURS, task_group_graph
 from daskscope.store import Store
 from daskscope.store.groups import computation_graph_groups
-from daskscope.store.timeline import timeline_window
+from daskscope.store.timeline import TaskExecution, timeline_window
 from daskscope.views.cluster import CodeFrame
 from daskscope.views.computation import GraphEdge
 from daskscope.views.rows import pick
 
-__all__ = ["CriticalPathView", "PathGroup", "WhatIf", "critical_path_view"]
+__all__ = ["CriticalPathView", "PathGroup", "PathTask", "WhatIf", "critical_path_view"]
 
 #: Groups read for the path: a computation with more is refused (its graph is not one
 #: a person reads, and the simulation would take seconds)
@@ -55,6 +61,21 @@ class PathGroup:
     x: int
     y: float
     colour: str
+
+
+@dataclass(frozen=True)
+class PathTask:
+    """An execution on the task-level critical path: when it started (seconds from the
+    computation's first task start), how long it ran (all its actions) and computed, and
+    how long it waited after the dependency before it ended (None for the first)."""
+
+    key: str
+    group: str
+    worker: str
+    start_s: float
+    duration_s: float
+    compute_s: float
+    waited_s: float | None
 
 
 @dataclass(frozen=True)
@@ -99,6 +120,15 @@ class CriticalPathView:
     requested: WhatIf | None
     groups: list[PathGroup]
     edges: list[GraphEdge]
+    #: the chain of executions that ended the computation, through the dependency each
+    #: waited for last (the task log's record of it), first to last; its span (first
+    #: start to last end), that over the measured wall time, and the time its tasks ran
+    task_path: list[PathTask]
+    task_path_s: float | None
+    task_path_fraction: float | None
+    task_path_busy_s: float | None
+    #: why there is no task-level path (None when there is one)
+    task_path_note: str | None
     timeline_url: str
     activity_colours: dict[str, str]
 
@@ -107,21 +137,63 @@ class TooLarge(ValueError):
     """The computation has more groups than :data:`MAX_GROUPS`."""
 
 
-def _durations(
+def _compute_s(task: TaskExecution) -> float:
+    return sum(a.stop - a.start for a in task.actions if a.action == "compute")
+
+
+def _executions(
     store: Store, cluster_id: str, computation_id: str
-) -> tuple[dict[str, list[float]], float | None, int | None]:
-    """Compute seconds of every execution by group, the measured wall time and threads
-    (empty, None, None when the task log holds none or too many of them)."""
+) -> tuple[list[TaskExecution], str | None]:
+    """The computation's executions from the task log, or none and why."""
     window = timeline_window(
         store, cluster_id, computation_id=computation_id, max_tasks=MAX_TASKS, bins=1
     )
-    if not window.raw or not window.tasks:
+    if not window.raw:
+        return [], (
+            f"the computation ran more than {MAX_TASKS:,} tasks: the task log is read "
+            "task by task up to that many"
+        )
+    if not window.tasks:
+        return [], "the task log holds no task of this computation"
+    return list(window.tasks), None
+
+
+def _durations(
+    tasks: list[TaskExecution],
+) -> tuple[dict[str, list[float]], float | None, int | None]:
+    """Compute seconds of every execution by group, the measured wall time and threads
+    (empty, None, None without executions)."""
+    if not tasks:
         return {}, None, None
     by_group: dict[str, list[float]] = defaultdict(list)
-    for t in window.tasks:
-        by_group[t.group].append(sum(a.stop - a.start for a in t.actions if a.action == "compute"))
-    wall = max(t.stop for t in window.tasks) - min(t.start for t in window.tasks)
-    return dict(by_group), wall, len({(t.worker, t.thread) for t in window.tasks})
+    for t in tasks:
+        by_group[t.group].append(_compute_s(t))
+    wall = max(t.stop for t in tasks) - min(t.start for t in tasks)
+    return dict(by_group), wall, len({(t.worker, t.thread) for t in tasks})
+
+
+def _task_path(tasks: list[TaskExecution]) -> list[PathTask]:
+    if not tasks:
+        return []
+    origin = min(t.start for t in tasks)
+    steps = task_path(
+        [t.key for t in tasks],
+        [t.start for t in tasks],
+        [t.stop for t in tasks],
+        [t.trigger for t in tasks],
+    )
+    return [
+        PathTask(
+            key=tasks[s.index].key,
+            group=tasks[s.index].group,
+            worker=tasks[s.index].worker,
+            start_s=tasks[s.index].start - origin,
+            duration_s=tasks[s.index].stop - tasks[s.index].start,
+            compute_s=_compute_s(tasks[s.index]),
+            waited_s=s.waited_s,
+        )
+        for s in steps
+    ]
 
 
 def _spread(group: Mapping[str, Any]) -> list[float]:
@@ -151,7 +223,10 @@ def critical_path_view(
             f"computation {computation_id} has {total:,} task groups; the critical path is "
             f"worked out for at most {MAX_GROUPS:,}"
         )
-    logged, wall, lanes = _durations(store, cluster_id, computation_id)
+    executions, missing = _executions(store, cluster_id, computation_id)
+    logged, wall, lanes = _durations(executions)
+    chain = _task_path(executions)
+    chain_s = chain[-1].start_s + chain[-1].duration_s - chain[0].start_s if chain else None
     sources: dict[str, Source] = {
         g["name"]: "task log" if g["name"] in logged else "group totals" for g in groups
     }
@@ -210,6 +285,11 @@ def critical_path_view(
             for n, st in sorted(stages.items(), key=lambda i: (path.earliest_start[i[0]], i[0]))
         ],
         edges=[GraphEdge(d, n) for n, st in stages.items() for d in st.dependencies],
+        task_path=chain,
+        task_path_s=chain_s,
+        task_path_fraction=chain_s / wall if chain_s is not None and wall else None,
+        task_path_busy_s=sum(t.duration_s for t in chain) if chain else None,
+        task_path_note=missing,
         timeline_url=f"/clusters/{cluster_id}/timeline?computation={quote(computation_id)}",
         activity_colours=dict(ACTIVITY_COLOURS),
     )
