@@ -2,7 +2,8 @@
 its memory, the bytes a task takes on disk, and the timeline queries' latency.
 
 Feeds ``--tasks`` executions through the recorder's real task path
-(``collector.task_log.TaskLog.task_done``, as the transition hook calls it) from a
+(``collector.task_log.TaskLog.task_done``, and ``task_ready`` for the three tasks in four
+that waited for the one before, as the transition hook calls them) from a
 simulated scheduler: ``--workers`` x ``--threads`` worker threads each taking the next
 task when it frees, a few hundred task groups (a few running at once, in nested spans),
 log-normal durations, a transfer before one task in seven. Segments are encoded in the
@@ -107,7 +108,7 @@ class Scheduler:
                 kwargs = {
                     "worker": worker, "thread": thread, "nbytes": int(nbytes[i]),
                     "startstops": startstops, "type": b"", "typename": "numpy.ndarray",
-                    "metadata": {}, "stimulus_id": "task-finished",
+                    "metadata": {}, "stimulus_id": f"task-finished-{index}",
                 }  # fmt: skip
                 if index % 9973 == 0:
                     self.sample.append(str(key))
@@ -147,8 +148,12 @@ def record(args: argparse.Namespace, url: str) -> tuple[str, float, float, list[
     rss_start = psutil.Process().memory_info().rss
     for number, batch in enumerate(scheduler.chunks(20_000)):
         started = time.perf_counter()
-        for key, ts, kwargs, computation in batch:
+        for j, (key, ts, kwargs, computation) in enumerate(batch):
             log.task_done(key, ts, kwargs, computation, erred=False)
+            if j % 4 and j + 1 < len(batch):
+                # the next task waited for this one (three tasks in four have a
+                # dependency in the log): Dask readies it in this end's transitions
+                log.task_ready(batch[j + 1][0], kwargs["stimulus_id"])
         hook += time.perf_counter() - started
         # a real scheduler runs far slower than this loop: wait for the writer as it would
         while log.pending_segments >= log.max_pending_segments - 1:
