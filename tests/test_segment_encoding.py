@@ -260,9 +260,11 @@ def test_keys_with_lone_surrogates_are_kept_escaped_as_the_store_keeps_text() ->
     """Dask allows any str in a key; UTF-8 cannot hold a lone surrogate. The segment keeps
     such a key escaped (daskscope.text), as every table does, instead of failing whole."""
     rows = [
-        ("plain-\ud800key", "plain", "plain", "tcp://w:1", 1, 1.0, 2.0, None, False, 8, "c", None, None, None),
-        (("inc-0f3a", 1), "inc-0f3a", "inc", "tcp://w:1", 1, 1.5, 2.5, None, False, 8, "c", None, None, None),
-    ]
+        ("plain-\ud800key", "plain", "plain", "tcp://w:1", 1, 1.0, 2.0, None, False, 8, "c",
+         None, None, None),
+        (("inc-0f3a", 1), "inc-0f3a", "inc", "tcp://w:1", 1, 1.5, 2.5, None, False, 8, "c",
+         None, None, None),
+    ]  # fmt: skip
     record = encode_segment("cluster-1", 0, rows)[0]
     seg = decode_segment(record.format, record.payload)
     assert [seg.key(i) for i in range(len(seg))] == [
