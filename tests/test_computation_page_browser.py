@@ -88,6 +88,18 @@ def test_path_is_highlighted(site: dict[str, Any], open_page: Any) -> None:
     link = page.locator("#timeline-link").get_attribute("href")
     assert link == f"/clusters/{site['cluster_id']}/timeline?computation={site['computation_id']}"
     assert page.locator(".advice-box").count() == 1
+    # the path through the tasks: visible, the view's chain row by row, formatted
+    assert page.locator("#task-path").is_visible()
+    assert page.locator("#h-task-path").text_content() == "Through the tasks"
+    chain = view.task_path
+    assert chain, view.task_path_note
+    assert texts(page, "#task-path tbody td:first-child code") == [t.key for t in chain]
+    assert texts(page, "#task-path tbody td:nth-child(5)") == [
+        duration_text(t.duration_s) for t in chain
+    ]
+    assert page.locator("[data-stat=task-path-length]").text_content() == (
+        f"{len(chain)} tasks over {duration_text(view.task_path_s)}"
+    )
     screenshot(page, "computation-1440")
 
 
