@@ -161,7 +161,9 @@ def test_slowed_runs_are_flagged_with_their_numbers(recorded: dict[str, Any]) ->
     # offsets: a 1 s span may read a few milliseconds short on a loaded machine
     for value in check.recent:
         assert value >= SLOW - CLOCK_CORRECTION
-    assert all(v is not None and FAST <= v < SLOW for v in wall.values[: RUNS - SLOWED])
+    # (the same for the 0.1 s runs: one read below 0.1 s in a CI run)
+    baseline = wall.values[: RUNS - SLOWED]
+    assert all(v is not None and FAST - CLOCK_CORRECTION <= v < SLOW for v in baseline), baseline
     assert check.threshold is not None and check.threshold < SLOW
     assert check.recent_text == [wall.texts[i] for i in wall.flagged]
     assert "all above" in check.summary and check.threshold_text in check.summary
