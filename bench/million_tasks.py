@@ -40,25 +40,21 @@ from distributed import Client
 from daskscope.store import list_clusters, open_store
 from daskscope.store.task_scan import scan_segments
 
+sys.path.insert(0, str(Path(__file__).parent))
+from overhead import tree_sum
+
 BIN = Path(sys.executable).parent
 
 Graph = dict[Any, Any]
 
 
 def batch_graph(batch: int, n_tasks: int) -> tuple[Graph, Any, int]:
-    """About ``n_tasks`` tiny tasks in 2 groups (``leaf-B``, ``sum-B``), keys unique to
-    the batch; returns the graph, its root key and the expected result."""
+    """About ``n_tasks`` tiny tasks in 2 groups (``leafB``, ``sumB``), keys unique to the
+    batch (``overhead.py``'s small graph); returns the graph, its root key and the
+    expected result."""
     leaves = n_tasks * 15 // 16
     graph: Graph = {f"leaf{batch}-{i}": (operator.add, i, 1) for i in range(leaves)}
-    layer, level = list(graph), 0
-    while len(layer) > 1:
-        parents = []
-        for j in range(0, len(layer), 16):
-            key = f"sum{batch}-{level}-{j // 16}"
-            graph[key] = (sum, layer[j : j + 16])
-            parents.append(key)
-        layer, level = parents, level + 1
-    return graph, layer[0], leaves * (leaves + 1) // 2
+    return graph, tree_sum(graph, list(graph), f"sum{batch}"), leaves * (leaves + 1) // 2
 
 
 def _start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:

@@ -38,7 +38,8 @@ __all__ = ["TaskLog", "TaskLogStats"]
 logger = logging.getLogger("daskscope")
 
 
-_NO_TRIGGER = (None, None)
+#: (stimulus id, key, group name) of no dependency
+_NO_TRIGGER = (None, None, None)
 
 
 @dataclass(slots=True)
@@ -95,9 +96,9 @@ class TaskLog:
         #: becomes ready in the same stimulus was waiting for it: Dask makes a task's
         #: dependents ready in the transitions of the finish of its last dependency.
         self._last_done: tuple[Any, Any, str] | None = None
-        #: tasks ready or running -> (key, group name) of the dependency they waited
-        #: for last; bounded by the tasks Dask has ready or running
-        self.triggers: dict[Any, tuple[Any, str]] = {}
+        #: tasks ready or running -> that last execution when it made them ready (the
+        #: dependency they waited for last); bounded by the tasks ready or running
+        self.triggers: dict[Any, tuple[Any, Any, str]] = {}
 
     def attach(self, writer: WriterThread, sink: Callable[[], Sink]) -> None:
         """Write through the recorder's writer thread into its sink."""
@@ -111,7 +112,7 @@ class TaskLog:
         task was ready when its graph came)."""
         last = self._last_done
         if last is not None and last[0] == stimulus_id:
-            self.triggers[key] = (last[1], last[2])
+            self.triggers[key] = last
 
     def task_forgotten(self, key: Any) -> None:
         self.triggers.pop(key, None)
@@ -136,13 +137,13 @@ class TaskLog:
         else:
             start = stop = None
             actions = startstops
-        trigger = self.triggers.pop(key, None)
+        _, trigger, trigger_group = self.triggers.pop(key, _NO_TRIGGER)
         self._last_done = (kwargs.get("stimulus_id"), key, group.name)
         rows = self.rows
         rows.append(
             (key, group.name, ts.prefix.name, kwargs.get("worker"), kwargs.get("thread"),
              start, stop, actions, erred, kwargs.get("nbytes"), computation_id, group.span_id,
-             *(trigger or _NO_TRIGGER))
+             trigger, trigger_group)
         )  # fmt: skip
         if len(rows) >= self.segment_executions:
             self.seal()
