@@ -201,10 +201,14 @@ def test_cluster_record_names_the_cluster_from_settings_or_the_scheduler() -> No
 # -- tracking -----------------------------------------------------------------------------
 
 
-def snapshot(tracker: WorkTracker, scheduler: Scheduler) -> tuple[list[Record], list[Any]]:
+def snapshot(
+    tracker: WorkTracker, scheduler: Scheduler, *, paced: bool = False
+) -> tuple[list[Record], list[Any]]:
+    """One flush's group records (unpaced by default: every change written at once)."""
     records: list[Record] = []
+    tracker.begin_flush(paced=paced)
     dirty, tracker.dirty = list(tracker.dirty), set()
-    _, finished = tracker.snapshot_groups(dirty, scheduler, records)  # type: ignore[arg-type]
+    _, finished, _ = tracker.snapshot_groups(dirty, scheduler, records, paced=paced)  # type: ignore[arg-type]
     return records, finished
 
 
@@ -243,7 +247,8 @@ def test_tracker_counts_each_computations_tasks_and_hands_a_group_over() -> None
     # the first computation's record, frozen at the hand-over, is what was written before
     # (nothing of it changed since): not written again
     assert first.record_id not in by_computation and tracker.unchanged == 1
-    assert finished[0].written is not None and finished[0].written.tasks_executed == 2
+    frozen = finished[0].final
+    assert frozen is not None and frozen.tasks_executed == 2 and finished[0].written is not None
     assert by_computation[second.record_id].tasks_executed == 2
     assert by_computation[second.record_id].nbytes_total == 16  # its growth only
     assert len(finished) == 1 and finished[0].computation is first  # frozen: goes once written
@@ -262,6 +267,65 @@ def test_tracker_counts_each_computations_tasks_and_hands_a_group_over() -> None
     _, finished = snapshot(tracker, scheduler)
     tracker.drop(finished)
     assert tracker.current == {}
+
+
+def test_a_done_group_waits_to_settle_and_is_written_once() -> None:
+    """Paced flushes: a group still running is written at each flush; once done it
+    waits SETTLE_FLUSHES flushes, and one forgotten meanwhile is written once, final.
+    Its computation is not marked done while a group of it waits."""
+    scheduler = Scheduler()
+    tracker = WorkTracker("c", max_code_chars=1000)
+    running, short, kept = Group("slow-1", 2), Group("short-1", 2), Group("kept-1", 1)
+    keys = scheduler.graph(running, start=1000.0)
+    for group in (short, kept):
+        scheduler.task_groups[group.name] = group
+        new_keys = [f"{group.name}-{i}" for i in range(len(group))]
+        for key in new_keys:
+            scheduler.tasks[key] = Task(key, group)
+        keys += new_keys
+    tracker.graph_updated(scheduler, keys)  # type: ignore[arg-type]
+    track = tracker.newest
+    assert track is not None
+
+    def run(key: str, at: float) -> None:
+        task = scheduler.tasks[key]
+        task.group.run(task, at=at)
+        tracker.task_finished(task, startstops(at))  # type: ignore[arg-type]
+
+    def flush() -> list[str]:
+        records, finished = snapshot(tracker, scheduler, paced=True)
+        tracker.drop(finished)
+        return sorted(r.name for r in records if isinstance(r, TaskGroupRecord))
+
+    run("slow-1-0", 1001.0)
+    for key in ("short-1-0", "short-1-1", "kept-1-0"):
+        run(key, 1001.0)
+    assert flush() == ["slow-1"]  # running: written; done: waiting
+    assert tracker.waiting == 2 and track.waiting == 2
+    record, done = tracker.computation_record(track)
+    assert not done and record.stopped_at is None and record.tasks_executed == 1
+
+    # the short group's tasks are forgotten, and Dask drops it: written at once, final
+    del scheduler.task_groups["short-1"]
+    tracker.task_forgotten(scheduler.tasks["short-1-0"])  # type: ignore[arg-type]
+    assert flush() == ["short-1"]
+    assert tracker.waiting == 1 and "short-1" not in {g.name for g in tracker.current}
+
+    # the kept group's wait is over two flushes after it was first seen done; slow-1,
+    # done now, waits in its turn, and the computation with it
+    run("slow-1-1", 1002.0)
+    assert flush() == ["kept-1"]
+    assert tracker.waiting == 1 and track.waiting == 1
+    record, done = tracker.computation_record(track)
+    assert record.tasks_executed == 4 and not done
+    assert flush() == []
+    # a flush the user asks for writes what waits at once
+    records, _ = snapshot(tracker, scheduler, paced=False)
+    assert [r.name for r in records if isinstance(r, TaskGroupRecord)] == ["slow-1"]
+    record, done = tracker.computation_record(track)
+    assert done and record.tasks_executed == 5 and record.stopped_at == 1002.5
+    # nothing changed since: nothing to write, however many flushes pass
+    assert flush() == [] and flush() == [] and not tracker.settling
 
 
 def test_a_group_outside_any_graph_is_adopted_and_errors_counted() -> None:
@@ -400,10 +464,10 @@ def test_flusher_writes_what_changed_and_counts_it(tmp_path: Path) -> None:
 
     async def body() -> Flusher:
         flusher = make_flusher(url, scheduler)
-        group = Group("inc-1", 2)
+        group = Group("inc-1", 3)
         keys = scheduler.graph(group, start=1000.0)
         flusher.tracker.graph_updated(scheduler, keys)  # type: ignore[arg-type]
-        for key in keys:
+        for key in keys[:2]:  # one still to run: the group is written at each flush
             group.run(scheduler.tasks[key], at=1001.0)
             flusher.tracker.task_finished(scheduler.tasks[key], startstops(1001.0))  # type: ignore[arg-type]
         flusher.keep(event(1))

@@ -116,6 +116,7 @@ class Flusher:
             "groups_snapshotted": stats.groups_snapshotted,
             "last_groups_snapshotted": stats.last_groups_snapshotted,
             "groups_unchanged": self.tracker.unchanged,
+            "groups_waiting": self.tracker.waiting,
             "span_groups_read": self.spans.groups_read,
         }
         sink_stats = getattr(self.sink, "stats", None)  # a stand-in sink may have none
@@ -145,6 +146,8 @@ class Flusher:
             "last_groups_snapshotted": 0,
             # changed groups whose record equalled the one last written (not sent)
             "groups_unchanged": 0,
+            # done groups whose record waits for them to settle (tracking.SETTLE_FLUSHES)
+            "groups_waiting": 0,
             "span_groups_read": 0,
             # rows a store upserted, by table (a server sink: not known here)
             "rows_written_by_table": {},
@@ -225,6 +228,8 @@ class Flusher:
         self.stats.flushes += 1
         self.accounting.advance(time())
         records: list[Record] = []
+        paced = not self.unpaced
+        tracker.begin_flush(paced=paced)
         dirty = list(tracker.dirty)
         tracker.dirty = set()
         adopted, tracker.adopted = tracker.adopted, []
@@ -235,6 +240,7 @@ class Flusher:
         prefixes: set[str] = set()
         span_tracks: dict[str, SpanTrack] = {}
         done_computations: list[ComputationTrack] = []
+        snapshotted = 0
         try:
             # the groups of spans seen for the first time, new groups (their spans'
             # figures take in their waiting tasks), then the changed ones; the event
@@ -252,13 +258,16 @@ class Flusher:
                 started = await self._slice_done(started, len(part))
             for first in range(0, len(dirty), GROUPS_PER_SLICE):
                 uses = dirty[first : first + GROUPS_PER_SLICE]
-                touched, done = tracker.snapshot_groups(uses, self.scheduler, records)
-                spans |= self.spans.groups_changed(self.scheduler, (use.group for use in uses))
+                touched, done, taken = tracker.snapshot_groups(
+                    uses, self.scheduler, records, paced=paced
+                )
+                spans |= self.spans.groups_changed(self.scheduler, (use.group for use in taken))
                 spans |= touched
                 finished += done
+                snapshotted += len(taken)
                 started = await self._slice_done(started, len(uses))
-            self.stats.last_groups_snapshotted = len(dirty)
-            self.stats.groups_snapshotted += len(dirty)
+            self.stats.last_groups_snapshotted = snapshotted
+            self.stats.groups_snapshotted += snapshotted
             computations, tracker.dirty_computations = tracker.dirty_computations, set()
             for track in computations:
                 record, done_now = tracker.computation_record(track)
@@ -267,9 +276,7 @@ class Flusher:
                     done_computations.append(track)
             prefixes, tracker.dirty_prefixes = tracker.dirty_prefixes, set()
             records += tracker.prefix_records(prefixes)
-            span_tracks = self.spans.snapshot(
-                self.scheduler, spans, records, paced=not self.unpaced
-            )
+            span_tracks = self.spans.snapshot(self.scheduler, spans, records, paced=paced)
         except Exception as exc:  # a bug here must not stop the buffered records
             self.on_error("snapshot", exc)
             tracker.not_written(dirty)

@@ -10,12 +10,17 @@ work within one computation: what the group had already done when the computatio
 it over is its baseline, and the use's figures are the group's growth since.
 
 Every hook marks what it changed; a flush writes only that (issue: recording cost
-proportional to what changed, not to how much is alive).
+proportional to what changed, not to how much is alive). A group that is done waits
+:data:`SETTLE_FLUSHES` flushes before its record is written, unless it is forgotten or
+handed over first: most groups of a large graph are done, released and forgotten within
+a few seconds, and each is then written once instead of once per state. While any of a
+computation's groups waits, its record is not marked done (its figures are not final).
 """
 
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -26,7 +31,12 @@ from daskscope.model import ComputationRecord, Record, TaskGroupRecord, TaskPref
 if TYPE_CHECKING:
     from distributed.scheduler import Computation, Scheduler, TaskGroup, TaskState
 
-__all__ = ["ComputationTrack", "GroupUse", "WorkTracker"]
+__all__ = ["SETTLE_FLUSHES", "ComputationTrack", "GroupUse", "WorkTracker"]
+
+#: Flushes a done group's record waits (for its tasks to be released and forgotten)
+#: before it is written, and between two writes of it while it stays done; a flush the
+#: user asks for, and the last one, write it at once
+SETTLE_FLUSHES = 2
 
 
 @dataclass(slots=True)
@@ -38,12 +48,16 @@ class Totals:
     nbytes: int = 0
     durations: dict[str, float] = field(default_factory=dict)
 
-    def add(self, other: Totals, sign: int = 1) -> None:
-        self.executed += sign * other.executed
-        self.erred += sign * other.erred
-        self.nbytes += sign * other.nbytes
-        for activity, seconds in other.durations.items():
-            self.durations[activity] = self.durations.get(activity, 0.0) + sign * seconds
+    def take(self, new: Counted, old: Counted) -> None:
+        """Replace what a use added (``old``) by ``new``."""
+        self.executed += new[0] - old[0]
+        self.erred += new[1] - old[1]
+        self.nbytes += new[2] - old[2]
+        durations = self.durations
+        for activity, seconds in new[3].items():
+            durations[activity] = durations.get(activity, 0.0) + seconds
+        for activity, seconds in old[3].items():
+            durations[activity] -= seconds
 
     @property
     def duration_s(self) -> float:
@@ -70,6 +84,16 @@ class ComputationTrack:
     code: list[str] = field(default_factory=list)
     #: its record is stored as done: it goes once its last group use does
     done_written: bool = False
+    #: its group uses whose changes wait to be written: its figures are not final
+    waiting: int = 0
+
+
+#: A use's share of the totals, and what its last written record held. Tuples of
+#: strings, numbers and dicts of those, so that Python's garbage collector stops
+#: tracking them: a use lives as long as its group, and each long-lived object it holds
+#: adds to every full collection over the scheduler's millions of objects (issue 16).
+Counted = tuple[int, int, int, dict[str, float]]
+Signature = tuple[Any, ...]
 
 
 @dataclass(eq=False, slots=True)
@@ -91,19 +115,44 @@ class GroupUse:
     error_stop: float = 0.0
     #: the record as it stood when the group was handed to a later computation
     final: TaskGroupRecord | None = None
-    #: what the cluster and prefix totals hold of this use
-    counted: Totals = field(default_factory=Totals)
-    dependencies: list[str] = field(default_factory=list)
+    #: what the cluster and prefix totals hold of this use: (executed, erred, nbytes,
+    #: durations)
+    counted: Counted = (0, 0, 0, {})
+    dependencies: tuple[str, ...] = ()
     dependency_count: int = -1
     #: which lifetime of its group this is (unique within the recorder: a name that
     #: comes back after its group was forgotten is a new TaskGroup with a new number)
     lifetime: int = 0
-    #: the record last handed to the sink: an equal one is not written again
-    written: TaskGroupRecord | None = None
+    #: what the record last handed to the sink held (:func:`_signature`): an equal one
+    #: is not written again
+    written: Signature | None = None
+    #: a done group: the flush from which its record may be written (0: not yet done)
+    settle_due: int = 0
+    #: its entry in the tracker's settling queue (the flush it is due at; 0: none)
+    queued: int = 0
+    #: changed, but its record waits for its group to settle
+    waiting: bool = False
 
     @property
     def ran(self) -> bool:
         return bool(self.executed or self.erred)
+
+
+def _signature(record: TaskGroupRecord) -> Signature:
+    """What a use's record holds that can change (its id, names and owner cannot)."""
+    return (
+        record.span_id,
+        len(record.dependencies),
+        record.states,
+        record.tasks_total,
+        record.tasks_executed,
+        record.tasks_erred,
+        record.nbytes_total,
+        record.durations,
+        tuple(record.types),
+        record.started_at,
+        record.stopped_at,
+    )
 
 
 def jsonable(value: Any) -> Any:
@@ -144,6 +193,11 @@ class WorkTracker:
         self.dirty_prefixes: set[str] = set()
         #: groups adopted since the last flush (their spans' figures take them in)
         self.adopted: list[TaskGroup] = []
+        #: flushes begun so far, and the done groups waiting to be written, by the flush
+        #: they are due at (in that order: each waits the same number of flushes)
+        self.flush_number = 0
+        self.settling: deque[tuple[int, GroupUse]] = deque()
+        self.waiting = 0
         #: lifetimes numbered across all names: nothing to remember per name, so memory
         #: does not grow with the names a long-lived cluster has seen
         self._lifetimes = 0
@@ -268,7 +322,7 @@ class WorkTracker:
             if grown > 0:
                 durations[activity] = grown
         if len(tg.dependencies) != use.dependency_count:
-            use.dependencies = sorted(dep.name for dep in tg.dependencies)
+            use.dependencies = tuple(sorted(dep.name for dep in tg.dependencies))
             use.dependency_count = len(tg.dependencies)
         started = tg.start if use.fresh else use.first_start
         stopped = _use_stop(use)
@@ -279,7 +333,7 @@ class WorkTracker:
             prefix=tg.prefix.name,
             computation_id=use.computation.record_id if use.computation else None,
             span_id=tg.span_id,
-            dependencies=use.dependencies,
+            dependencies=list(use.dependencies),
             states=snapshot.nonzero(tg.states),
             tasks_total=len(tg),
             tasks_executed=use.executed,
@@ -292,58 +346,107 @@ class WorkTracker:
             stopped_at=stopped or None,
         )
 
+    def begin_flush(self, *, paced: bool = True) -> None:
+        """A flush begins: the done groups whose wait is over (all of them, unpaced)
+        are taken with what changed."""
+        self.flush_number += 1
+        settling = self.settling
+        while settling and (not paced or settling[0][0] <= self.flush_number):
+            due, use = settling.popleft()
+            if use.queued == due:
+                use.queued = 0
+                if use.waiting:
+                    self.dirty.add(use)
+
     def snapshot_groups(
-        self, uses: Iterable[GroupUse], scheduler: Scheduler, records: list[Record]
-    ) -> tuple[set[str], list[GroupUse]]:
-        """Records of the given (changed) uses; returns the spans they touch and the uses
+        self,
+        uses: Iterable[GroupUse],
+        scheduler: Scheduler,
+        records: list[Record],
+        *,
+        paced: bool = True,
+    ) -> tuple[set[str], list[GroupUse], list[GroupUse]]:
+        """Records of the given (changed) uses; returns the spans they touch, the uses
         that are finished for good (their group forgotten, or handed over), to drop once
-        their records are stored."""
+        their records are stored, and the uses taken (the others wait for their group to
+        settle, see :data:`SETTLE_FLUSHES`)."""
         spans: set[str] = set()
         finished: list[GroupUse] = []
+        taken: list[GroupUse] = []
         live_groups = scheduler.task_groups
         for use in uses:
+            tg = use.group
+            gone = use.final is not None or (live_groups.get(tg.name) is not tg and tg.done)
+            if paced and not gone and use.ran and tg.done:
+                if not use.settle_due:
+                    use.settle_due = self.flush_number + SETTLE_FLUSHES
+                if self.flush_number < use.settle_due:
+                    self._wait(use)
+                    continue
+                # written now; a later change of its states waits again
+                use.settle_due = self.flush_number + SETTLE_FLUSHES
+            taken.append(use)
+            if use.waiting:
+                self._done_waiting(use)
             record = self._group_record(use)
             self._count(use, record)
             if use.ran:
                 # a group marked changed whose record is what was last written (e.g. a
                 # handed-over group's frozen record, marked again as its tasks are
                 # forgotten) costs the store nothing
-                if record == use.written:
+                signature = _signature(record)
+                if signature == use.written:
                     self.unchanged += 1
                 else:
                     records.append(record)
-                    use.written = record
+                    use.written = signature
                     if record.span_id:
                         spans.add(record.span_id)
-            tg = use.group
-            if use.final is not None or (live_groups.get(tg.name) is not tg and tg.done):
+            if gone:
                 finished.append(use)
-        return spans, finished
+        return spans, finished, taken
+
+    def _wait(self, use: GroupUse) -> None:
+        if not use.waiting:
+            use.waiting = True
+            self.waiting += 1
+            if use.computation is not None:
+                use.computation.waiting += 1
+        if use.queued != use.settle_due:
+            use.queued = use.settle_due
+            self.settling.append((use.settle_due, use))
+
+    def _done_waiting(self, use: GroupUse) -> None:
+        use.waiting = False
+        self.waiting -= 1
+        track = use.computation
+        if track is not None:
+            track.waiting -= 1
+            if not track.waiting:
+                self.dirty_computations.add(track)  # its figures may be final now
 
     def _count(self, use: GroupUse, record: TaskGroupRecord) -> None:
-        now = Totals(record.tasks_executed, record.tasks_erred, record.nbytes_total)
-        now.durations = record.durations
+        now: Counted = (
+            record.tasks_executed,
+            record.tasks_erred,
+            record.nbytes_total,
+            record.durations,
+        )
         before = use.counted
-        if (now.executed, now.erred, now.nbytes, now.durations) == (
-            before.executed,
-            before.erred,
-            before.nbytes,
-            before.durations,
-        ):
+        if now == before:
             return
         track = use.computation
         if track is not None:
-            track.executed += now.executed - before.executed
-            track.erred += now.erred - before.erred
-            if not (before.executed or before.erred):
+            track.executed += now[0] - before[0]
+            track.erred += now[1] - before[1]
+            if not (before[0] or before[1]):
                 track.groups += 1  # its first task ran or failed
             track.stop = max(track.stop, record.stopped_at or 0.0)
             self.dirty_computations.add(track)
         prefix = self.prefix_totals.setdefault(record.prefix, Totals())
         for totals in (self.totals, prefix):
-            totals.add(use.counted, -1)
-            totals.add(now)
-        use.counted = Totals(now.executed, now.erred, now.nbytes, dict(now.durations))
+            totals.take(now, before)
+        use.counted = now
         self.dirty_prefixes.add(record.prefix)
 
     def not_written(self, uses: Iterable[GroupUse]) -> None:
@@ -404,7 +507,7 @@ class WorkTracker:
 
     def computation_record(self, track: ComputationTrack) -> tuple[ComputationRecord, bool]:
         """The computation's record, and whether it is done (nothing of it left to run)."""
-        done = track is not self.newest or self._all_done(track)
+        done = (track is not self.newest or self._all_done(track)) and not track.waiting
         computation = track.computation
         if len(computation.code) != track.code_frames:  # Dask adds code with each graph
             track.code = snapshot.code_snippets(computation.code, self.max_code_chars)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import functools
 import logging
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -269,19 +270,20 @@ def _sqlite_upsert(conn: sa.Connection, table: sa.Table, rows: list[dict[str, An
     upserts did (the recorder's store child spent its time there); the values it
     converts are converted here the same way: a JSON column's value as JSON text (None
     as ``null``), a bytes column's base64 text decoded."""
-    sql, columns = _sqlite_upsert_sql(table)
+    sql, values_of, json_at, blob_at = _sqlite_upsert_sql(table)
     encode = _json.encode
     params: list[tuple[Any, ...]] = []
     for row in rows:
-        values = []
-        for name, kind in columns:
-            value = row[name]
-            if kind == "json":
-                value = encode(value).decode()
-            elif kind == "blob" and isinstance(value, str):
-                value = base64.b64decode(value)
-            values.append(value)
-        params.append(tuple(values))
+        values = values_of(row)
+        if json_at or blob_at:
+            converted = list(values)
+            for i in json_at:
+                converted[i] = encode(converted[i]).decode()
+            for i in blob_at:
+                if isinstance(converted[i], str):
+                    converted[i] = base64.b64decode(converted[i])
+            values = tuple(converted)
+        params.append(values)
     written = 0
     for start in range(0, len(params), _MAX_ROWS):
         written += conn.exec_driver_sql(sql, params[start : start + _MAX_ROWS]).rowcount
@@ -297,26 +299,29 @@ def prepare_writes(store_or_engine: Store | sa.Engine) -> None:
 
 
 @functools.cache
-def _sqlite_upsert_sql(table: sa.Table) -> tuple[str, list[tuple[str, str]]]:
-    """The upsert's SQL text with positional parameters, and its columns in parameter
-    order, each with how its value is converted ("json", "blob" or "")."""
+def _sqlite_upsert_sql(
+    table: sa.Table,
+) -> tuple[str, Callable[[dict[str, Any]], tuple[Any, ...]], list[int], list[int]]:
+    """The upsert's SQL text with positional parameters, a function taking a row's
+    values in parameter order (one C call a row), and the positions of its JSON and
+    its bytes columns (their values are converted)."""
     compiled = _upsert("sqlite", table).compile(
         dialect=sqlite.dialect(), column_keys=[c.name for c in table.columns]
     )
-    columns = []
-    for name in compiled.positiontup or []:
+    names = list(compiled.positiontup or [])
+    json_at, blob_at = [], []
+    for i, name in enumerate(names):
         column_type = table.c[name].type
         if isinstance(column_type, sa.JSON):
-            kind = "json"
+            json_at.append(i)
         elif isinstance(column_type, sa.LargeBinary) or (
             isinstance(column_type, sa.TypeDecorator)
             and isinstance(column_type.impl_instance, sa.LargeBinary)
         ):
-            kind = "blob"
-        else:
-            kind = ""
-        columns.append((name, kind))
-    return str(compiled), columns
+            blob_at.append(i)
+    getter = operator.itemgetter(*names)
+    values_of = getter if len(names) > 1 else (lambda row: (getter(row),))
+    return str(compiled), values_of, json_at, blob_at
 
 
 def _owner_columns(table: sa.Table) -> tuple[str, ...]:
