@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from distributed.scheduler import Scheduler, TaskGroup
     from distributed.spans import Span
 
-__all__ = ["GroupShare", "SpanFigures", "SpanTrack", "SpanTracker", "group_share"]
+__all__ = ["GroupShare", "SpanFigures", "SpanTrack", "SpanTracker"]
 
 #: A finished span's fine metrics still arrive with the workers' next heartbeats: keep
 #: comparing them for this long after it finished.
@@ -51,25 +51,29 @@ class SpanTrack:
     written_at: float
 
 
-#: What one task group added to its span's figures when it was last read: its states,
-#: bytes, durations by activity, duration, start, stop and whether it is done. A plain
-#: tuple of numbers and plain dicts, which Python's garbage collector stops tracking
-#: (not so a class's instances, a NamedTuple's included): one is kept for each live
-#: group, and every long-lived tracked object adds to each full collection over the
-#: scheduler's millions of objects (issue 16).
-GroupShare = tuple[dict[str, int], int, dict[str, float], float, float, float, bool]
+@dataclass(slots=True)
+class GroupShare:
+    """What one task group added to its span's figures when it was last read."""
 
+    states: dict[str, int]
+    nbytes: int
+    durations: dict[str, float]
+    duration: float
+    start: float
+    stop: float
+    done: bool
 
-def group_share(tg: TaskGroup) -> GroupShare:
-    return (
-        {state: n for state, n in tg.states.items() if n},
-        tg.nbytes_total,
-        dict(tg.all_durations),
-        tg.duration,
-        tg.start,
-        tg.stop,
-        tg.done,
-    )
+    @classmethod
+    def of(cls, tg: TaskGroup) -> GroupShare:
+        return cls(
+            {state: n for state, n in tg.states.items() if n},
+            tg.nbytes_total,
+            dict(tg.all_durations),
+            tg.duration,
+            tg.start,
+            tg.stop,
+            tg.done,
+        )
 
 
 @dataclass(slots=True)
@@ -90,26 +94,24 @@ class SpanFigures:
     def take(self, new: GroupShare, old: GroupShare | None) -> None:
         """Replace what a group added (``old``, None if nothing yet) by ``new``."""
         states, durations = self.states, self.durations
-        new_states, nbytes, new_durations, duration, start, stop, done = new
-        for state, n in new_states.items():
+        for state, n in new.states.items():
             states[state] = states.get(state, 0) + n
-        for activity, seconds in new_durations.items():
+        for activity, seconds in new.durations.items():
             durations[activity] = durations.get(activity, 0.0) + seconds
-        self.nbytes += nbytes
-        self.duration += duration
-        self.not_done += not done
+        self.nbytes += new.nbytes
+        self.duration += new.duration
+        self.not_done += not new.done
         if old is not None:
-            old_states, old_nbytes, old_durations, old_duration, _, _, old_done = old
-            for state, n in old_states.items():
+            for state, n in old.states.items():
                 states[state] -= n
-            for activity, seconds in old_durations.items():
+            for activity, seconds in old.durations.items():
                 durations[activity] -= seconds
-            self.nbytes -= old_nbytes
-            self.duration -= old_duration
-            self.not_done -= not old_done
-        if start and (not self.start or start < self.start):
-            self.start = start
-        self.stop = max(self.stop, stop)
+            self.nbytes -= old.nbytes
+            self.duration -= old.duration
+            self.not_done -= not old.done
+        if new.start and (not self.start or new.start < self.start):
+            self.start = new.start
+        self.stop = max(self.stop, new.stop)
 
     def add(self, other: SpanFigures) -> None:
         for state, n in other.states.items():
@@ -184,7 +186,7 @@ class SpanTracker:
         return touched
 
     def _read(self, tg: TaskGroup, figures: SpanFigures) -> None:
-        new = group_share(tg)
+        new = GroupShare.of(tg)
         figures.take(new, self.shares.get(tg))
         self.shares[tg] = new
         self.groups_read += 1

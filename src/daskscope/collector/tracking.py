@@ -48,15 +48,15 @@ class Totals:
     nbytes: int = 0
     durations: dict[str, float] = field(default_factory=dict)
 
-    def take(self, new: Counted, old: Counted) -> None:
-        """Replace what a use added (``old``) by ``new``."""
-        self.executed += new[0] - old[0]
-        self.erred += new[1] - old[1]
-        self.nbytes += new[2] - old[2]
+    def take(self, record: TaskGroupRecord, use: GroupUse) -> None:
+        """Replace what a use added (as last counted) by what its ``record`` holds."""
+        self.executed += record.tasks_executed - use.counted_executed
+        self.erred += record.tasks_erred - use.counted_erred
+        self.nbytes += record.nbytes_total - use.counted_nbytes
         durations = self.durations
-        for activity, seconds in new[3].items():
+        for activity, seconds in record.durations.items():
             durations[activity] = durations.get(activity, 0.0) + seconds
-        for activity, seconds in old[3].items():
+        for activity, seconds in use.counted_durations.items():
             durations[activity] -= seconds
 
     @property
@@ -88,14 +88,6 @@ class ComputationTrack:
     waiting: int = 0
 
 
-#: A use's share of the totals, and what its last written record held. Tuples of
-#: strings, numbers and dicts of those, so that Python's garbage collector stops
-#: tracking them: a use lives as long as its group, and each long-lived object it holds
-#: adds to every full collection over the scheduler's millions of objects (issue 16).
-Counted = tuple[int, int, int, dict[str, float]]
-Signature = tuple[Any, ...]
-
-
 @dataclass(eq=False, slots=True)
 class GroupUse:
     """One TaskGroup's work while one computation was the newest to ask for it."""
@@ -115,17 +107,23 @@ class GroupUse:
     error_stop: float = 0.0
     #: the record as it stood when the group was handed to a later computation
     final: TaskGroupRecord | None = None
-    #: what the cluster and prefix totals hold of this use: (executed, erred, nbytes,
-    #: durations)
-    counted: Counted = (0, 0, 0, {})
+    #: what the cluster and prefix totals hold of this use. Plain fields: a use lives as
+    #: long as its group, and each object it kept would be tracked by Python's garbage
+    #: collector, adding to every full collection over the scheduler's millions of
+    #: objects (issue 16); a dict of numbers, a tuple of strings and an int are not.
+    counted_executed: int = 0
+    counted_erred: int = 0
+    counted_nbytes: int = 0
+    counted_durations: dict[str, float] = field(default_factory=dict)
     dependencies: tuple[str, ...] = ()
     dependency_count: int = -1
     #: which lifetime of its group this is (unique within the recorder: a name that
     #: comes back after its group was forgotten is a new TaskGroup with a new number)
     lifetime: int = 0
-    #: what the record last handed to the sink held (:func:`_signature`): an equal one
-    #: is not written again
-    written: Signature | None = None
+    #: a hash of what the record last handed to the sink held (:func:`_signature`): an
+    #: equal one is not written again (two different records share a 64-bit hash by a
+    #: chance of one in 2**64; a record kept instead would be a tracked object a group)
+    written: int | None = None
     #: a done group: the flush from which its record may be written (0: not yet done)
     settle_due: int = 0
     #: its entry in the tracker's settling queue (the flush it is due at; 0: none)
@@ -138,20 +136,23 @@ class GroupUse:
         return bool(self.executed or self.erred)
 
 
-def _signature(record: TaskGroupRecord) -> Signature:
-    """What a use's record holds that can change (its id, names and owner cannot)."""
-    return (
-        record.span_id,
-        len(record.dependencies),
-        record.states,
-        record.tasks_total,
-        record.tasks_executed,
-        record.tasks_erred,
-        record.nbytes_total,
-        record.durations,
-        tuple(record.types),
-        record.started_at,
-        record.stopped_at,
+def _signature(record: TaskGroupRecord) -> int:
+    """A hash of what a use's record holds that can change (its id, names and owner
+    cannot)."""
+    return hash(
+        (
+            record.span_id,
+            len(record.dependencies),
+            tuple(record.states.items()),
+            record.tasks_total,
+            record.tasks_executed,
+            record.tasks_erred,
+            record.nbytes_total,
+            tuple(record.durations.items()),
+            tuple(record.types),
+            record.started_at,
+            record.stopped_at,
+        )
     )
 
 
@@ -426,27 +427,28 @@ class WorkTracker:
                 self.dirty_computations.add(track)  # its figures may be final now
 
     def _count(self, use: GroupUse, record: TaskGroupRecord) -> None:
-        now: Counted = (
-            record.tasks_executed,
-            record.tasks_erred,
-            record.nbytes_total,
-            record.durations,
-        )
-        before = use.counted
-        if now == before:
+        executed, erred = record.tasks_executed, record.tasks_erred
+        if (executed, erred, record.nbytes_total, record.durations) == (
+            use.counted_executed,
+            use.counted_erred,
+            use.counted_nbytes,
+            use.counted_durations,
+        ):
             return
         track = use.computation
         if track is not None:
-            track.executed += now[0] - before[0]
-            track.erred += now[1] - before[1]
-            if not (before[0] or before[1]):
+            track.executed += executed - use.counted_executed
+            track.erred += erred - use.counted_erred
+            if not (use.counted_executed or use.counted_erred):
                 track.groups += 1  # its first task ran or failed
             track.stop = max(track.stop, record.stopped_at or 0.0)
             self.dirty_computations.add(track)
         prefix = self.prefix_totals.setdefault(record.prefix, Totals())
-        for totals in (self.totals, prefix):
-            totals.take(now, before)
-        use.counted = now
+        self.totals.take(record, use)
+        prefix.take(record, use)
+        use.counted_executed, use.counted_erred = executed, erred
+        use.counted_nbytes = record.nbytes_total
+        use.counted_durations = dict(record.durations)
         self.dirty_prefixes.add(record.prefix)
 
     def not_written(self, uses: Iterable[GroupUse]) -> None:
