@@ -269,6 +269,25 @@ def test_tracker_counts_each_computations_tasks_and_hands_a_group_over() -> None
     assert tracker.current == {}
 
 
+def test_a_groups_record_stops_with_its_own_tasks_not_dasks_group_stop() -> None:
+    """Dask's TaskGroup.stop takes in every task of the group, whichever computation
+    ran it (CI once stored a loop computation's stop 0.4 s late, past the next call):
+    a use's stop is its own tasks' latest compute stop."""
+    scheduler = Scheduler()
+    tracker = WorkTracker("c", max_code_chars=1000)
+    group = Group("inc-1", 3)
+    keys = scheduler.graph(group, start=1000.0)
+    tracker.graph_updated(scheduler, keys)  # type: ignore[arg-type]
+    for at in (1001.0, 1002.0):
+        task = scheduler.tasks[keys[int(at) - 1001]]
+        group.run(task, at=at)
+        tracker.task_finished(task, startstops(at))  # type: ignore[arg-type]
+    group.stop = 1010.0  # a task counted elsewhere moved Dask's figure
+    records, _ = snapshot(tracker, scheduler)
+    (record,) = records
+    assert isinstance(record, TaskGroupRecord) and record.stopped_at == 1002.5
+
+
 def test_a_done_group_waits_to_settle_and_is_written_once() -> None:
     """Paced flushes: a group still running is written at each flush; once done it
     waits SETTLE_FLUSHES flushes, and one forgotten meanwhile is written once, final.

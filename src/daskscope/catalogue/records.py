@@ -105,7 +105,8 @@ FIGURES: tuple[Figure, ...] = (
            "time's", _COST_SOURCE),
     # -- task group (one record per group lifetime and computation)
     Figure("group", "tasks_total", "tasks", "count",
-           "the group's tasks when last written", "`TaskGroup.states`"),
+           "the group's tasks when last written (a done group's record is written "
+           "two flushes after it was done, or once forgotten)", "`TaskGroup.states`"),
     Figure("group", "tasks_executed", "tasks executed", "count",
            "transitions of the group's tasks to memory counted for the computation that "
            "owned the group at the time", "`transition` hook"),
@@ -122,8 +123,9 @@ FIGURES: tuple[Figure, ...] = (
            "a new group: Dask's own start; a group taken over: the start of its first task "
            "to finish for this computation", "`TaskGroup.start`, the transition's `startstops`"),
     Figure("group", "stopped_at", "stopped", "timestamp",
-           "the group's last task stop, or the last failure's",
-           "`TaskGroup.stop`, the transition's `startstops`"),
+           "the latest compute stop of the tasks counted for this computation, or of "
+           "its last failure (not Dask's `TaskGroup.stop`, which takes in later "
+           "computations' tasks of a group taken over)", "the transition's `startstops`"),
     # -- task prefix (daskscope's sums: Dask's TaskPrefix forgets groups)
     Figure("prefix", "group_count", "group lifetimes", "count",
            "how many group lifetimes had this prefix (not records)", "group records"),

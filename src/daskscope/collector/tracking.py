@@ -103,7 +103,9 @@ class GroupUse:
     executed: int = 0
     erred: int = 0
     first_start: float | None = None
-    #: Dask keeps no stop time for failed tasks in the group: the last failure's
+    #: when the last of its tasks that ran stopped computing, and the last failure's
+    #: stop (Dask keeps none for failed tasks in the group)
+    last_stop: float = 0.0
     error_stop: float = 0.0
     #: the record as it stood when the group was handed to a later computation
     final: TaskGroupRecord | None = None
@@ -165,7 +167,7 @@ def _use_stop(use: GroupUse) -> float | None:
     """When the use's last task finished or failed."""
     if use.final is not None:
         return use.final.stopped_at
-    return max(use.group.stop, use.error_stop) if use.ran else None
+    return max(use.last_stop, use.error_stop) if use.ran else None
 
 
 def _first_start(kwargs: Mapping[str, Any]) -> float | None:
@@ -209,6 +211,11 @@ class WorkTracker:
         use = self.current.get(ts.group) or self._adopt(ts.group, None)
         if not use.ran and not use.fresh:
             use.first_start = _first_start(kwargs)
+        # its own tasks' stop, not the group's: Dask's TaskGroup.stop takes in the tasks
+        # every computation ran in the group, this use's and later ones'
+        for ss in kwargs.get("startstops") or ():
+            if ss["action"] == "compute" and ss["stop"] > use.last_stop:
+                use.last_stop = ss["stop"]
         use.executed += 1
         self.dirty.add(use)
         return use
