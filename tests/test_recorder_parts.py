@@ -204,11 +204,12 @@ def test_cluster_record_names_the_cluster_from_settings_or_the_scheduler() -> No
 def snapshot(
     tracker: WorkTracker, scheduler: Scheduler, *, paced: bool = False
 ) -> tuple[list[Record], list[Any]]:
-    """One flush's group records (unpaced by default: every change written at once)."""
+    """One flush's group records (unpaced by default, as an explicit flush)."""
     records: list[Record] = []
-    tracker.begin_flush(paced=paced)
+    if not paced:
+        tracker.dirty |= tracker.states_pending
     dirty, tracker.dirty = list(tracker.dirty), set()
-    _, finished, _ = tracker.snapshot_groups(dirty, scheduler, records, paced=paced)  # type: ignore[arg-type]
+    _, finished = tracker.snapshot_groups(dirty, scheduler, records, paced=paced)  # type: ignore[arg-type]
     return records, finished
 
 
@@ -288,63 +289,51 @@ def test_a_groups_record_stops_with_its_own_tasks_not_dasks_group_stop() -> None
     assert isinstance(record, TaskGroupRecord) and record.stopped_at == 1002.5
 
 
-def test_a_done_group_waits_to_settle_and_is_written_once() -> None:
-    """Paced flushes: a group still running is written at each flush; once done it
-    waits SETTLE_FLUSHES flushes, and one forgotten meanwhile is written once, final.
-    Its computation is not marked done while a group of it waits."""
+def test_a_done_groups_states_alone_are_left_to_an_explicit_flush() -> None:
+    """Timed flushes write a group while it runs and when its figures change; a done
+    group whose tasks only move on (memory, released, forgotten) is not written again
+    until an explicit flush, and one forgotten before keeps its last record."""
     scheduler = Scheduler()
     tracker = WorkTracker("c", max_code_chars=1000)
-    running, short, kept = Group("slow-1", 2), Group("short-1", 2), Group("kept-1", 1)
-    keys = scheduler.graph(running, start=1000.0)
-    for group in (short, kept):
-        scheduler.task_groups[group.name] = group
-        new_keys = [f"{group.name}-{i}" for i in range(len(group))]
-        for key in new_keys:
-            scheduler.tasks[key] = Task(key, group)
-        keys += new_keys
-    tracker.graph_updated(scheduler, keys)  # type: ignore[arg-type]
-    track = tracker.newest
-    assert track is not None
+    kept, gone = Group("kept-1", 2), Group("gone-1", 1)
+    keys = scheduler.graph(kept, start=1000.0)
+    scheduler.task_groups[gone.name] = gone
+    scheduler.tasks["gone-1-0"] = Task("gone-1-0", gone)
+    tracker.graph_updated(scheduler, [*keys, "gone-1-0"])  # type: ignore[arg-type]
 
-    def run(key: str, at: float) -> None:
-        task = scheduler.tasks[key]
-        task.group.run(task, at=at)
-        tracker.task_finished(task, startstops(at))  # type: ignore[arg-type]
-
-    def flush() -> list[str]:
-        records, finished = snapshot(tracker, scheduler, paced=True)
+    def flush(*, paced: bool = True) -> dict[str, dict[str, int]]:
+        records, finished = snapshot(tracker, scheduler, paced=paced)
         tracker.drop(finished)
-        return sorted(r.name for r in records if isinstance(r, TaskGroupRecord))
+        return {r.name: r.states for r in records if isinstance(r, TaskGroupRecord)}
 
-    run("slow-1-0", 1001.0)
-    for key in ("short-1-0", "short-1-1", "kept-1-0"):
-        run(key, 1001.0)
-    assert flush() == ["slow-1"]  # running: written; done: waiting
-    assert tracker.waiting == 2 and track.waiting == 2
-    record, done = tracker.computation_record(track)
-    assert not done and record.stopped_at is None and record.tasks_executed == 1
+    def release(group: Group) -> None:
+        group.states["memory"] -= 1
+        group.states["released"] = group.states.get("released", 0) + 1
 
-    # the short group's tasks are forgotten, and Dask drops it: written at once, final
-    del scheduler.task_groups["short-1"]
-    tracker.task_forgotten(scheduler.tasks["short-1-0"])  # type: ignore[arg-type]
-    assert flush() == ["short-1"]
-    assert tracker.waiting == 1 and "short-1" not in {g.name for g in tracker.current}
-
-    # the kept group's wait is over two flushes after it was first seen done; slow-1,
-    # done now, waits in its turn, and the computation with it
-    run("slow-1-1", 1002.0)
-    assert flush() == ["kept-1"]
-    assert tracker.waiting == 1 and track.waiting == 1
-    record, done = tracker.computation_record(track)
-    assert record.tasks_executed == 4 and not done
-    assert flush() == []
-    # a flush the user asks for writes what waits at once
-    records, _ = snapshot(tracker, scheduler, paced=False)
-    assert [r.name for r in records if isinstance(r, TaskGroupRecord)] == ["slow-1"]
-    record, done = tracker.computation_record(track)
-    assert done and record.tasks_executed == 5 and record.stopped_at == 1002.5
-    # nothing changed since: nothing to write, however many flushes pass
-    assert flush() == [] and flush() == [] and not tracker.settling
+    for key in ("kept-1-0", "gone-1-0"):
+        task = scheduler.tasks[key]
+        task.group.run(task, at=1001.0)
+        tracker.task_finished(task, startstops(1001.0))  # type: ignore[arg-type]
+    # kept-1 runs, gone-1 is done: both are new
+    assert flush() == {"kept-1": {"waiting": 1, "memory": 1}, "gone-1": {"memory": 1}}
+    task = scheduler.tasks["kept-1-1"]
+    kept.run(task, at=1002.0)
+    tracker.task_finished(task, startstops(1002.0))  # type: ignore[arg-type]
+    assert flush() == {"kept-1": {"memory": 2}}  # its figures changed
+    # the tasks move on: released, then the gone group is forgotten and dropped by Dask
+    release(kept)
+    release(gone)
+    tracker.task_forgotten(scheduler.tasks["kept-1-0"])  # type: ignore[arg-type]
+    tracker.task_forgotten(scheduler.tasks["gone-1-0"])  # type: ignore[arg-type]
+    del scheduler.task_groups["gone-1"]
+    assert flush() == {} and tracker.states_only == 2
+    assert {g.name for g in tracker.current} == {"kept-1"}  # gone-1 let go, not written
+    # an explicit flush writes what timed flushes left out, of the groups still alive
+    assert flush(paced=False) == {"kept-1": {"memory": 1, "released": 1}}
+    assert flush(paced=False) == {} and not tracker.states_pending
+    # the totals never waited: states are not figures
+    record, done = tracker.computation_record(tracker.newest)  # type: ignore[arg-type]
+    assert done and record.tasks_executed == 3 and record.stopped_at == 1002.5
 
 
 def test_a_group_outside_any_graph_is_adopted_and_errors_counted() -> None:

@@ -105,8 +105,7 @@ FIGURES: tuple[Figure, ...] = (
            "time's", _COST_SOURCE),
     # -- task group (one record per group lifetime and computation)
     Figure("group", "tasks_total", "tasks", "count",
-           "the group's tasks when last written (a done group's record is written "
-           "two flushes after it was done, or once forgotten)", "`TaskGroup.states`"),
+           "the group's tasks when last written", "`TaskGroup.states`"),
     Figure("group", "tasks_executed", "tasks executed", "count",
            "transitions of the group's tasks to memory counted for the computation that "
            "owned the group at the time", "`transition` hook"),

@@ -116,7 +116,7 @@ class Flusher:
             "groups_snapshotted": stats.groups_snapshotted,
             "last_groups_snapshotted": stats.last_groups_snapshotted,
             "groups_unchanged": self.tracker.unchanged,
-            "groups_waiting": self.tracker.waiting,
+            "groups_states_only": self.tracker.states_only,
             "span_groups_read": self.spans.groups_read,
         }
         sink_stats = getattr(self.sink, "stats", None)  # a stand-in sink may have none
@@ -146,8 +146,8 @@ class Flusher:
             "last_groups_snapshotted": 0,
             # changed groups whose record equalled the one last written (not sent)
             "groups_unchanged": 0,
-            # done groups whose record waits for them to settle (tracking.SETTLE_FLUSHES)
-            "groups_waiting": 0,
+            # changed done groups whose states alone moved on: not written by a timed flush
+            "groups_states_only": 0,
             "span_groups_read": 0,
             # rows a store upserted, by table (a server sink: not known here)
             "rows_written_by_table": {},
@@ -229,7 +229,8 @@ class Flusher:
         self.accounting.advance(time())
         records: list[Record] = []
         paced = not self.unpaced
-        tracker.begin_flush(paced=paced)
+        if not paced:  # what timed flushes left out is written too
+            tracker.dirty |= tracker.states_pending
         dirty = list(tracker.dirty)
         tracker.dirty = set()
         adopted, tracker.adopted = tracker.adopted, []
@@ -240,7 +241,6 @@ class Flusher:
         prefixes: set[str] = set()
         span_tracks: dict[str, SpanTrack] = {}
         done_computations: list[ComputationTrack] = []
-        snapshotted = 0
         try:
             # the groups of spans seen for the first time, new groups (their spans'
             # figures take in their waiting tasks), then the changed ones; the event
@@ -258,16 +258,13 @@ class Flusher:
                 started = await self._slice_done(started, len(part))
             for first in range(0, len(dirty), GROUPS_PER_SLICE):
                 uses = dirty[first : first + GROUPS_PER_SLICE]
-                touched, done, taken = tracker.snapshot_groups(
-                    uses, self.scheduler, records, paced=paced
-                )
-                spans |= self.spans.groups_changed(self.scheduler, (use.group for use in taken))
+                touched, done = tracker.snapshot_groups(uses, self.scheduler, records, paced=paced)
+                spans |= self.spans.groups_changed(self.scheduler, (use.group for use in uses))
                 spans |= touched
                 finished += done
-                snapshotted += len(taken)
                 started = await self._slice_done(started, len(uses))
-            self.stats.last_groups_snapshotted = snapshotted
-            self.stats.groups_snapshotted += snapshotted
+            self.stats.last_groups_snapshotted = len(dirty)
+            self.stats.groups_snapshotted += len(dirty)
             computations, tracker.dirty_computations = tracker.dirty_computations, set()
             for track in computations:
                 record, done_now = tracker.computation_record(track)

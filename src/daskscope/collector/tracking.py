@@ -10,17 +10,17 @@ work within one computation: what the group had already done when the computatio
 it over is its baseline, and the use's figures are the group's growth since.
 
 Every hook marks what it changed; a flush writes only that (issue: recording cost
-proportional to what changed, not to how much is alive). A group that is done waits
-:data:`SETTLE_FLUSHES` flushes before its record is written, unless it is forgotten or
-handed over first: most groups of a large graph are done, released and forgotten within
-a few seconds, and each is then written once instead of once per state. While any of a
-computation's groups waits, its record is not marked done (its figures are not final).
+proportional to what changed, not to how much is alive). A group that is done is
+written again by a timed flush only when its figures change, not when its tasks only
+move on from memory to released and forgotten (Dask keeps a large graph's intermediate
+tasks released until its result is released, then forgets them all at once: each such
+move would be a row a group); an explicit flush and the close write those of the groups
+still alive (a group forgotten before keeps the states of its last record).
 """
 
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -31,12 +31,7 @@ from daskscope.model import ComputationRecord, Record, TaskGroupRecord, TaskPref
 if TYPE_CHECKING:
     from distributed.scheduler import Computation, Scheduler, TaskGroup, TaskState
 
-__all__ = ["SETTLE_FLUSHES", "ComputationTrack", "GroupUse", "WorkTracker"]
-
-#: Flushes a done group's record waits (for its tasks to be released and forgotten)
-#: before it is written, and between two writes of it while it stays done; a flush the
-#: user asks for, and the last one, write it at once
-SETTLE_FLUSHES = 2
+__all__ = ["ComputationTrack", "GroupUse", "WorkTracker"]
 
 
 @dataclass(slots=True)
@@ -84,8 +79,6 @@ class ComputationTrack:
     code: list[str] = field(default_factory=list)
     #: its record is stored as done: it goes once its last group use does
     done_written: bool = False
-    #: its group uses whose changes wait to be written: its figures are not final
-    waiting: int = 0
 
 
 @dataclass(eq=False, slots=True)
@@ -126,36 +119,31 @@ class GroupUse:
     #: equal one is not written again (two different records share a 64-bit hash by a
     #: chance of one in 2**64; a record kept instead would be a tracked object a group)
     written: int | None = None
-    #: a done group: the flush from which its record may be written (0: not yet done)
-    settle_due: int = 0
-    #: its entry in the tracker's settling queue (the flush it is due at; 0: none)
-    queued: int = 0
-    #: changed, but its record waits for its group to settle
-    waiting: bool = False
+    #: a hash of the states in that record (a done group's states alone moving on are
+    #: not written by a timed flush)
+    written_states: int | None = None
 
     @property
     def ran(self) -> bool:
         return bool(self.executed or self.erred)
 
 
-def _signature(record: TaskGroupRecord) -> int:
-    """A hash of what a use's record holds that can change (its id, names and owner
-    cannot)."""
-    return hash(
-        (
-            record.span_id,
-            len(record.dependencies),
-            tuple(record.states.items()),
-            record.tasks_total,
-            record.tasks_executed,
-            record.tasks_erred,
-            record.nbytes_total,
-            tuple(record.durations.items()),
-            tuple(record.types),
-            record.started_at,
-            record.stopped_at,
-        )
+def _signature(record: TaskGroupRecord) -> tuple[int, int]:
+    """Hashes of what a use's record holds that can change (its id, names and owner
+    cannot): its figures, and its states."""
+    figures = (
+        record.span_id,
+        len(record.dependencies),
+        record.tasks_total,
+        record.tasks_executed,
+        record.tasks_erred,
+        record.nbytes_total,
+        tuple(record.durations.items()),
+        tuple(record.types),
+        record.started_at,
+        record.stopped_at,
     )
+    return hash(figures), hash(tuple(record.states.items()))
 
 
 def jsonable(value: Any) -> Any:
@@ -196,11 +184,10 @@ class WorkTracker:
         self.dirty_prefixes: set[str] = set()
         #: groups adopted since the last flush (their spans' figures take them in)
         self.adopted: list[TaskGroup] = []
-        #: flushes begun so far, and the done groups waiting to be written, by the flush
-        #: they are due at (in that order: each waits the same number of flushes)
-        self.flush_number = 0
-        self.settling: deque[tuple[int, GroupUse]] = deque()
-        self.waiting = 0
+        #: done groups whose states alone moved on since their last record, kept for
+        #: an explicit flush or the close (see the module's docstring), and their count
+        self.states_pending: set[GroupUse] = set()
+        self.states_only = 0
         #: lifetimes numbered across all names: nothing to remember per name, so memory
         #: does not grow with the names a long-lived cluster has seen
         self._lifetimes = 0
@@ -354,18 +341,6 @@ class WorkTracker:
             stopped_at=stopped or None,
         )
 
-    def begin_flush(self, *, paced: bool = True) -> None:
-        """A flush begins: the done groups whose wait is over (all of them, unpaced)
-        are taken with what changed."""
-        self.flush_number += 1
-        settling = self.settling
-        while settling and (not paced or settling[0][0] <= self.flush_number):
-            due, use = settling.popleft()
-            if use.queued == due:
-                use.queued = 0
-                if use.waiting:
-                    self.dirty.add(use)
-
     def snapshot_groups(
         self,
         uses: Iterable[GroupUse],
@@ -373,65 +348,36 @@ class WorkTracker:
         records: list[Record],
         *,
         paced: bool = True,
-    ) -> tuple[set[str], list[GroupUse], list[GroupUse]]:
-        """Records of the given (changed) uses; returns the spans they touch, the uses
+    ) -> tuple[set[str], list[GroupUse]]:
+        """Records of the given (changed) uses; returns the spans they touch and the uses
         that are finished for good (their group forgotten, or handed over), to drop once
-        their records are stored, and the uses taken (the others wait for their group to
-        settle, see :data:`SETTLE_FLUSHES`)."""
+        their records are stored. ``paced`` (a timed flush): a done group whose states
+        alone changed is not written."""
         spans: set[str] = set()
         finished: list[GroupUse] = []
-        taken: list[GroupUse] = []
         live_groups = scheduler.task_groups
         for use in uses:
-            tg = use.group
-            gone = use.final is not None or (live_groups.get(tg.name) is not tg and tg.done)
-            if paced and not gone and use.ran and tg.done:
-                if not use.settle_due:
-                    use.settle_due = self.flush_number + SETTLE_FLUSHES
-                if self.flush_number < use.settle_due:
-                    self._wait(use)
-                    continue
-                # written now; a later change of its states waits again
-                use.settle_due = self.flush_number + SETTLE_FLUSHES
-            taken.append(use)
-            if use.waiting:
-                self._done_waiting(use)
             record = self._group_record(use)
             self._count(use, record)
+            tg = use.group
             if use.ran:
-                # a group marked changed whose record is what was last written (e.g. a
-                # handed-over group's frozen record, marked again as its tasks are
-                # forgotten) costs the store nothing
-                signature = _signature(record)
-                if signature == use.written:
+                figures, states = _signature(record)
+                if figures == use.written and states != use.written_states and paced and tg.done:
+                    self.states_only += 1
+                    self.states_pending.add(use)
+                elif figures == use.written and states == use.written_states:
+                    # e.g. a handed-over group's frozen record, marked again as its tasks
+                    # are forgotten: costs the store nothing
                     self.unchanged += 1
                 else:
                     records.append(record)
-                    use.written = signature
+                    use.written, use.written_states = figures, states
+                    self.states_pending.discard(use)
                     if record.span_id:
                         spans.add(record.span_id)
-            if gone:
+            if use.final is not None or (live_groups.get(tg.name) is not tg and tg.done):
                 finished.append(use)
-        return spans, finished, taken
-
-    def _wait(self, use: GroupUse) -> None:
-        if not use.waiting:
-            use.waiting = True
-            self.waiting += 1
-            if use.computation is not None:
-                use.computation.waiting += 1
-        if use.queued != use.settle_due:
-            use.queued = use.settle_due
-            self.settling.append((use.settle_due, use))
-
-    def _done_waiting(self, use: GroupUse) -> None:
-        use.waiting = False
-        self.waiting -= 1
-        track = use.computation
-        if track is not None:
-            track.waiting -= 1
-            if not track.waiting:
-                self.dirty_computations.add(track)  # its figures may be final now
+        return spans, finished
 
     def _count(self, use: GroupUse, record: TaskGroupRecord) -> None:
         executed, erred = record.tasks_executed, record.tasks_erred
@@ -468,6 +414,7 @@ class WorkTracker:
     def drop(self, finished: Iterable[GroupUse]) -> None:
         """Forget uses whose last state is stored: memory stays bounded by what is alive."""
         for use in finished:
+            self.states_pending.discard(use)
             if self.current.get(use.group) is use:
                 del self.current[use.group]
             track = use.computation
@@ -516,7 +463,7 @@ class WorkTracker:
 
     def computation_record(self, track: ComputationTrack) -> tuple[ComputationRecord, bool]:
         """The computation's record, and whether it is done (nothing of it left to run)."""
-        done = (track is not self.newest or self._all_done(track)) and not track.waiting
+        done = track is not self.newest or self._all_done(track)
         computation = track.computation
         if len(computation.code) != track.code_frames:  # Dask adds code with each graph
             track.code = snapshot.code_snippets(computation.code, self.max_code_chars)
