@@ -209,7 +209,7 @@ def snapshot(
     if not paced:
         tracker.dirty |= tracker.states_pending
     dirty, tracker.dirty = list(tracker.dirty), set()
-    _, finished = tracker.snapshot_groups(dirty, scheduler, records, paced=paced)  # type: ignore[arg-type]
+    _, finished, _ = tracker.snapshot_groups(dirty, scheduler, records, paced=paced)  # type: ignore[arg-type]
     return records, finished
 
 

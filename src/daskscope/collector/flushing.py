@@ -258,8 +258,10 @@ class Flusher:
                 started = await self._slice_done(started, len(part))
             for first in range(0, len(dirty), GROUPS_PER_SLICE):
                 uses = dirty[first : first + GROUPS_PER_SLICE]
-                touched, done = tracker.snapshot_groups(uses, self.scheduler, records, paced=paced)
-                spans |= self.spans.groups_changed(self.scheduler, (use.group for use in uses))
+                touched, done, read = tracker.snapshot_groups(
+                    uses, self.scheduler, records, paced=paced
+                )
+                spans |= self.spans.groups_changed(self.scheduler, (use.group for use in read))
                 spans |= touched
                 finished += done
                 started = await self._slice_done(started, len(uses))

@@ -119,31 +119,33 @@ class GroupUse:
     #: equal one is not written again (two different records share a 64-bit hash by a
     #: chance of one in 2**64; a record kept instead would be a tracked object a group)
     written: int | None = None
-    #: a hash of the states in that record (a done group's states alone moving on are
-    #: not written by a timed flush)
-    written_states: int | None = None
+    #: no task of it ended since its last record: its figures are as written (a done
+    #: group's states alone moving on are not written by a timed flush)
+    settled: bool = False
 
     @property
     def ran(self) -> bool:
         return bool(self.executed or self.erred)
 
 
-def _signature(record: TaskGroupRecord) -> tuple[int, int]:
-    """Hashes of what a use's record holds that can change (its id, names and owner
-    cannot): its figures, and its states."""
-    figures = (
-        record.span_id,
-        len(record.dependencies),
-        record.tasks_total,
-        record.tasks_executed,
-        record.tasks_erred,
-        record.nbytes_total,
-        tuple(record.durations.items()),
-        tuple(record.types),
-        record.started_at,
-        record.stopped_at,
+def _signature(record: TaskGroupRecord) -> int:
+    """A hash of what a use's record holds that can change (its id, names and owner
+    cannot)."""
+    return hash(
+        (
+            record.span_id,
+            len(record.dependencies),
+            tuple(record.states.items()),
+            record.tasks_total,
+            record.tasks_executed,
+            record.tasks_erred,
+            record.nbytes_total,
+            tuple(record.durations.items()),
+            tuple(record.types),
+            record.started_at,
+            record.stopped_at,
+        )
     )
-    return hash(figures), hash(tuple(record.states.items()))
 
 
 def jsonable(value: Any) -> Any:
@@ -204,6 +206,7 @@ class WorkTracker:
             if ss["action"] == "compute" and ss["stop"] > use.last_stop:
                 use.last_stop = ss["stop"]
         use.executed += 1
+        use.settled = False
         self.dirty.add(use)
         return use
 
@@ -214,6 +217,7 @@ class WorkTracker:
         for ss in kwargs.get("startstops") or ():
             use.error_stop = max(use.error_stop, ss.get("stop") or 0.0)
         use.erred += 1
+        use.settled = False
         self.dirty.add(use)
         return use
 
@@ -348,36 +352,45 @@ class WorkTracker:
         records: list[Record],
         *,
         paced: bool = True,
-    ) -> tuple[set[str], list[GroupUse]]:
-        """Records of the given (changed) uses; returns the spans they touch and the uses
+    ) -> tuple[set[str], list[GroupUse], list[GroupUse]]:
+        """Records of the given (changed) uses; returns the spans they touch, the uses
         that are finished for good (their group forgotten, or handed over), to drop once
-        their records are stored. ``paced`` (a timed flush): a done group whose states
-        alone changed is not written."""
+        their records are stored, and the uses read (whose spans take in their group).
+        ``paced`` (a timed flush): a done group none of whose tasks ended since its last
+        record has only its states changed, and is neither read nor written."""
         spans: set[str] = set()
         finished: list[GroupUse] = []
+        read: list[GroupUse] = []
         live_groups = scheduler.task_groups
         for use in uses:
+            tg = use.group
+            gone = use.final is not None or (live_groups.get(tg.name) is not tg and tg.done)
+            if paced and use.settled and use.final is None and tg.done:
+                self.states_only += 1
+                if gone:
+                    finished.append(use)
+                else:
+                    self.states_pending.add(use)
+                continue
+            read.append(use)
             record = self._group_record(use)
             self._count(use, record)
-            tg = use.group
             if use.ran:
-                figures, states = _signature(record)
-                if figures == use.written and states != use.written_states and paced and tg.done:
-                    self.states_only += 1
-                    self.states_pending.add(use)
-                elif figures == use.written and states == use.written_states:
+                signature = _signature(record)
+                if signature == use.written:
                     # e.g. a handed-over group's frozen record, marked again as its tasks
                     # are forgotten: costs the store nothing
                     self.unchanged += 1
                 else:
                     records.append(record)
-                    use.written, use.written_states = figures, states
-                    self.states_pending.discard(use)
+                    use.written = signature
                     if record.span_id:
                         spans.add(record.span_id)
-            if use.final is not None or (live_groups.get(tg.name) is not tg and tg.done):
+                use.settled = True
+                self.states_pending.discard(use)
+            if gone:
                 finished.append(use)
-        return spans, finished
+        return spans, finished, read
 
     def _count(self, use: GroupUse, record: TaskGroupRecord) -> None:
         executed, erred = record.tasks_executed, record.tasks_erred
@@ -409,6 +422,7 @@ class WorkTracker:
         changed, to be written at the next flush whatever they hold."""
         for use in uses:
             use.written = None
+            use.settled = False
             self.dirty.add(use)
 
     def drop(self, finished: Iterable[GroupUse]) -> None:
