@@ -289,51 +289,63 @@ def test_a_groups_record_stops_with_its_own_tasks_not_dasks_group_stop() -> None
     assert isinstance(record, TaskGroupRecord) and record.stopped_at == 1002.5
 
 
-def test_a_done_groups_states_alone_are_left_to_an_explicit_flush() -> None:
-    """Timed flushes write a group while it runs and when its figures change; a done
-    group whose tasks only move on (memory, released, forgotten) is not written again
-    until an explicit flush, and one forgotten before keeps its last record."""
+def test_timed_flushes_write_a_group_when_its_figures_change() -> None:
+    """Timed flushes: a group that began running since the last flush is first written
+    at the next one (done by then, or not); a done group whose tasks only move on
+    (memory, released, forgotten) is not written again until an explicit flush, and one
+    forgotten before keeps its last record. The totals never wait."""
     scheduler = Scheduler()
     tracker = WorkTracker("c", max_code_chars=1000)
-    kept, gone = Group("kept-1", 2), Group("gone-1", 1)
+    kept, gone, slow = Group("kept-1", 2), Group("gone-1", 1), Group("slow-1", 2)
     keys = scheduler.graph(kept, start=1000.0)
-    scheduler.task_groups[gone.name] = gone
-    scheduler.tasks["gone-1-0"] = Task("gone-1-0", gone)
-    tracker.graph_updated(scheduler, [*keys, "gone-1-0"])  # type: ignore[arg-type]
+    for group in (gone, slow):
+        scheduler.task_groups[group.name] = group
+        for i in range(len(group)):
+            key = f"{group.name}-{i}"
+            scheduler.tasks[key] = Task(key, group)
+            keys.append(key)
+    tracker.graph_updated(scheduler, keys)  # type: ignore[arg-type]
 
     def flush(*, paced: bool = True) -> dict[str, dict[str, int]]:
+        tracker.dirty.update(tracker.put_off)  # as the flusher does
+        tracker.put_off = []
         records, finished = snapshot(tracker, scheduler, paced=paced)
         tracker.drop(finished)
         return {r.name: r.states for r in records if isinstance(r, TaskGroupRecord)}
+
+    def run(key: str, at: float) -> None:
+        task = scheduler.tasks[key]
+        task.group.run(task, at=at)
+        tracker.task_finished(task, startstops(at))  # type: ignore[arg-type]
 
     def release(group: Group) -> None:
         group.states["memory"] -= 1
         group.states["released"] = group.states.get("released", 0) + 1
 
-    for key in ("kept-1-0", "gone-1-0"):
-        task = scheduler.tasks[key]
-        task.group.run(task, at=1001.0)
-        tracker.task_finished(task, startstops(1001.0))  # type: ignore[arg-type]
-    # kept-1 runs, gone-1 is done: both are new
-    assert flush() == {"kept-1": {"waiting": 1, "memory": 1}, "gone-1": {"memory": 1}}
-    task = scheduler.tasks["kept-1-1"]
-    kept.run(task, at=1002.0)
-    tracker.task_finished(task, startstops(1002.0))  # type: ignore[arg-type]
-    assert flush() == {"kept-1": {"memory": 2}}  # its figures changed
-    # the tasks move on: released, then the gone group is forgotten and dropped by Dask
+    for key in ("kept-1-0", "gone-1-0", "slow-1-0"):
+        run(key, 1001.0)
+    # gone-1 is done: written; the two running ones are put off to the next flush
+    assert flush() == {"gone-1": {"memory": 1}}
+    assert tracker.totals.executed == 1  # what is put off is not counted yet
+    run("kept-1-1", 1002.0)
+    # kept-1 is done by then, slow-1 still runs: both written, changed since or not
+    assert flush() == {"kept-1": {"memory": 2}, "slow-1": {"waiting": 1, "memory": 1}}
+    assert tracker.totals.executed == 4
+    run("slow-1-1", 1003.0)
+    assert flush() == {"slow-1": {"memory": 2}}  # its figures changed
+    # the tasks move on: released, then gone-1 is forgotten and dropped by Dask
     release(kept)
     release(gone)
     tracker.task_forgotten(scheduler.tasks["kept-1-0"])  # type: ignore[arg-type]
     tracker.task_forgotten(scheduler.tasks["gone-1-0"])  # type: ignore[arg-type]
     del scheduler.task_groups["gone-1"]
     assert flush() == {} and tracker.states_only == 2
-    assert {g.name for g in tracker.current} == {"kept-1"}  # gone-1 let go, not written
+    assert {g.name for g in tracker.current} == {"kept-1", "slow-1"}  # gone-1 let go
     # an explicit flush writes what timed flushes left out, of the groups still alive
     assert flush(paced=False) == {"kept-1": {"memory": 1, "released": 1}}
     assert flush(paced=False) == {} and not tracker.states_pending
-    # the totals never waited: states are not figures
     record, done = tracker.computation_record(tracker.newest)  # type: ignore[arg-type]
-    assert done and record.tasks_executed == 3 and record.stopped_at == 1002.5
+    assert done and record.tasks_executed == 5 and record.stopped_at == 1003.5
 
 
 def test_a_group_outside_any_graph_is_adopted_and_errors_counted() -> None:
@@ -472,10 +484,10 @@ def test_flusher_writes_what_changed_and_counts_it(tmp_path: Path) -> None:
 
     async def body() -> Flusher:
         flusher = make_flusher(url, scheduler)
-        group = Group("inc-1", 3)
+        group = Group("inc-1", 2)
         keys = scheduler.graph(group, start=1000.0)
         flusher.tracker.graph_updated(scheduler, keys)  # type: ignore[arg-type]
-        for key in keys[:2]:  # one still to run: the group is written at each flush
+        for key in keys:  # done at its first flush: written then
             group.run(scheduler.tasks[key], at=1001.0)
             flusher.tracker.task_finished(scheduler.tasks[key], startstops(1001.0))  # type: ignore[arg-type]
         flusher.keep(event(1))
@@ -541,7 +553,10 @@ def test_flusher_writes_everything_again_into_a_store_that_was_lost(tmp_path: Pa
         flusher.tracker.task_finished(scheduler.tasks[keys[0]], startstops(1001.0))  # type: ignore[arg-type]
         flusher.keep(event(1))
         flusher.open_sink()
-        assert await flusher.flush() == 5
+        # cluster, computation, prefix, event; the group began running: put off
+        assert await flusher.flush() == 4
+        # the cluster, the group still running, its computation and prefix counting it
+        assert await flusher.flush() == 4
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
         assert await flusher.flush() == 0  # StoreLost: a new store is made

@@ -10,8 +10,9 @@ work within one computation: what the group had already done when the computatio
 it over is its baseline, and the use's figures are the group's growth since.
 
 Every hook marks what it changed; a flush writes only that (issue: recording cost
-proportional to what changed, not to how much is alive). A group that is done is
-written again by a timed flush only when its figures change, not when its tasks only
+proportional to what changed, not to how much is alive). A group that began
+running since the last flush is first written at the next one, and a group that is done
+is written again by a timed flush only when its figures change, not when its tasks only
 move on from memory to released and forgotten (Dask keeps a large graph's intermediate
 tasks released until its result is released, then forgets them all at once: each such
 move would be a row a group); an explicit flush and the close write those of the groups
@@ -122,6 +123,8 @@ class GroupUse:
     #: no task of it ended since its last record: its figures are as written (a done
     #: group's states alone moving on are not written by a timed flush)
     settled: bool = False
+    #: its first record was put off by a flush while it ran (see snapshot_groups)
+    put_off: bool = False
 
     @property
     def ran(self) -> bool:
@@ -190,6 +193,8 @@ class WorkTracker:
         #: an explicit flush or the close (see the module's docstring), and their count
         self.states_pending: set[GroupUse] = set()
         self.states_only = 0
+        #: running groups whose first record a flush put off, for the next flush
+        self.put_off: list[GroupUse] = []
         #: lifetimes numbered across all names: nothing to remember per name, so memory
         #: does not grow with the names a long-lived cluster has seen
         self._lifetimes = 0
@@ -357,7 +362,8 @@ class WorkTracker:
         that are finished for good (their group forgotten, or handed over), to drop once
         their records are stored, and the uses read (whose spans take in their group).
         ``paced`` (a timed flush): a done group none of whose tasks ended since its last
-        record has only its states changed, and is neither read nor written."""
+        record has only its states changed, and is neither read nor written; a group
+        that began running since the last flush is put off to the next one."""
         spans: set[str] = set()
         finished: list[GroupUse] = []
         read: list[GroupUse] = []
@@ -365,13 +371,21 @@ class WorkTracker:
         for use in uses:
             tg = use.group
             gone = use.final is not None or (live_groups.get(tg.name) is not tg and tg.done)
-            if paced and use.settled and use.final is None and tg.done:
-                self.states_only += 1
-                if gone:
-                    finished.append(use)
-                else:
-                    self.states_pending.add(use)
-                continue
+            if paced and use.final is None:
+                if use.settled and tg.done:
+                    self.states_only += 1
+                    if gone:
+                        finished.append(use)
+                    else:
+                        self.states_pending.add(use)
+                    continue
+                if use.ran and not (use.put_off or tg.done or use.written is not None):
+                    # began running since the last flush: its first record waits for the
+                    # next one, by which most groups of a large graph are done (one row
+                    # instead of one a flush it spans)
+                    use.put_off = True
+                    self.put_off.append(use)
+                    continue
             read.append(use)
             record = self._group_record(use)
             self._count(use, record)
