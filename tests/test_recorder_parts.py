@@ -348,6 +348,36 @@ def test_timed_flushes_write_a_group_when_its_figures_change() -> None:
     assert done and record.tasks_executed == 5 and record.stopped_at == 1003.5
 
 
+def test_a_computation_is_not_done_while_a_group_of_it_is_put_off() -> None:
+    """A flush puts a running group off; its last task ends before the flush makes the
+    computation's record (the flush gives the loop back between slices): the record
+    must not say done, with a stop that misses the group."""
+    scheduler = Scheduler()
+    tracker = WorkTracker("c", max_code_chars=1000)
+    group = Group("inc-1", 2)
+    keys = scheduler.graph(group, start=1000.0)
+    tracker.graph_updated(scheduler, keys)  # type: ignore[arg-type]
+    track = tracker.newest
+    assert track is not None
+
+    def run(key: str, at: float) -> None:
+        group.run(scheduler.tasks[key], at=at)
+        tracker.task_finished(scheduler.tasks[key], startstops(at))  # type: ignore[arg-type]
+
+    run(keys[0], 1001.0)
+    records, _ = snapshot(tracker, scheduler, paced=True)
+    assert records == [] and track.awaiting == 1  # put off
+    run(keys[1], 1002.0)  # Dask says done now
+    record, done = tracker.computation_record(track)
+    assert not done and record.stopped_at is None
+    tracker.dirty.update(tracker.put_off)  # the next flush, as the flusher does
+    tracker.put_off = []
+    records, _ = snapshot(tracker, scheduler, paced=True)
+    assert [r.tasks_executed for r in records if isinstance(r, TaskGroupRecord)] == [2]
+    record, done = tracker.computation_record(track)
+    assert done and record.stopped_at == 1002.5 and track.awaiting == 0
+
+
 def test_a_group_outside_any_graph_is_adopted_and_errors_counted() -> None:
     scheduler = Scheduler()
     tracker = WorkTracker("c", max_code_chars=1000)

@@ -80,6 +80,9 @@ class ComputationTrack:
     code: list[str] = field(default_factory=list)
     #: its record is stored as done: it goes once its last group use does
     done_written: bool = False
+    #: its group uses whose first record a flush put off (not counted yet): while any
+    #: is, its record is not marked done
+    awaiting: int = 0
 
 
 @dataclass(eq=False, slots=True)
@@ -123,8 +126,10 @@ class GroupUse:
     #: no task of it ended since its last record: its figures are as written (a done
     #: group's states alone moving on are not written by a timed flush)
     settled: bool = False
-    #: its first record was put off by a flush while it ran (see snapshot_groups)
+    #: its first record was put off by a flush while it ran (see snapshot_groups), and
+    #: is still to be taken
     put_off: bool = False
+    awaiting: bool = False
 
     @property
     def ran(self) -> bool:
@@ -383,10 +388,16 @@ class WorkTracker:
                     # began running since the last flush: its first record waits for the
                     # next one, by which most groups of a large graph are done (one row
                     # instead of one a flush it spans)
-                    use.put_off = True
+                    use.put_off = use.awaiting = True
+                    if use.computation is not None:
+                        use.computation.awaiting += 1
                     self.put_off.append(use)
                     continue
             read.append(use)
+            if use.awaiting:
+                use.awaiting = False
+                if use.computation is not None:
+                    use.computation.awaiting -= 1
             record = self._group_record(use)
             self._count(use, record)
             if use.ran:
@@ -491,7 +502,8 @@ class WorkTracker:
 
     def computation_record(self, track: ComputationTrack) -> tuple[ComputationRecord, bool]:
         """The computation's record, and whether it is done (nothing of it left to run)."""
-        done = track is not self.newest or self._all_done(track)
+        # a group put off is not counted yet: the computation's figures are not final
+        done = (track is not self.newest or self._all_done(track)) and not track.awaiting
         computation = track.computation
         if len(computation.code) != track.code_frames:  # Dask adds code with each graph
             track.code = snapshot.code_snippets(computation.code, self.max_code_chars)
