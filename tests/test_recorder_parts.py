@@ -206,9 +206,7 @@ def snapshot(
 ) -> tuple[list[Record], list[Any]]:
     """One flush's group records (unpaced by default, as an explicit flush)."""
     records: list[Record] = []
-    if not paced:
-        tracker.dirty |= tracker.states_pending
-    dirty, tracker.dirty = list(tracker.dirty), set()
+    dirty = tracker.take_changed(paced=paced)
     _, finished, _ = tracker.snapshot_groups(dirty, scheduler, records, paced=paced)  # type: ignore[arg-type]
     return records, finished
 
@@ -307,8 +305,6 @@ def test_timed_flushes_write_a_group_when_its_figures_change() -> None:
     tracker.graph_updated(scheduler, keys)  # type: ignore[arg-type]
 
     def flush(*, paced: bool = True) -> dict[str, dict[str, int]]:
-        tracker.dirty.update(tracker.put_off)  # as the flusher does
-        tracker.put_off = []
         records, finished = snapshot(tracker, scheduler, paced=paced)
         tracker.drop(finished)
         return {r.name: r.states for r in records if isinstance(r, TaskGroupRecord)}
@@ -370,9 +366,7 @@ def test_a_computation_is_not_done_while_a_group_of_it_is_put_off() -> None:
     run(keys[1], 1002.0)  # Dask says done now
     record, done = tracker.computation_record(track)
     assert not done and record.stopped_at is None
-    tracker.dirty.update(tracker.put_off)  # the next flush, as the flusher does
-    tracker.put_off = []
-    records, _ = snapshot(tracker, scheduler, paced=True)
+    records, _ = snapshot(tracker, scheduler, paced=True)  # the next flush takes it
     assert [r.tasks_executed for r in records if isinstance(r, TaskGroupRecord)] == [2]
     record, done = tracker.computation_record(track)
     assert done and record.stopped_at == 1002.5 and track.awaiting == 0

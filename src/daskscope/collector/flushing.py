@@ -229,12 +229,7 @@ class Flusher:
         self.accounting.advance(time())
         records: list[Record] = []
         paced = not self.unpaced
-        tracker.dirty.update(tracker.put_off)  # changed or not since
-        tracker.put_off = []
-        if not paced:  # what timed flushes left out is written too
-            tracker.dirty |= tracker.states_pending
-        dirty = list(tracker.dirty)
-        tracker.dirty = set()
+        dirty = tracker.take_changed(paced=paced)
         adopted, tracker.adopted = tracker.adopted, []
         unread: list[TaskGroup] = []
         spans: set[str] = set()

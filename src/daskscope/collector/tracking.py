@@ -355,6 +355,17 @@ class WorkTracker:
             stopped_at=stopped or None,
         )
 
+    def take_changed(self, *, paced: bool = True) -> list[GroupUse]:
+        """The uses a flush takes: those marked changed, those a flush put off (changed
+        or not since), and, when ``paced`` is False (an explicit flush, the close), the
+        done groups whose states alone moved on."""
+        changed = self.dirty
+        changed.update(self.put_off)
+        if not paced:
+            changed |= self.states_pending
+        self.dirty, self.put_off = set(), []
+        return list(changed)
+
     def snapshot_groups(
         self,
         uses: Iterable[GroupUse],
