@@ -245,9 +245,14 @@ def test_speedscope_per_computation(recorded: Recorded) -> None:
     # what a failure shows (one CI run under load, 2026-11-26, not reproduced): each
     # computation's window and code beside the profiles' names
     detail = cluster_detail(store, recorded.cluster_id)
-    seen = (
-        [p["name"] for p in per_computation],
-        [(c["started_at"], c["stopped_at"], c["code"][-1:]) for c in detail["computations"]],
+    windows = profile_trees(store, recorded.cluster_id)
+    seen = "\n".join(
+        [f"profile: {p['name']}" for p in per_computation]
+        + [
+            f"computation {c['started_at']}..{c['stopped_at']}: {c['code'][-1:]}"
+            for c in detail["computations"]
+        ]
+        + [f"window {w['started_at']}..{w['stopped_at']}: {w['samples']}" for w in windows]
     )
     names = [p["name"] for p in per_computation]
     assert any("client.map(spin" in n or "gather" in n for n in names), seen

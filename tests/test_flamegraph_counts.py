@@ -6,12 +6,13 @@ on the stored profile of a real workload."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from distributed import Client, LocalCluster
+from distributed import Client, LocalCluster, get_task_stream
 
 import daskscope
 from daskscope.analysis.flamegraph import (
@@ -107,3 +108,44 @@ def test_stored_profile_of_a_real_workload_counts_its_leaves(tmp_path: Any) -> N
     drawn = icicle(merged, 0.01)
     at = [i for i, label in enumerate(drawn["labels"]) if label == "spin"]
     assert at and all(drawn["values"][i] > 0 and drawn["self_s"][i] > 0 for i in at)
+
+
+def test_a_profile_window_is_dated_by_the_samples_it_holds(tmp_path: Any) -> None:
+    """A window takes the workers' finished cycles but the newest, so it holds samples
+        up to two cycles (2 s) older than the moment it is taken. Dated by that moment, the
+        window of a short task began after the task ended, and the task's computation found
+        no profile (a CI run of test_exports, 2026-11-26). Dated by its cycles, it covers
+        the task's run, and one worker's windows do not overlap (a worker's idle windows hold
+    no sample and are not stored)."""
+    url = f"sqlite:///{tmp_path / 'profile.db'}"
+    with (
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=False,
+            dashboard_address=":0",
+            silence_logs=logging.CRITICAL,
+        ) as cluster,
+        Client(cluster) as client,
+        get_task_stream(client) as stream,
+    ):
+        cluster_id = daskscope.register(client, database=url, profile_interval=0.5)
+        time.sleep(1.5)  # a few windows before the task
+        assert client.submit(spin, 1).result() == 1
+        time.sleep(3.5)  # the windows after it take its cycle
+        daskscope.flush(client)
+    [task] = stream.data
+    ran = next(s for s in task["startstops"] if s["action"] == "compute")
+    with open_store(url) as store:
+        windows = sorted(profile_trees(store, cluster_id), key=lambda w: w["started_at"])
+    with_spin = [
+        w for w in windows if any(n["description"].get("name") == "spin" for n in nodes(w["tree"]))
+    ]
+    assert with_spin, "no stored window holds the task's samples"
+    for w in with_spin:
+        assert w["started_at"] <= ran["stop"] and w["stopped_at"] >= ran["start"], (
+            (w["started_at"], w["stopped_at"]),
+            (ran["start"], ran["stop"]),
+        )
+    for before, after in itertools.pairwise(windows):
+        assert after["started_at"] >= before["stopped_at"] - 1e-6

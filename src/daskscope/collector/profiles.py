@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+import dask.config
 import distributed.profile
+from dask.utils import parse_timedelta
 from distributed.metrics import time
 
 from daskscope.analysis.flamegraph import count_innermost
@@ -38,6 +40,11 @@ class ProfileWindows:
     (asking up to the newest would add the cycle under way). The last window of workers
     about to leave takes everything, the cycle under way included; a worker that then
     stays skips its next cycle, already counted in part.
+
+    A window's record is dated by the cycles it holds, not by when it was asked for:
+    from the start of its first cycle to the stamp of its last (stamps are in the
+    scheduler's time, ``Worker.scheduler_delay`` applied), so that a computation finds
+    the samples taken while it ran.
 
     ``on_error(what, exc)`` hears of a failure of the last window taken in the
     background (:meth:`take_last`)."""
@@ -109,8 +116,8 @@ class ProfileWindows:
             return await asyncio.wait_for(window, timeout)
 
         answers = await asyncio.gather(*map(one, workers), return_exceptions=True)
-        trees = [t for t in answers if isinstance(t, dict)]
-        tree = distributed.profile.merge(*trees) if trees else None
+        taken = [a for a in answers if isinstance(a, Taken) and a.tree.get("count")]
+        tree = distributed.profile.merge(*(t.tree for t in taken)) if taken else None
         if not tree or not tree.get("count"):
             return None
         # Dask leaves the innermost frame of each sample uncounted: counted here, before
@@ -121,15 +128,15 @@ class ProfileWindows:
         return ProfileRecord(
             id=stable_id(self.cluster_id, "profile", start),
             cluster_id=self.cluster_id,
-            started_at=start,
-            stopped_at=stop,
+            started_at=min(t.since for t in taken),
+            stopped_at=max(t.until for t in taken),
             samples=int(tree["count"]),
             tree=tree,
         )
 
     async def _worker_window(
         self, scheduler: Scheduler, address: str, start: float, last: bool
-    ) -> Any:
+    ) -> Taken | None:
         """One worker's cycles not taken yet (None: none to take now); a worker first
         seen: its cycles stamped after ``start``."""
         rpc = scheduler.rpc(address)
@@ -138,13 +145,28 @@ class ProfileWindows:
         *finished, now = [t for t, _ in stamps["counts"]]  # the last: the cycle under way
         if skip and finished:  # counted in part by the last window: its rest is lost
             after, finished = finished[0], finished[1:]
+        # the first cycle began one cycle before its stamp, or at the last stamp taken
+        since = min(after, (finished[0] if finished else now) - _cycle_seconds())
         if last:
             tree = await rpc.profile(start=math.nextafter(after, math.inf), stop=None)
             self._taken[address] = (now, True)
-            return tree
+            return Taken(tree, since, now)
         if len(finished) < 2:
             self._taken[address] = (after, skip and not stamps["counts"][:-1])
             return None
         tree = await rpc.profile(start=finished[0], stop=finished[-2])
         self._taken[address] = (finished[-2], False)  # taken once it has come back
-        return tree
+        return Taken(tree, since, finished[-2])
+
+
+class Taken(NamedTuple):
+    """One worker's part of a window: its tree, and the time its cycles cover."""
+
+    tree: dict[str, Any]
+    since: float
+    until: float
+
+
+def _cycle_seconds() -> float:
+    cycle = parse_timedelta(dask.config.get("distributed.worker.profile.cycle"), default="ms")
+    return float(cycle or 1.0)
