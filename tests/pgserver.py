@@ -7,6 +7,7 @@ as the postgres user (initdb refuses root).
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -16,10 +17,24 @@ from pathlib import Path
 PG_BIN = Path(os.environ.get("DASKSCOPE_PG_BIN", "/usr/lib/postgresql/15/bin"))
 
 
+#: Ports the tests' servers listen on: below Linux's ephemeral range (32768-60999), which
+#: the kernel hands out for port 0 (Dask's clusters in parallel tests) and outgoing
+#: connections; a port taken from that range could be handed out again before the server
+#: bound it ("address already in use", one CI run of test_limits, 2026-11-26).
+_PORTS = range(20000, 32000)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port nothing listens on now, outside the ephemeral range."""
+    for _ in range(200):
+        port = random.choice(_PORTS)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {_PORTS}")
 
 
 def _as_postgres(*args: str | os.PathLike) -> list[str]:
