@@ -23,7 +23,7 @@ from daskscope.collector.lifecycle import WorkerLifecycle
 from daskscope.collector.roster import WorkerRoster
 from daskscope.collector.sink import StoreSink, sink_for
 from daskscope.collector.spans import SpanTracker
-from daskscope.collector.tracking import Totals, WorkTracker
+from daskscope.collector.tracking import PROGRESS_SECONDS, Totals, WorkTracker
 from daskscope.config import CollectorSettings
 from daskscope.model import (
     ClusterRecord,
@@ -370,6 +370,47 @@ def test_a_computation_is_not_done_while_a_group_of_it_is_put_off() -> None:
     assert [r.tasks_executed for r in records if isinstance(r, TaskGroupRecord)] == [2]
     record, done = tracker.computation_record(track)
     assert done and record.stopped_at == 1002.5 and track.awaiting == 0
+
+
+def test_a_running_groups_progress_is_written_at_most_every_progress_seconds() -> None:
+    """A timed flush writes a running group once it has run a flush, then its progress
+    again only PROGRESS_SECONDS later, and the finished group at the next flush; while
+    it waits its computation is not done. An explicit flush writes it at once."""
+    scheduler = Scheduler()
+    tracker = WorkTracker("c", max_code_chars=1000)
+    group = Group("inc-2", 4)
+    keys = scheduler.graph(group, start=1000.0)
+    tracker.graph_updated(scheduler, keys)  # type: ignore[arg-type]
+    track = tracker.newest
+    assert track is not None
+
+    def run(key: str, at: float) -> None:
+        group.run(scheduler.tasks[key], at=at)
+        tracker.task_finished(scheduler.tasks[key], startstops(at))  # type: ignore[arg-type]
+
+    def timed_flush(now: float) -> list[int]:
+        records: list[Record] = []
+        dirty = tracker.take_changed(paced=True)
+        tracker.snapshot_groups(dirty, scheduler, records, paced=True, now=now)  # type: ignore[arg-type]
+        return [r.tasks_executed for r in records if isinstance(r, TaskGroupRecord)]
+
+    run(keys[0], 1001.0)
+    assert timed_flush(0.0) == []  # began running since the last flush
+    assert timed_flush(1.0) == [1]  # its first record
+    run(keys[1], 1002.0)
+    assert timed_flush(2.0) == []  # progress written 1 s ago
+    assert track.awaiting == 1
+    assert not tracker.computation_record(track)[1]
+    assert timed_flush(1.0 + PROGRESS_SECONDS - 0.1) == []
+    assert timed_flush(1.0 + PROGRESS_SECONDS) == [2]
+    assert track.awaiting == 0
+    run(keys[2], 1003.0)
+    records, _ = snapshot(tracker, scheduler)  # explicit: at once
+    assert [r.tasks_executed for r in records if isinstance(r, TaskGroupRecord)] == [3]
+    run(keys[3], 1004.0)  # done: at the next timed flush, however recent the last write
+    assert timed_flush(1.0 + PROGRESS_SECONDS + 0.5) == [4]
+    record, done = tracker.computation_record(track)
+    assert done and record.stopped_at == 1004.5 and record.tasks_executed == 4
 
 
 def test_a_group_outside_any_graph_is_adopted_and_errors_counted() -> None:

@@ -11,7 +11,9 @@ it over is its baseline, and the use's figures are the group's growth since.
 
 Every hook marks what it changed; a flush writes only that (issue: recording cost
 proportional to what changed, not to how much is alive). A group that began
-running since the last flush is first written at the next one, and a group that is done
+running since the last flush is first written at the next one, a running group's
+progress is written again at most every :data:`PROGRESS_SECONDS` (it is done by then in
+most large graphs: one row a group instead of one a flush), and a group that is done
 is written again by a timed flush only when its figures change, not when its tasks only
 move on from memory to released and forgotten (Dask keeps a large graph's intermediate
 tasks released until its result is released, then forgets them all at once: each such
@@ -24,6 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from time import monotonic
 from typing import TYPE_CHECKING, Any
 
 from daskscope.collector import snapshot
@@ -33,6 +36,11 @@ if TYPE_CHECKING:
     from distributed.scheduler import Computation, Scheduler, TaskGroup, TaskState
 
 __all__ = ["ComputationTrack", "GroupUse", "WorkTracker"]
+
+
+#: A timed flush writes a running group's progress again at most this often (an explicit
+#: flush and the close write it at once; a group that is done, at the next flush)
+PROGRESS_SECONDS = 10.0
 
 
 @dataclass(slots=True)
@@ -126,10 +134,13 @@ class GroupUse:
     #: no task of it ended since its last record: its figures are as written (a done
     #: group's states alone moving on are not written by a timed flush)
     settled: bool = False
-    #: its first record was put off by a flush while it ran (see snapshot_groups), and
-    #: is still to be taken
+    #: a flush put it off while it ran (see snapshot_groups): its first record waits
+    #: one flush only
     put_off: bool = False
+    #: put off and not taken since: its computation's counts lack it for now
     awaiting: bool = False
+    #: when its record was last handed to the sink (``time.monotonic``)
+    written_at: float = 0.0
 
     @property
     def ran(self) -> bool:
@@ -198,7 +209,7 @@ class WorkTracker:
         #: an explicit flush or the close (see the module's docstring), and their count
         self.states_pending: set[GroupUse] = set()
         self.states_only = 0
-        #: running groups whose first record a flush put off, for the next flush
+        #: running groups a flush put off (first record, or progress), for the next one
         self.put_off: list[GroupUse] = []
         #: lifetimes numbered across all names: nothing to remember per name, so memory
         #: does not grow with the names a long-lived cluster has seen
@@ -373,17 +384,22 @@ class WorkTracker:
         records: list[Record],
         *,
         paced: bool = True,
+        now: float | None = None,
     ) -> tuple[set[str], list[GroupUse], list[GroupUse]]:
         """Records of the given (changed) uses; returns the spans they touch, the uses
         that are finished for good (their group forgotten, or handed over), to drop once
         their records are stored, and the uses read (whose spans take in their group).
         ``paced`` (a timed flush): a done group none of whose tasks ended since its last
-        record has only its states changed, and is neither read nor written; a group
-        that began running since the last flush is put off to the next one."""
+        record has only its states changed, and is neither read nor written; a running
+        group is put off to the next flush when it began running since the last one, or
+        when its progress was written less than :data:`PROGRESS_SECONDS` ago (``now``:
+        ``time.monotonic()`` by default)."""
         spans: set[str] = set()
         finished: list[GroupUse] = []
         read: list[GroupUse] = []
         live_groups = scheduler.task_groups
+        if now is None:
+            now = monotonic()
         for use in uses:
             tg = use.group
             gone = use.final is not None or (live_groups.get(tg.name) is not tg and tg.done)
@@ -395,13 +411,22 @@ class WorkTracker:
                     else:
                         self.states_pending.add(use)
                     continue
-                if use.ran and not (use.put_off or tg.done or use.written is not None):
-                    # began running since the last flush: its first record waits for the
-                    # next one, by which most groups of a large graph are done (one row
-                    # instead of one a flush it spans)
-                    use.put_off = use.awaiting = True
-                    if use.computation is not None:
-                        use.computation.awaiting += 1
+                if (
+                    use.ran
+                    and not tg.done
+                    and (
+                        # began running since the last flush: its first record waits for
+                        # the next one, by which most groups of a large graph are done
+                        (use.written is None and not use.put_off)
+                        # its progress was written a moment ago
+                        or (use.written is not None and now - use.written_at < PROGRESS_SECONDS)
+                    )
+                ):
+                    use.put_off = True
+                    if not use.awaiting:
+                        use.awaiting = True
+                        if use.computation is not None:
+                            use.computation.awaiting += 1
                     self.put_off.append(use)
                     continue
             read.append(use)
@@ -420,6 +445,7 @@ class WorkTracker:
                 else:
                     records.append(record)
                     use.written = signature
+                    use.written_at = now
                     if record.span_id:
                         spans.add(record.span_id)
                 use.settled = True
