@@ -202,12 +202,13 @@ def test_cluster_record_names_the_cluster_from_settings_or_the_scheduler() -> No
 
 
 def snapshot(
-    tracker: WorkTracker, scheduler: Scheduler, *, paced: bool = False
+    tracker: WorkTracker, scheduler: Scheduler, *, paced: bool = False, now: float = 0.0
 ) -> tuple[list[Record], list[Any]]:
-    """One flush's group records (unpaced by default, as an explicit flush)."""
+    """One flush's group records (unpaced by default, as an explicit flush) at ``now``
+    (the tracker's monotonic clock, for PROGRESS_SECONDS)."""
     records: list[Record] = []
     dirty = tracker.take_changed(paced=paced)
-    _, finished, _ = tracker.snapshot_groups(dirty, scheduler, records, paced=paced)  # type: ignore[arg-type]
+    _, finished, _ = tracker.snapshot_groups(dirty, scheduler, records, paced=paced, now=now)  # type: ignore[arg-type]
     return records, finished
 
 
@@ -288,8 +289,8 @@ def test_a_groups_record_stops_with_its_own_tasks_not_dasks_group_stop() -> None
 
 
 def test_timed_flushes_write_a_group_when_its_figures_change() -> None:
-    """Timed flushes: a group that began running since the last flush is first written
-    at the next one (done by then, or not); a done group whose tasks only move on
+    """Timed flushes: a running group is first written PROGRESS_SECONDS after a flush
+    first saw it running, or at the flush after it is done; a done group whose tasks only move on
     (memory, released, forgotten) is not written again until an explicit flush, and one
     forgotten before keeps its last record. The totals never wait."""
     scheduler = Scheduler()
@@ -304,8 +305,8 @@ def test_timed_flushes_write_a_group_when_its_figures_change() -> None:
             keys.append(key)
     tracker.graph_updated(scheduler, keys)  # type: ignore[arg-type]
 
-    def flush(*, paced: bool = True) -> dict[str, dict[str, int]]:
-        records, finished = snapshot(tracker, scheduler, paced=paced)
+    def flush(*, paced: bool = True, now: float = 0.0) -> dict[str, dict[str, int]]:
+        records, finished = snapshot(tracker, scheduler, paced=paced, now=now)
         tracker.drop(finished)
         return {r.name: r.states for r in records if isinstance(r, TaskGroupRecord)}
 
@@ -320,15 +321,18 @@ def test_timed_flushes_write_a_group_when_its_figures_change() -> None:
 
     for key in ("kept-1-0", "gone-1-0", "slow-1-0"):
         run(key, 1001.0)
-    # gone-1 is done: written; the two running ones are put off to the next flush
+    # gone-1 is done: written; the two running ones are put off
     assert flush() == {"gone-1": {"memory": 1}}
     assert tracker.totals.executed == 1  # what is put off is not counted yet
     run("kept-1-1", 1002.0)
-    # kept-1 is done by then, slow-1 still runs: both written, changed since or not
-    assert flush() == {"kept-1": {"memory": 2}, "slow-1": {"waiting": 1, "memory": 1}}
+    # kept-1 is done by the next flush: written; slow-1 still runs, put off again
+    assert flush(now=1.0) == {"kept-1": {"memory": 2}}
+    assert tracker.totals.executed == 3
+    # PROGRESS_SECONDS after a flush first saw it running: written, unchanged since
+    assert flush(now=PROGRESS_SECONDS) == {"slow-1": {"waiting": 1, "memory": 1}}
     assert tracker.totals.executed == 4
     run("slow-1-1", 1003.0)
-    assert flush() == {"slow-1": {"memory": 2}}  # its figures changed
+    assert flush(now=PROGRESS_SECONDS + 1) == {"slow-1": {"memory": 2}}  # done
     # the tasks move on: released, then gone-1 is forgotten and dropped by Dask
     release(kept)
     release(gone)
@@ -373,9 +377,10 @@ def test_a_computation_is_not_done_while_a_group_of_it_is_put_off() -> None:
 
 
 def test_a_running_groups_progress_is_written_at_most_every_progress_seconds() -> None:
-    """A timed flush writes a running group once it has run a flush, then its progress
-    again only PROGRESS_SECONDS later, and the finished group at the next flush; while
-    it waits its computation is not done. An explicit flush writes it at once."""
+    """A timed flush writes a running group PROGRESS_SECONDS after it first saw it
+    running, then again PROGRESS_SECONDS after that, and the finished group at the next
+    flush; while it waits its computation is not done. An explicit flush writes it at
+    once."""
     scheduler = Scheduler()
     tracker = WorkTracker("c", max_code_chars=1000)
     group = Group("inc-2", 4)
@@ -394,21 +399,24 @@ def test_a_running_groups_progress_is_written_at_most_every_progress_seconds() -
         tracker.snapshot_groups(dirty, scheduler, records, paced=True, now=now)  # type: ignore[arg-type]
         return [r.tasks_executed for r in records if isinstance(r, TaskGroupRecord)]
 
+    p = PROGRESS_SECONDS
     run(keys[0], 1001.0)
-    assert timed_flush(0.0) == []  # began running since the last flush
-    assert timed_flush(1.0) == [1]  # its first record
-    run(keys[1], 1002.0)
-    assert timed_flush(2.0) == []  # progress written 1 s ago
+    assert timed_flush(0.0) == []  # seen running: its clock starts
+    assert timed_flush(1.0) == []
     assert track.awaiting == 1
     assert not tracker.computation_record(track)[1]
-    assert timed_flush(1.0 + PROGRESS_SECONDS - 0.1) == []
-    assert timed_flush(1.0 + PROGRESS_SECONDS) == [2]
+    assert timed_flush(p) == [1]  # its first record
     assert track.awaiting == 0
+    run(keys[1], 1002.0)
+    assert timed_flush(p + 1.0) == []  # progress written 1 s ago
+    assert timed_flush(2 * p - 0.1) == []
+    assert track.awaiting == 1
+    assert timed_flush(2 * p) == [2]
     run(keys[2], 1003.0)
     records, _ = snapshot(tracker, scheduler)  # explicit: at once
     assert [r.tasks_executed for r in records if isinstance(r, TaskGroupRecord)] == [3]
     run(keys[3], 1004.0)  # done: at the next timed flush, however recent the last write
-    assert timed_flush(1.0 + PROGRESS_SECONDS + 0.5) == [4]
+    assert timed_flush(2 * p + 0.5) == [4]
     record, done = tracker.computation_record(track)
     assert done and record.stopped_at == 1004.5 and record.tasks_executed == 4
 
@@ -620,7 +628,9 @@ def test_flusher_writes_everything_again_into_a_store_that_was_lost(tmp_path: Pa
         flusher.open_sink()
         # cluster, computation, prefix, event; the group began running: put off
         assert await flusher.flush() == 4
-        # the cluster, the group still running, its computation and prefix counting it
+        group.run(scheduler.tasks[keys[1]], at=1002.0)
+        flusher.tracker.task_finished(scheduler.tasks[keys[1]], startstops(1002.0))  # type: ignore[arg-type]
+        # the cluster, the group done, its computation and prefix counting it
         assert await flusher.flush() == 4
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)

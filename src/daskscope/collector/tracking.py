@@ -11,9 +11,9 @@ it over is its baseline, and the use's figures are the group's growth since.
 
 Every hook marks what it changed; a flush writes only that (issue: recording cost
 proportional to what changed, not to how much is alive). A group that began
-running since the last flush is first written at the next one, a running group's
-progress is written again at most every :data:`PROGRESS_SECONDS` (it is done by then in
-most large graphs: one row a group instead of one a flush), and a group that is done
+running is written by a timed flush at most every :data:`PROGRESS_SECONDS`, counted
+from the flush that first saw it running (most groups of a large graph are done by then:
+one row a group instead of one a flush it spans), and a group that is done
 is written again by a timed flush only when its figures change, not when its tasks only
 move on from memory to released and forgotten (Dask keeps a large graph's intermediate
 tasks released until its result is released, then forgets them all at once: each such
@@ -38,8 +38,9 @@ if TYPE_CHECKING:
 __all__ = ["ComputationTrack", "GroupUse", "WorkTracker"]
 
 
-#: A timed flush writes a running group's progress again at most this often (an explicit
-#: flush and the close write it at once; a group that is done, at the next flush)
+#: A timed flush writes a running group at most this often, counted from the flush that
+#: first saw it running (an explicit flush and the close write it at once; a group that
+#: is done, at the next flush)
 PROGRESS_SECONDS = 10.0
 
 
@@ -134,12 +135,12 @@ class GroupUse:
     #: no task of it ended since its last record: its figures are as written (a done
     #: group's states alone moving on are not written by a timed flush)
     settled: bool = False
-    #: a flush put it off while it ran (see snapshot_groups): its first record waits
-    #: one flush only
+    #: a flush put it off while it ran (see snapshot_groups)
     put_off: bool = False
     #: put off and not taken since: its computation's counts lack it for now
     awaiting: bool = False
-    #: when its record was last handed to the sink (``time.monotonic``)
+    #: when its record was last handed to the sink, or a flush first saw it running
+    #: (``time.monotonic``)
     written_at: float = 0.0
 
     @property
@@ -391,8 +392,8 @@ class WorkTracker:
         their records are stored, and the uses read (whose spans take in their group).
         ``paced`` (a timed flush): a done group none of whose tasks ended since its last
         record has only its states changed, and is neither read nor written; a running
-        group is put off to the next flush when it began running since the last one, or
-        when its progress was written less than :data:`PROGRESS_SECONDS` ago (``now``:
+        group is put off to the next flush until :data:`PROGRESS_SECONDS` have passed
+        since a flush first saw it running, or since its last record (``now``:
         ``time.monotonic()`` by default)."""
         spans: set[str] = set()
         finished: list[GroupUse] = []
@@ -411,24 +412,19 @@ class WorkTracker:
                     else:
                         self.states_pending.add(use)
                     continue
-                if (
-                    use.ran
-                    and not tg.done
-                    and (
-                        # began running since the last flush: its first record waits for
-                        # the next one, by which most groups of a large graph are done
-                        (use.written is None and not use.put_off)
-                        # its progress was written a moment ago
-                        or (use.written is not None and now - use.written_at < PROGRESS_SECONDS)
-                    )
-                ):
-                    use.put_off = True
-                    if not use.awaiting:
-                        use.awaiting = True
-                        if use.computation is not None:
-                            use.computation.awaiting += 1
-                    self.put_off.append(use)
-                    continue
+                if use.ran and not tg.done:
+                    if not use.put_off and use.written is None:
+                        use.written_at = now  # seen running first: its clock starts
+                    if now - use.written_at < PROGRESS_SECONDS:
+                        # written (or seen running) a moment ago: most groups of a large
+                        # graph are done before it is their turn again (one row a group)
+                        use.put_off = True
+                        if not use.awaiting:
+                            use.awaiting = True
+                            if use.computation is not None:
+                                use.computation.awaiting += 1
+                        self.put_off.append(use)
+                        continue
             read.append(use)
             if use.awaiting:
                 use.awaiting = False
