@@ -62,20 +62,21 @@ def _report(dask_scheduler: Any = None) -> dict[str, Any]:
 
 def one_run(n_tasks: int, n_groups: int) -> dict[str, Any]:
     graph, root, expected = many_groups_workload(n_tasks, n_groups)
+    # the store outlives the cluster (its close writes last records there)
     with (
+        tempfile.TemporaryDirectory() as tmp,
         dask.config.set(DASK_CONFIG),
         LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
         ) as cluster,
         Client(cluster) as client,
     ):
-        with tempfile.TemporaryDirectory() as tmp:
-            daskscope.register(client, database=f"sqlite:///{tmp}/s.db", **RECORD_EVERYTHING)
-            client.run_on_scheduler(_install)
-            started = time.perf_counter()
-            assert client.get(graph, root) == expected
-            wall = time.perf_counter() - started
-            report: dict[str, Any] = client.run_on_scheduler(_report)
+        daskscope.register(client, database=f"sqlite:///{tmp}/s.db", **RECORD_EVERYTHING)
+        client.run_on_scheduler(_install)
+        started = time.perf_counter()
+        assert client.get(graph, root) == expected
+        wall = time.perf_counter() - started
+        report: dict[str, Any] = client.run_on_scheduler(_report)
     return {"tasks": len(graph), "wall_s": round(wall, 1), **report}
 
 
