@@ -207,7 +207,7 @@ def snapshot(
     """One flush's group records (unpaced by default, as an explicit flush) at ``now``
     (the tracker's monotonic clock, for PROGRESS_SECONDS)."""
     records: list[Record] = []
-    dirty = tracker.take_changed(paced=paced)
+    dirty = tracker.take_changed(paced=paced, now=now)
     _, finished, _ = tracker.snapshot_groups(dirty, scheduler, records, paced=paced, now=now)  # type: ignore[arg-type]
     return records, finished
 
@@ -395,7 +395,7 @@ def test_a_running_groups_progress_is_written_at_most_every_progress_seconds() -
 
     def timed_flush(now: float) -> list[int]:
         records: list[Record] = []
-        dirty = tracker.take_changed(paced=True)
+        dirty = tracker.take_changed(paced=True, now=now)
         tracker.snapshot_groups(dirty, scheduler, records, paced=True, now=now)  # type: ignore[arg-type]
         return [r.tasks_executed for r in records if isinstance(r, TaskGroupRecord)]
 
@@ -409,11 +409,13 @@ def test_a_running_groups_progress_is_written_at_most_every_progress_seconds() -
     assert track.awaiting == 0
     run(keys[1], 1002.0)
     assert timed_flush(p + 1.0) == []  # progress written 1 s ago
+    assert tracker.take_changed(paced=True, now=p + 2.0) == []  # nothing changed or due
     assert timed_flush(2 * p - 0.1) == []
     assert track.awaiting == 1
     assert timed_flush(2 * p) == [2]
     run(keys[2], 1003.0)
-    records, _ = snapshot(tracker, scheduler)  # explicit: at once
+    assert timed_flush(2 * p + 0.1) == []
+    records, _ = snapshot(tracker, scheduler)  # explicit: at once, changed since or not
     assert [r.tasks_executed for r in records if isinstance(r, TaskGroupRecord)] == [3]
     run(keys[3], 1004.0)  # done: at the next timed flush, however recent the last write
     assert timed_flush(2 * p + 0.5) == [4]

@@ -210,8 +210,9 @@ class WorkTracker:
         #: an explicit flush or the close (see the module's docstring), and their count
         self.states_pending: set[GroupUse] = set()
         self.states_only = 0
-        #: running groups a flush put off (first record, or progress), for the next one
-        self.put_off: list[GroupUse] = []
+        #: running groups a timed flush put off, and when each is due: a flush takes
+        #: those due and those marked changed, not every running group
+        self.put_off: dict[GroupUse, float] = {}
         #: lifetimes numbered across all names: nothing to remember per name, so memory
         #: does not grow with the names a long-lived cluster has seen
         self._lifetimes = 0
@@ -367,15 +368,20 @@ class WorkTracker:
             stopped_at=stopped or None,
         )
 
-    def take_changed(self, *, paced: bool = True) -> list[GroupUse]:
-        """The uses a flush takes: those marked changed, those a flush put off (changed
-        or not since), and, when ``paced`` is False (an explicit flush, the close), the
-        done groups whose states alone moved on."""
+    def take_changed(self, *, paced: bool = True, now: float | None = None) -> list[GroupUse]:
+        """The uses a flush takes: those marked changed, those put off that are due at
+        ``now`` (``time.monotonic()`` by default), and, when ``paced`` is False (an
+        explicit flush, the close), every use put off and the done groups whose states
+        alone moved on."""
         changed = self.dirty
-        changed.update(self.put_off)
-        if not paced:
+        if paced:
+            if now is None:
+                now = monotonic()
+            changed.update([use for use, due in self.put_off.items() if due <= now])
+        else:
+            changed.update(self.put_off)
             changed |= self.states_pending
-        self.dirty, self.put_off = set(), []
+        self.dirty = set()
         return list(changed)
 
     def snapshot_groups(
@@ -407,6 +413,7 @@ class WorkTracker:
             if paced and use.final is None:
                 if use.settled and tg.done:
                     self.states_only += 1
+                    self._not_awaited(use)  # e.g. its last tasks cancelled, not run
                     if gone:
                         finished.append(use)
                     else:
@@ -423,13 +430,10 @@ class WorkTracker:
                             use.awaiting = True
                             if use.computation is not None:
                                 use.computation.awaiting += 1
-                        self.put_off.append(use)
+                        self.put_off[use] = use.written_at + PROGRESS_SECONDS
                         continue
             read.append(use)
-            if use.awaiting:
-                use.awaiting = False
-                if use.computation is not None:
-                    use.computation.awaiting -= 1
+            self._not_awaited(use)
             record = self._group_record(use)
             self._count(use, record)
             if use.ran:
@@ -449,6 +453,14 @@ class WorkTracker:
             if gone:
                 finished.append(use)
         return spans, finished, read
+
+    def _not_awaited(self, use: GroupUse) -> None:
+        """A use put off is taken now (or let go): its computation no longer waits."""
+        if use.awaiting:
+            use.awaiting = False
+            del self.put_off[use]
+            if use.computation is not None:
+                use.computation.awaiting -= 1
 
     def _count(self, use: GroupUse, record: TaskGroupRecord) -> None:
         executed, erred = record.tasks_executed, record.tasks_erred
@@ -487,6 +499,7 @@ class WorkTracker:
         """Forget uses whose last state is stored: memory stays bounded by what is alive."""
         for use in finished:
             self.states_pending.discard(use)
+            self._not_awaited(use)
             if self.current.get(use.group) is use:
                 del self.current[use.group]
             track = use.computation
