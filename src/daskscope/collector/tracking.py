@@ -445,9 +445,9 @@ class WorkTracker:
                 else:
                     records.append(record)
                     use.written = signature
-                    use.written_at = now
                     if record.span_id:
                         spans.add(record.span_id)
+                use.written_at = now  # the store holds its figures as of now
                 use.settled = True
                 self.states_pending.discard(use)
             if gone:
