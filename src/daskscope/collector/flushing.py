@@ -244,13 +244,12 @@ class Flusher:
             # loop is given back between slices
             self.spans.discover(self.scheduler)
             unread, self.spans.unread = self.spans.unread, []
+            # a new span's groups are new too, mostly: each read once
+            in_unread = set(unread)
+            to_read = unread + [tg for tg in adopted if tg not in in_unread]
             self._in_block = 0
-            for first in range(0, len(unread), GROUPS_PER_SLICE):
-                part = unread[first : first + GROUPS_PER_SLICE]
-                spans |= self.spans.groups_changed(self.scheduler, part)
-                started = await self._slice_done(started, len(part))
-            for first in range(0, len(adopted), GROUPS_PER_SLICE):
-                part = adopted[first : first + GROUPS_PER_SLICE]
+            for first in range(0, len(to_read), GROUPS_PER_SLICE):
+                part = to_read[first : first + GROUPS_PER_SLICE]
                 spans |= self.spans.groups_changed(self.scheduler, part)
                 started = await self._slice_done(started, len(part))
             for first in range(0, len(dirty), GROUPS_PER_SLICE):
