@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,7 +24,7 @@ from daskscope.collector.lifecycle import WorkerLifecycle
 from daskscope.collector.roster import WorkerRoster
 from daskscope.collector.sink import StoreSink, sink_for
 from daskscope.collector.spans import SpanTracker
-from daskscope.collector.tracking import PROGRESS_SECONDS, Totals, WorkTracker
+from daskscope.collector.tracking import PROGRESS_SECONDS, ComputationTrack, Totals, WorkTracker
 from daskscope.config import CollectorSettings
 from daskscope.model import (
     ClusterRecord,
@@ -348,13 +349,14 @@ def test_timed_flushes_write_a_group_when_its_figures_change() -> None:
     assert done and record.tasks_executed == 5 and record.stopped_at == 1003.5
 
 
-def test_a_computation_is_not_done_while_a_group_of_it_is_put_off() -> None:
-    """A flush puts a running group off; its last task ends before the flush makes the
-    computation's record (the flush gives the loop back between slices): the record
-    must not say done, with a stop that misses the group."""
+def one_group_computation(
+    name: str, tasks: int
+) -> tuple[Scheduler, WorkTracker, list[str], ComputationTrack, Callable[[str, float], None]]:
+    """A tracker that saw one graph of one group; ``run(key, at)`` finishes one of its
+    tasks at ``at``."""
     scheduler = Scheduler()
     tracker = WorkTracker("c", max_code_chars=1000)
-    group = Group("inc-1", 2)
+    group = Group(name, tasks)
     keys = scheduler.graph(group, start=1000.0)
     tracker.graph_updated(scheduler, keys)  # type: ignore[arg-type]
     track = tracker.newest
@@ -364,6 +366,14 @@ def test_a_computation_is_not_done_while_a_group_of_it_is_put_off() -> None:
         group.run(scheduler.tasks[key], at=at)
         tracker.task_finished(scheduler.tasks[key], startstops(at))  # type: ignore[arg-type]
 
+    return scheduler, tracker, keys, track, run
+
+
+def test_a_computation_is_not_done_while_a_group_of_it_is_put_off() -> None:
+    """A flush puts a running group off; its last task ends before the flush makes the
+    computation's record (the flush gives the loop back between slices): the record
+    must not say done, with a stop that misses the group."""
+    scheduler, tracker, keys, track, run = one_group_computation("inc-1", 2)
     run(keys[0], 1001.0)
     records, _ = snapshot(tracker, scheduler, paced=True)
     assert records == [] and track.awaiting == 1  # put off
@@ -381,22 +391,10 @@ def test_a_running_groups_progress_is_written_at_most_every_progress_seconds() -
     running, then again PROGRESS_SECONDS after that, and the finished group at the next
     flush; while it waits its computation is not done. An explicit flush writes it at
     once."""
-    scheduler = Scheduler()
-    tracker = WorkTracker("c", max_code_chars=1000)
-    group = Group("inc-2", 4)
-    keys = scheduler.graph(group, start=1000.0)
-    tracker.graph_updated(scheduler, keys)  # type: ignore[arg-type]
-    track = tracker.newest
-    assert track is not None
-
-    def run(key: str, at: float) -> None:
-        group.run(scheduler.tasks[key], at=at)
-        tracker.task_finished(scheduler.tasks[key], startstops(at))  # type: ignore[arg-type]
+    scheduler, tracker, keys, track, run = one_group_computation("inc-2", 4)
 
     def timed_flush(now: float) -> list[int]:
-        records: list[Record] = []
-        dirty = tracker.take_changed(paced=True, now=now)
-        tracker.snapshot_groups(dirty, scheduler, records, paced=True, now=now)  # type: ignore[arg-type]
+        records, _ = snapshot(tracker, scheduler, paced=True, now=now)
         return [r.tasks_executed for r in records if isinstance(r, TaskGroupRecord)]
 
     p = PROGRESS_SECONDS
