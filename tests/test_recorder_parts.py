@@ -421,6 +421,24 @@ def test_a_running_groups_progress_is_written_at_most_every_progress_seconds() -
     assert done and record.stopped_at == 1004.5 and record.tasks_executed == 4
 
 
+def test_a_running_group_whose_write_failed_is_written_at_the_next_flush() -> None:
+    """A failed write (or a lost store) leaves the store without a running group's
+    record: the next timed flush writes it, whatever its pace says."""
+    scheduler, tracker, keys, _, run = one_group_computation("inc-3", 3)
+    run(keys[0], 1001.0)
+
+    def timed_flush(now: float) -> list[int]:
+        records, _ = snapshot(tracker, scheduler, paced=True, now=now)
+        return [r.tasks_executed for r in records if isinstance(r, TaskGroupRecord)]
+
+    assert timed_flush(0.0) == []
+    assert timed_flush(PROGRESS_SECONDS) == [1]
+    tracker.not_written(list(tracker.current.values()))
+    assert timed_flush(PROGRESS_SECONDS + 1.0) == [1]
+    run(keys[1], 1002.0)
+    assert timed_flush(PROGRESS_SECONDS + 2.0) == []  # and then at its pace again
+
+
 def test_a_group_outside_any_graph_is_adopted_and_errors_counted() -> None:
     scheduler = Scheduler()
     tracker = WorkTracker("c", max_code_chars=1000)

@@ -493,6 +493,8 @@ class WorkTracker:
         for use in uses:
             use.written = None
             use.settled = False
+            if use.put_off:  # a running group written before: not left to its pace
+                use.written_at = 0.0
             self.dirty.add(use)
 
     def drop(self, finished: Iterable[GroupUse]) -> None:
