@@ -242,8 +242,9 @@ def test_speedscope_per_computation(recorded: Recorded) -> None:
     document = speedscope_document(store, recorded.cluster_id)
     per_computation = document["profiles"][1:]
     assert per_computation, "no computation got a profile"
-    # what a failure shows (one CI run under load, 2026-11-26, not reproduced): each
-    # computation's window and code beside the profiles' names
+    # what a failure shows: each computation's window and code, and the profile windows'
+    # dates, beside the profiles' names (a CI run of 2026-11-26: windows were dated by
+    # when they were taken, test_flamegraph_counts)
     detail = cluster_detail(store, recorded.cluster_id)
     windows = profile_trees(store, recorded.cluster_id)
     seen = "\n".join(

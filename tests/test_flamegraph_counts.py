@@ -112,10 +112,10 @@ def test_stored_profile_of_a_real_workload_counts_its_leaves(tmp_path: Any) -> N
 
 def test_a_profile_window_is_dated_by_the_samples_it_holds(tmp_path: Any) -> None:
     """A window takes the workers' finished cycles but the newest, so it holds samples
-        up to two cycles (2 s) older than the moment it is taken. Dated by that moment, the
-        window of a short task began after the task ended, and the task's computation found
-        no profile (a CI run of test_exports, 2026-11-26). Dated by its cycles, it covers
-        the task's run, and one worker's windows do not overlap (a worker's idle windows hold
+    up to two cycles (2 s) older than the moment it is taken. Dated by that moment, the
+    window of a short task began after the task ended, and the task's computation found
+    no profile (a CI run of test_exports, 2026-11-26). Dated by its cycles, it covers
+    the task's run, and one worker's windows do not overlap (a worker's idle windows hold
     no sample and are not stored)."""
     url = f"sqlite:///{tmp_path / 'profile.db'}"
     with (

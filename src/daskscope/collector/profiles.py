@@ -57,6 +57,9 @@ class ProfileWindows:
         #: each worker's stamp of the last cycle taken; after a last window, the worker's
         #: clock then, with True: skip the first cycle stamped after it
         self._taken: dict[str, tuple[float, bool]] = {}
+        #: workers whose entry in _taken is the stamp of a cycle taken (else: when the
+        #: worker was first asked, before any cycle of it was taken)
+        self._stamped: set[str] = set()
         #: the last window of workers about to leave, being taken
         self.last_words: asyncio.Future[None] | None = None
         #: one window at a time: a periodic one and the last words may overlap in time,
@@ -105,6 +108,7 @@ class ProfileWindows:
         workers = list(scheduler.workers)
         for gone in self._taken.keys() - set(workers):
             del self._taken[gone]
+            self._stamped.discard(gone)
         # a last window is taken however close to the one before: that one left the
         # newest cycles and the one under way for later
         if not workers or (stop - start < 0.05 and not last):
@@ -145,17 +149,21 @@ class ProfileWindows:
         *finished, now = [t for t, _ in stamps["counts"]]  # the last: the cycle under way
         if skip and finished:  # counted in part by the last window: its rest is lost
             after, finished = finished[0], finished[1:]
-        # the first cycle began one cycle before its stamp, or at the last stamp taken
-        since = min(after, (finished[0] if finished else now) - _cycle_seconds())
+        # the first cycle taken began at the last stamp taken; a worker's first, one
+        # cycle before its stamp
+        first = finished[0] if finished else now
+        since = after if address in self._stamped else min(after, first - _cycle())
         if last:
             tree = await rpc.profile(start=math.nextafter(after, math.inf), stop=None)
             self._taken[address] = (now, True)
+            self._stamped.add(address)
             return Taken(tree, since, now)
         if len(finished) < 2:
             self._taken[address] = (after, skip and not stamps["counts"][:-1])
             return None
         tree = await rpc.profile(start=finished[0], stop=finished[-2])
         self._taken[address] = (finished[-2], False)  # taken once it has come back
+        self._stamped.add(address)
         return Taken(tree, since, finished[-2])
 
 
@@ -167,6 +175,6 @@ class Taken(NamedTuple):
     until: float
 
 
-def _cycle_seconds() -> float:
+def _cycle() -> float:
     cycle = parse_timedelta(dask.config.get("distributed.worker.profile.cycle"), default="ms")
     return float(cycle or 1.0)
