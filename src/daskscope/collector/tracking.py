@@ -137,8 +137,6 @@ class GroupUse:
     settled: bool = False
     #: a flush put it off while it ran (see snapshot_groups)
     put_off: bool = False
-    #: put off and not taken since: its computation's counts lack it for now
-    awaiting: bool = False
     #: when its record was last handed to the sink, or a flush first saw it running
     #: (``time.monotonic``)
     written_at: float = 0.0
@@ -210,8 +208,9 @@ class WorkTracker:
         #: an explicit flush or the close (see the module's docstring), and their count
         self.states_pending: set[GroupUse] = set()
         self.states_only = 0
-        #: running groups a timed flush put off, and when each is due: a flush takes
-        #: those due and those marked changed, not every running group
+        #: running groups a timed flush put off and not taken since (their
+        #: computations' counts lack them), and when each is due: a flush takes those
+        #: due and those marked changed, not every running group
         self.put_off: dict[GroupUse, float] = {}
         #: lifetimes numbered across all names: nothing to remember per name, so memory
         #: does not grow with the names a long-lived cluster has seen
@@ -426,10 +425,8 @@ class WorkTracker:
                         # written (or seen running) a moment ago: most groups of a large
                         # graph are done before it is their turn again (one row a group)
                         use.put_off = True
-                        if not use.awaiting:
-                            use.awaiting = True
-                            if use.computation is not None:
-                                use.computation.awaiting += 1
+                        if use not in self.put_off and use.computation is not None:
+                            use.computation.awaiting += 1
                         self.put_off[use] = use.written_at + PROGRESS_SECONDS
                         continue
             read.append(use)
@@ -456,11 +453,8 @@ class WorkTracker:
 
     def _not_awaited(self, use: GroupUse) -> None:
         """A use put off is taken now (or let go): its computation no longer waits."""
-        if use.awaiting:
-            use.awaiting = False
-            del self.put_off[use]
-            if use.computation is not None:
-                use.computation.awaiting -= 1
+        if self.put_off.pop(use, None) is not None and use.computation is not None:
+            use.computation.awaiting -= 1
 
     def _count(self, use: GroupUse, record: TaskGroupRecord) -> None:
         executed, erred = record.tasks_executed, record.tasks_erred
