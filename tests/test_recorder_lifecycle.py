@@ -43,6 +43,17 @@ def removals(url: str, cluster_id: str) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def samples_out_of_order(cycles: list[tuple[float, int]]) -> int:
+    """The samples of a worker's profile cycles whose stamps are out of order with
+    another cycle's (a later cycle stamped earlier, or an earlier one stamped later)."""
+    stamps = [t for t, _ in cycles]
+    return sum(
+        count
+        for i, (t, count) in enumerate(cycles)
+        if any(s >= t for s in stamps[:i]) or any(s <= t for s in stamps[i + 1 :])
+    )
+
+
 def slow_square(x: int) -> int:
     wall.sleep(0.02)
     return x * x
@@ -103,7 +114,13 @@ def test_a_short_cluster_keeps_its_last_profile_and_samples(db_url: str, interva
     samples are taken while the workers still answer. Shorter than the profile interval
     it is one window at the close; with windows every 0.7 s, each sample is in one window
     (Dask's windows of time counted the cycles at their edges twice: up to half the
-    samples again)."""
+    samples again).
+
+    A window takes a worker's cycles by their stamps, which Dask dates with its estimate
+    of the scheduler's clock. When the scheduler's event loop stalls for seconds (one CI
+    run: 3.6 s), that estimate jumps and comes back, the stamps go out of order, and a
+    window across them can miss or repeat those cycles (docs/metrics.md, Profiles): the
+    count is then exact up to the samples of the cycles out of order."""
     with (
         dask.config.set({"daskscope.profile.interval": interval}),
         LocalCluster(
@@ -117,13 +134,20 @@ def test_a_short_cluster_keeps_its_last_profile_and_samples(db_url: str, interva
         client.gather(client.map(slow_square, range(100 if interval == "10s" else 400)))
         # the workers' own profile since daskscope was attached (nothing runs after it)
         truth = client.profile(start=attached)
+        cycles = client.run(
+            lambda dask_worker: [(t, p["count"]) for t, p in dask_worker.profile_history]
+        )
         workers = set(client.scheduler_info()["workers"])
         closing = wall.time()
     profiles = rows(db_url, s.profiles, cluster_id)
     assert profiles, "no profile stored for a cluster shorter than the profile interval"
     if interval == "0.7s":
         assert len(profiles) > 1
-    assert sum(p["samples"] for p in profiles) == truth["count"] > 0
+    stored = sum(p["samples"] for p in profiles)
+    assert truth["count"] > 0
+    uncertain = sum(samples_out_of_order(c) for c in cycles.values())
+    windows = [(p["started_at"], p["stopped_at"], p["samples"]) for p in profiles]
+    assert abs(stored - truth["count"]) <= uncertain, (stored, truth["count"], cycles, windows)
     samples = rows(db_url, s.worker_samples, cluster_id)
     last = {w: max(r["sampled_at"] for r in samples if r["worker"] == w) for w in workers}
     assert all(at >= closing - 0.5 for at in last.values()), "no sample taken at the close"
