@@ -1,6 +1,8 @@
 """Where the recorder's time goes on a many-groups graph: cProfile of the scheduler's
 event loop (the scheduler runs in this process), the writer thread's and the store
-child's CPU, and how often each task group's row was written.
+child's CPU, and how often each task group's row was written. The batches the store
+child received are then written again, in this process under cProfile, into a new
+SQLite store, the child's own code path: where the child's CPU goes.
 
     python bench/profile_recorder.py [--tasks 100000] [--groups 20000] [--top 30]
 """
@@ -23,7 +25,10 @@ import psutil
 from distributed import Client, LocalCluster, span
 
 import daskscope
+from daskscope.collector.store_process import StoreProcess, _rows_by_table
 from daskscope.model import TaskGroupRecord
+from daskscope.store import open_store, write_rows
+from daskscope.store.writer import prepare_writes
 
 sys.path.insert(0, str(Path(__file__).parent))
 from overhead import DASK_CONFIG, RECORD_EVERYTHING, many_groups_workload
@@ -67,6 +72,14 @@ async def main() -> None:
                 sink_write(records)
 
             plugin._sink.write = counting_write
+            payloads: list[bytes] = []
+            child_write = StoreProcess.write
+
+            def keeping_write(process: StoreProcess, payload: bytes) -> dict[str, Any]:
+                payloads.append(payload)
+                return child_write(process, payload)
+
+            StoreProcess.write = keeping_write  # type: ignore[method-assign]
             profiler = cProfile.Profile()
             wall0 = time.perf_counter()
             if not args.no_profile:
@@ -99,6 +112,38 @@ async def main() -> None:
         stats = pstats.Stats(profiler)
         stats.sort_stats("cumulative").print_stats("daskscope", args.top)
         stats.sort_stats("tottime").print_stats(args.top)
+        replay_child(payloads, args.top)
+
+
+def replay_child(payloads: list[bytes], top: int) -> None:
+    """The child's batches written again into a new store, in this process: decoding
+    and writing each batch's rows, as the child does, under cProfile."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(f"sqlite:///{tmp}/replay.sqlite")
+        prepare_writes(store)
+        profiler = cProfile.Profile()
+        decode_cpu = write_cpu = 0.0
+        rows_by_table: collections.Counter[str] = collections.Counter()
+        profiler.enable()
+        for payload in payloads:
+            t0 = time.process_time()
+            rows = _rows_by_table(payload)
+            t1 = time.process_time()
+            write_rows(store, rows)
+            write_cpu += time.process_time() - t1
+            decode_cpu += t1 - t0
+            for table, table_rows in rows.items():
+                rows_by_table[table.name] += len(table_rows)
+        profiler.disable()
+        store.close()
+    print(
+        f"store child replayed: {len(payloads)} batches, {sum(map(len, payloads)) / 1e6:.1f} MB,"
+        f" decode CPU {decode_cpu:.2f} s, write CPU {write_cpu:.2f} s (under cProfile)"
+    )
+    print("rows by table:", dict(rows_by_table.most_common()))
+    stats = pstats.Stats(profiler)
+    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats("tottime").print_stats(top)
 
 
 if __name__ == "__main__":
