@@ -21,6 +21,7 @@ from daskscope.pricing import cost_rates
 def test_defaults_come_from_the_packaged_yaml() -> None:
     settings = CollectorSettings.from_config()
     assert settings.flush_interval == 5
+    assert settings.progress_interval == 10
     assert settings.worker_sampling_interval == 2
     assert settings.profile_enabled is True
     assert settings.account == "default"
@@ -48,6 +49,11 @@ def test_dask_config_set_and_keywords_override() -> None:
         settings = CollectorSettings.from_config(cluster_name="nightly", flush_interval="2s")
     assert settings.user == "ana" and settings.profile_enabled is False
     assert settings.cluster_name == "nightly" and settings.flush_interval == 2
+    with dask.config.set({"daskscope.progress-interval": "1m"}):
+        assert CollectorSettings.from_config().progress_interval == 60
+    assert CollectorSettings.from_config(progress_interval=0).progress_interval == 0
+    plugin = DaskscopePlugin(CollectorSettings.from_config(progress_interval="2500ms"))
+    assert plugin.tracker.progress_seconds == 2.5  # what the flushes pace by
 
 
 def test_bad_settings_say_what_is_wrong() -> None:
@@ -55,6 +61,9 @@ def test_bad_settings_say_what_is_wrong() -> None:
         CollectorSettings.from_config(flush_intervall="1s")
     with pytest.raises(ValueError, match="flush_interval must be positive"):
         CollectorSettings.from_config(flush_interval=0)
+    for bad in (-1, "-1s", "soon"):
+        with pytest.raises(ValueError, match=rf"progress_interval must be a duration.*{bad!r}"):
+            CollectorSettings.from_config(progress_interval=bad)
 
 
 def test_default_database_is_under_the_user_data_directory() -> None:

@@ -293,3 +293,42 @@ async def test_register_raises_when_the_recorder_cannot_start(c: Any, s_: Any, a
         DaskscopePlugin.make_sink = original  # type: ignore[method-assign]
     # Dask goes on
     assert await c.submit(slow_square, 3) == 9
+
+
+def sleep_for(seconds: float, *_: Any) -> float:
+    wall.sleep(seconds)
+    return seconds
+
+
+@pytest.mark.parametrize("progress", ["10s", "0.5s"])
+def test_a_running_groups_progress_shows_as_often_as_configured(db_url: str, progress: str) -> None:
+    """What a user watching a long group sees while it runs: with the default
+    progress-interval (10 s) a group of 6 one-second tasks on one thread is first
+    written when it is done; with 0.5 s its record shows each task as it ends (the
+    ground truth: how many of its keys the scheduler holds in memory, read just after
+    the store)."""
+    with (
+        dask.config.set({"daskscope.progress-interval": progress}),
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        cluster_id = daskscope.register(client, database=db_url, flush_interval="0.25s")
+        futures = client.map(sleep_for, [1.0] * 6, key=[f"long-{i}" for i in range(6)])
+        seen: list[tuple[int, int]] = []  # (tasks executed as stored, keys Dask holds)
+        while not all(f.done() for f in futures):
+            wall.sleep(0.3)
+            stored = [g for g in rows(db_url, s.task_groups, cluster_id) if g["name"] == "long"]
+            # read after the store: whatever the store holds, Dask had before
+            tasks = cluster.scheduler.tasks
+            held = sum(tasks[f.key].state == "memory" for f in futures if f.key in tasks)
+            seen.append((stored[0]["tasks_executed"] if stored else 0, held))
+        client.gather(futures)
+    # the store never runs ahead of Dask
+    assert all(stored <= held for stored, held in seen), seen
+    shown = {stored for stored, _ in seen}
+    if progress == "10s":  # done in about 6 s: first written once done
+        assert all(stored in (0, 6) and (not stored or held == 6) for stored, held in seen), seen
+    else:
+        assert len(shown - {0}) >= 3, seen  # most tasks shown one by one as they end

@@ -350,12 +350,12 @@ def test_timed_flushes_write_a_group_when_its_figures_change() -> None:
 
 
 def one_group_computation(
-    name: str, tasks: int
+    name: str, tasks: int, progress_seconds: float = PROGRESS_SECONDS
 ) -> tuple[Scheduler, WorkTracker, list[str], ComputationTrack, Callable[[str, float], None]]:
     """A tracker that saw one graph of one group; ``run(key, at)`` finishes one of its
     tasks at ``at``."""
     scheduler = Scheduler()
-    tracker = WorkTracker("c", max_code_chars=1000)
+    tracker = WorkTracker("c", max_code_chars=1000, progress_seconds=progress_seconds)
     group = Group(name, tasks)
     keys = scheduler.graph(group, start=1000.0)
     tracker.graph_updated(scheduler, keys)  # type: ignore[arg-type]
@@ -386,18 +386,18 @@ def test_a_computation_is_not_done_while_a_group_of_it_is_put_off() -> None:
     assert done and record.stopped_at == 1002.5 and track.awaiting == 0
 
 
-def test_a_running_groups_progress_is_written_at_most_every_progress_seconds() -> None:
-    """A timed flush writes a running group PROGRESS_SECONDS after it first saw it
-    running, then again PROGRESS_SECONDS after that, and the finished group at the next
-    flush; while it waits its computation is not done. An explicit flush writes it at
-    once."""
-    scheduler, tracker, keys, track, run = one_group_computation("inc-2", 4)
+@pytest.mark.parametrize("p", [PROGRESS_SECONDS, 3.0], ids=["default", "configured"])
+def test_a_running_groups_progress_is_written_at_most_every_progress_seconds(p: float) -> None:
+    """A timed flush writes a running group ``progress_seconds`` after it first saw it
+    running, then again ``progress_seconds`` after that, and the finished group at the
+    next flush; while it waits its computation is not done. An explicit flush writes it
+    at once."""
+    scheduler, tracker, keys, track, run = one_group_computation("inc-2", 4, p)
 
     def timed_flush(now: float) -> list[int]:
         records, _ = snapshot(tracker, scheduler, paced=True, now=now)
         return [r.tasks_executed for r in records if isinstance(r, TaskGroupRecord)]
 
-    p = PROGRESS_SECONDS
     run(keys[0], 1001.0)
     assert timed_flush(0.0) == []  # seen running: its clock starts
     assert timed_flush(1.0) == []
@@ -419,6 +419,17 @@ def test_a_running_groups_progress_is_written_at_most_every_progress_seconds() -
     assert timed_flush(2 * p + 0.5) == [4]
     record, done = tracker.computation_record(track)
     assert done and record.stopped_at == 1004.5 and record.tasks_executed == 4
+
+
+def test_a_progress_interval_of_zero_writes_a_running_group_at_every_flush() -> None:
+    scheduler, tracker, keys, track, run = one_group_computation("inc-4", 3, 0.0)
+    counts = []
+    for i, key in enumerate(keys):
+        run(key, 1001.0 + i)
+        records, _ = snapshot(tracker, scheduler, paced=True, now=0.001 * i)
+        counts += [r.tasks_executed for r in records if isinstance(r, TaskGroupRecord)]
+        assert track.awaiting == 0
+    assert counts == [1, 2, 3]
 
 
 def test_a_running_group_whose_write_failed_is_written_at_the_next_flush() -> None:

@@ -79,6 +79,18 @@ def os_user() -> str:
         return os.environ.get("USER", "unknown")
 
 
+def _duration(key: str, value: Any) -> float:
+    """A setting's duration in seconds: a number, or text such as ``10s`` or ``500ms``
+    (Dask's parser refuses negative ones)."""
+    try:
+        return float(parse_timedelta(value))
+    except (TypeError, ValueError, KeyError) as exc:  # KeyError: an unknown unit
+        raise ValueError(
+            f"daskscope setting {key} must be a duration such as 10s or 500ms (or a "
+            f"number of seconds), got {value!r}"
+        ) from exc
+
+
 @dataclass(frozen=True, slots=True)
 class CollectorSettings:
     """Everything the scheduler-side collector needs, resolved once (it is pickled to
@@ -92,6 +104,8 @@ class CollectorSettings:
     user: str
     cluster_name: str | None
     flush_interval: float
+    #: how often a timed flush writes a task group that is still running
+    progress_interval: float
     worker_sampling_interval: float
     profile_enabled: bool
     profile_interval: float
@@ -119,6 +133,7 @@ class CollectorSettings:
             user=get("user") or os_user(),
             cluster_name=get("cluster-name"),
             flush_interval=parse_timedelta(get("flush-interval")),
+            progress_interval=parse_timedelta(get("progress-interval")),
             worker_sampling_interval=parse_timedelta(get("worker-sampling-interval")),
             profile_enabled=bool(get("profile.enabled")),
             profile_interval=parse_timedelta(get("profile.interval")),
@@ -141,10 +156,9 @@ class CollectorSettings:
             if int(values[key]) < 1:
                 raise ValueError(f"daskscope setting {key} must be at least 1, got {values[key]}")
         for key in ("flush_interval", "worker_sampling_interval", "profile_interval"):
-            values[key] = parse_timedelta(values[key])
+            values[key] = _duration(key, values[key])
             if values[key] <= 0:
                 raise ValueError(f"daskscope setting {key} must be positive, got {values[key]}")
-        seal_after = values["task_seal_after"] = parse_timedelta(values["task_seal_after"])
-        if seal_after < 0:
-            raise ValueError(f"daskscope setting task_seal_after must be >= 0, got {seal_after}")
+        for key in ("task_seal_after", "progress_interval"):  # 0 allowed
+            values[key] = _duration(key, values[key])
         return cls(**values)

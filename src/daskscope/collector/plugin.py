@@ -75,7 +75,11 @@ class DaskscopePlugin(SchedulerPlugin):
         #: (graph hooks, samples): the flushes count theirs in ``flusher.stats``
         self.loop_seconds = 0.0
         settings = self.settings
-        self.tracker = WorkTracker(self.cluster_id, max_code_chars=settings.max_code_chars)
+        self.tracker = WorkTracker(
+            self.cluster_id,
+            max_code_chars=settings.max_code_chars,
+            progress_seconds=settings.progress_interval,
+        )
         self.spans = SpanTracker(self.cluster_id, max_code_chars=settings.max_code_chars)
         self.events = EventLog(
             self.cluster_id,

@@ -11,7 +11,8 @@ it over is its baseline, and the use's figures are the group's growth since.
 
 Every hook marks what it changed; a flush writes only that (issue: recording cost
 proportional to what changed, not to how much is alive). A group that began
-running is written by a timed flush at most every :data:`PROGRESS_SECONDS`, counted
+running is written by a timed flush at most every ``progress_seconds`` (the setting
+``daskscope.progress-interval``, :data:`PROGRESS_SECONDS` by default), counted
 from the flush that first saw it running (most groups of a large graph are done by then:
 one row a group instead of one a flush it spans), and a group that is done
 is written again by a timed flush only when its figures change, not when its tasks only
@@ -38,9 +39,9 @@ if TYPE_CHECKING:
 __all__ = ["ComputationTrack", "GroupUse", "WorkTracker"]
 
 
-#: A timed flush writes a running group at most this often, counted from the flush that
-#: first saw it running (an explicit flush and the close write it at once; a group that
-#: is done, at the next flush)
+#: By default a timed flush writes a running group at most this often, counted from the
+#: flush that first saw it running (an explicit flush and the close write it at once; a
+#: group that is done, at the next flush)
 PROGRESS_SECONDS = 10.0
 
 
@@ -188,9 +189,17 @@ class WorkTracker:
     """Counts each task's outcome for the right computation and group, and turns what
     changed into records. Runs on the scheduler's event loop only."""
 
-    def __init__(self, cluster_id: str, *, max_code_chars: int) -> None:
+    def __init__(
+        self,
+        cluster_id: str,
+        *,
+        max_code_chars: int,
+        progress_seconds: float = PROGRESS_SECONDS,
+    ) -> None:
         self.cluster_id = cluster_id
         self.max_code_chars = max_code_chars
+        #: how often a timed flush writes a running group (0: at every flush)
+        self.progress_seconds = progress_seconds
         self.current: dict[TaskGroup, GroupUse] = {}
         self.computations: dict[Computation, ComputationTrack] = {}
         self.newest: ComputationTrack | None = None
@@ -397,7 +406,7 @@ class WorkTracker:
         their records are stored, and the uses read (whose spans take in their group).
         ``paced`` (a timed flush): a done group none of whose tasks ended since its last
         record has only its states changed, and is neither read nor written; a running
-        group is put off to the next flush until :data:`PROGRESS_SECONDS` have passed
+        group is put off to the next flush until ``progress_seconds`` have passed
         since a flush first saw it running, or since its last record (``now``:
         ``time.monotonic()`` by default)."""
         spans: set[str] = set()
@@ -421,13 +430,13 @@ class WorkTracker:
                 if use.ran and not tg.done:
                     if not use.put_off and use.written is None:
                         use.written_at = now  # seen running first: its clock starts
-                    if now - use.written_at < PROGRESS_SECONDS:
+                    if now - use.written_at < self.progress_seconds:
                         # written (or seen running) a moment ago: most groups of a large
                         # graph are done before it is their turn again (one row a group)
                         use.put_off = True
                         if use not in self.put_off and use.computation is not None:
                             use.computation.awaiting += 1
-                        self.put_off[use] = use.written_at + PROGRESS_SECONDS
+                        self.put_off[use] = use.written_at + self.progress_seconds
                         continue
             read.append(use)
             self._not_awaited(use)
