@@ -473,6 +473,7 @@ class DaskscopePlugin(SchedulerPlugin):
             # the flushes' time on the event loop, and the hooks' and samples'
             "loop_seconds": self.loop_seconds + (flusher.stats.loop_seconds if flusher else 0.0),
             "hook_failures": dict(self.hook_failures),
+            "profile_samples_left_out": self.profiles.samples_left_out,
             **task_log,
         }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -25,6 +26,12 @@ __all__ = ["ProfileWindows"]
 #: How long a worker may take to send its profile window (a leaving worker: less)
 TIMEOUT = 10.0
 LAST_TIMEOUT = 3.0
+#: How far before the last cycle taken a window looks for cycles stamped out of order
+LOOK_BACK = 60.0
+#: Newest finished cycles a window leaves for later: asking up to the newest adds the
+#: cycle under way, and a cycle stamped late (see _cuts) is followed by cycles stamped
+#: before it; a window taken between them must not have taken it yet
+HOLD_BACK = 2
 
 
 class ProfileWindows:
@@ -36,10 +43,12 @@ class ProfileWindows:
     cycle under way when that reaches the end: windows of time asked one after the other
     count the cycles at their edges twice (up to half the samples again, measured). So
     each window takes whole cycles only, by their stamps (the worker's
-    ``profile_metadata``): every finished cycle after the last one taken but the newest
-    (asking up to the newest would add the cycle under way). The last window of workers
-    about to leave takes everything, the cycle under way included; a worker that then
-    stays skips its next cycle, already counted in part.
+    ``profile_metadata``): every finished cycle after the last one taken but the
+    :data:`HOLD_BACK` newest. Dask finds them by bisecting the stamps, which are out of
+    order after its estimate of the scheduler's clock jumped (:func:`_cuts`): a window
+    asks only for runs of cycles that bisection finds exactly. The last window of
+    workers about to leave takes everything, the cycle under way included; a worker that
+    then stays skips its next cycle, already counted in part.
 
     A window's record is dated by the cycles it holds, not by when it was asked for:
     from the start of its first cycle to the stamp of its last (stamps are in the
@@ -65,6 +74,8 @@ class ProfileWindows:
         #: one window at a time: a periodic one and the last words may overlap in time,
         #: and each must see the cycles the other took
         self._one_at_a_time = asyncio.Lock()
+        #: samples of cycles no window can take, stamped out of order (see _cuts)
+        self.samples_left_out = 0
 
     async def collect_into(
         self,
@@ -144,27 +155,78 @@ class ProfileWindows:
         """One worker's cycles not taken yet (None: none to take now); a worker first
         seen: its cycles stamped after ``start``."""
         rpc = scheduler.rpc(address)
-        after, skip = self._taken.get(address, (start, False))
-        stamps = await rpc.profile_metadata(start=after, stop=None)
-        *finished, now = [t for t, _ in stamps["counts"]]  # the last: the cycle under way
-        if skip and finished:  # counted in part by the last window: its rest is lost
-            after, finished = finished[0], finished[1:]
+        taken = self._taken.get(address)
+        after, skip = taken if taken is not None else (start, False)
+        # looking back from the last cycle taken finds a later cycle stamped before it
+        look_from = start if taken is None else after - LOOK_BACK
+        *cycles, (now, _) = (await rpc.profile_metadata(start=look_from, stop=None))["counts"]
+        stamps = [t for t, _ in cycles]  # the last, ``now``: the cycle under way
+        first = base = _first_not_taken(stamps, after)
+        if skip and first < len(stamps):  # counted in part by the last window: its rest is lost
+            first += 1
+        cuts = _cuts(stamps)
+        while not cuts[first]:
+            # a cycle stamped before one taken already: Dask's bisection cannot find
+            # it without those (HOLD_BACK makes this rare): left out, and counted
+            self.samples_left_out += cycles[first][1]
+            first += 1
+        if first > base:  # the cycles passed over are done with
+            after, skip = stamps[first - 1], False
         # the first cycle taken began at the last stamp taken; a worker's first, one
         # cycle before its stamp
-        first = finished[0] if finished else now
-        since = after if address in self._stamped else min(after, first - _cycle())
+        head = stamps[first] if first < len(stamps) else now
+        since = after if address in self._stamped else min(after, head - _cycle())
         if last:
-            tree = await rpc.profile(start=math.nextafter(after, math.inf), stop=None)
-            self._taken[address] = (now, True)
+            self._taken[address] = (stamps[-1] if first < len(stamps) else after, True)
             self._stamped.add(address)
-            return Taken(tree, since, now)
-        if len(finished) < 2:
-            self._taken[address] = (after, skip and not stamps["counts"][:-1])
+            if first == len(stamps):  # Dask answers nothing without a finished cycle
+                return None
+            tree = await rpc.profile(start=min(stamps[first:]), stop=None)
+            return Taken(tree, min(since, min(stamps[first:])), now)
+        # the window ends where Dask's bisection finds both its last cycle and the next
+        # one exactly, HOLD_BACK cycles before the newest
+        end = next(
+            (e for e in range(len(stamps) - HOLD_BACK, first, -1) if cuts[e] and cuts[e - 1]),
+            None,
+        )
+        if end is None:
+            # known from here on: its cycles after ``after`` are taken by a later window
+            self._taken[address] = (after, skip)
             return None
-        tree = await rpc.profile(start=finished[0], stop=finished[-2])
-        self._taken[address] = (finished[-2], False)  # taken once it has come back
+        tree = await rpc.profile(start=min(stamps[first:]), stop=min(stamps[end - 1 :]))
+        self._taken[address] = (stamps[end - 1], False)  # taken once it has come back
         self._stamped.add(address)
-        return Taken(tree, since, finished[-2])
+        return Taken(tree, min(since, min(stamps[first:end])), max(stamps[first:end]))
+
+
+def _first_not_taken(stamps: list[float], after: float) -> int:
+    """Where the cycles after ``after`` begin: after the cycle stamped ``after`` (the
+    last one taken), or, for a time that is no stamp, where every later stamp is newer."""
+    with contextlib.suppress(ValueError):
+        return stamps.index(after) + 1
+    position = len(stamps)
+    while position and stamps[position - 1] > after:
+        position -= 1
+    return position
+
+
+def _cuts(stamps: list[float]) -> list[bool]:
+    """For each position 0..len(stamps): whether every stamp before it is older than
+    every stamp from it on. Dask finds the cycles to return by bisecting their stamps,
+    which finds such a position exactly; a worker's stamps are in order unless its
+    estimate of the scheduler's clock jumped (a heartbeat's round trip through an event
+    loop that stalled for seconds), and then the positions among those out of order
+    are no cuts."""
+    newest_before = -math.inf
+    oldest_from = [math.inf] * (len(stamps) + 1)
+    for i in range(len(stamps) - 1, -1, -1):
+        oldest_from[i] = min(stamps[i], oldest_from[i + 1])
+    cuts = []
+    for i in range(len(stamps) + 1):
+        cuts.append(newest_before < oldest_from[i])
+        if i < len(stamps):
+            newest_before = max(newest_before, stamps[i])
+    return cuts
 
 
 class Taken(NamedTuple):
