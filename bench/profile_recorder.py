@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import collections
 import cProfile
+import gc
 import pstats
 import sys
 import tempfile
@@ -23,6 +24,7 @@ from typing import Any
 import dask
 import psutil
 from distributed import Client, LocalCluster, span
+from msgspec.json import encode
 
 import daskscope
 from daskscope.collector.store_process import StoreProcess, _rows_by_table
@@ -117,13 +119,18 @@ async def main() -> None:
 
 def replay_child(payloads: list[bytes], top: int) -> None:
     """The child's batches written again into a new store, in this process: decoding
-    and writing each batch's rows, as the child does, under cProfile."""
+    and writing each batch's rows, as the child does, under cProfile. This process's
+    objects (the graph, the closed cluster's state) are frozen first: the garbage
+    collector passes over them here would not happen in the child."""
+    gc.collect()
+    gc.freeze()
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(f"sqlite:///{tmp}/replay.sqlite")
         prepare_writes(store)
         profiler = cProfile.Profile()
         decode_cpu = write_cpu = 0.0
         rows_by_table: collections.Counter[str] = collections.Counter()
+        bytes_by_table: collections.Counter[str] = collections.Counter()
         profiler.enable()
         for payload in payloads:
             t0 = time.process_time()
@@ -136,11 +143,18 @@ def replay_child(payloads: list[bytes], top: int) -> None:
                 rows_by_table[table.name] += len(table_rows)
         profiler.disable()
         store.close()
+    for payload in payloads:  # outside the profile: what each table's rows weigh
+        for table, table_rows in _rows_by_table(payload).items():
+            bytes_by_table[table.name] += sum(len(encode(row)) for row in table_rows)
     print(
         f"store child replayed: {len(payloads)} batches, {sum(map(len, payloads)) / 1e6:.1f} MB,"
         f" decode CPU {decode_cpu:.2f} s, write CPU {write_cpu:.2f} s (under cProfile)"
     )
     print("rows by table:", dict(rows_by_table.most_common()))
+    print(
+        "JSON bytes a row by table:",
+        {name: round(bytes_by_table[name] / n) for name, n in rows_by_table.most_common()},
+    )
     stats = pstats.Stats(profiler)
     stats.sort_stats("cumulative").print_stats(top)
     stats.sort_stats("tottime").print_stats(top)
