@@ -64,6 +64,11 @@ def test_bad_settings_say_what_is_wrong() -> None:
     for bad in (-1, "-1s", "soon"):
         with pytest.raises(ValueError, match=rf"progress_interval must be a duration.*{bad!r}"):
             CollectorSettings.from_config(progress_interval=bad)
+    with (  # the same from dask's config (a YAML file, an environment variable)
+        dask.config.set({"daskscope.progress-interval": "soon"}),
+        pytest.raises(ValueError, match=r"progress_interval must be a duration.*'soon'"),
+    ):
+        CollectorSettings.from_config()
 
 
 def test_default_database_is_under_the_user_data_directory() -> None:

@@ -132,11 +132,12 @@ class CollectorSettings:
             account=get("account") or "default",
             user=get("user") or os_user(),
             cluster_name=get("cluster-name"),
-            flush_interval=parse_timedelta(get("flush-interval")),
-            progress_interval=parse_timedelta(get("progress-interval")),
-            worker_sampling_interval=parse_timedelta(get("worker-sampling-interval")),
+            # durations are read below, with an error that names the setting
+            flush_interval=get("flush-interval"),
+            progress_interval=get("progress-interval"),
+            worker_sampling_interval=get("worker-sampling-interval"),
             profile_enabled=bool(get("profile.enabled")),
-            profile_interval=parse_timedelta(get("profile.interval")),
+            profile_interval=get("profile.interval"),
             max_code_chars=int(get("max-code-chars")),
             max_errors=int(get("max-errors")),
             max_traceback_chars=int(get("max-traceback-chars")),
@@ -144,7 +145,7 @@ class CollectorSettings:
             task_log_enabled=bool(get("tasks.enabled")),
             task_segment_executions=int(get("tasks.segment-executions")),
             task_max_pending_segments=int(get("tasks.max-pending-segments")),
-            task_seal_after=parse_timedelta(get("tasks.seal-after")),
+            task_seal_after=get("tasks.seal-after"),
         )
         unknown = set(overrides) - set(values)
         if unknown:

@@ -177,11 +177,12 @@ class ProfileWindows:
         head = stamps[first] if first < len(stamps) else now
         since = after if address in self._stamped else min(after, head - _cycle())
         if last:
-            self._taken[address] = (stamps[-1] if first < len(stamps) else after, True)
-            self._stamped.add(address)
             if first == len(stamps):  # Dask answers nothing without a finished cycle
+                self._taken[address] = (after, True)
                 return None
             tree = await rpc.profile(start=min(stamps[first:]), stop=None)
+            self._taken[address] = (stamps[-1], True)  # taken once it has come back
+            self._stamped.add(address)
             return Taken(tree, min(since, min(stamps[first:])), now)
         # the window ends where Dask's bisection finds both its last cycle and the next
         # one exactly, HOLD_BACK cycles before the newest
