@@ -106,11 +106,20 @@ def test_every_cycle_is_in_exactly_one_window(stamps: list[float]) -> None:
     assert no_cycle_twice(counts)
 
 
-def test_cycles_that_cannot_be_asked_for_are_left_out_and_counted() -> None:
+@pytest.mark.parametrize(
+    "stamps",
+    [
+        [100.0, 101.0, 104.5, 105.5, 106.5, 104.0, 105.0, 106.0, 107.0, 108.0, 109.0],
+        # a jump of 5.5 s: the cycles stamped before the late ones lie further back
+        # than the 2 cycles a window looks back by default
+        [100.0, 101.0, 107.5, 108.5, 109.5, 104.0, 105.0, 106.0, 107.0, 108.0, 109.0, 110.0],
+    ],
+    ids=["jump-3.5s", "jump-5.5s"],
+)
+def test_cycles_that_cannot_be_asked_for_are_left_out_and_counted(stamps: list[float]) -> None:
     """Three cycles stamped late, then three stamped before them: a window took the
     first late one before the others came (two newest are held back), and the cycles
     stamped before it cannot be found without it."""
-    stamps = [100.0, 101.0, 104.5, 105.5, 106.5, 104.0, 105.0, 106.0, 107.0, 108.0, 109.0]
     counts, left_out = windows_over(stamps)
     assert no_cycle_twice(counts)
     assert sum(counts) + left_out == 2 ** len(stamps) - 1, [bin(c) for c in counts]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -26,8 +27,10 @@ __all__ = ["ProfileWindows"]
 #: How long a worker may take to send its profile window (a leaving worker: less)
 TIMEOUT = 10.0
 LAST_TIMEOUT = 3.0
-#: How far before the last cycle taken a window looks for cycles stamped out of order
-LOOK_BACK = 60.0
+#: How far before the last cycle taken a window looks for cycles stamped out of order,
+#: in cycles, beyond the largest jump of the stamps it saw last time (a cycle stamped
+#: late is that much ahead of the cycles after it)
+LOOK_BACK_CYCLES = 2
 #: Newest finished cycles a window leaves for later: asking up to the newest adds the
 #: cycle under way, and a cycle stamped late (see _cuts) is followed by cycles stamped
 #: before it; a window taken between them must not have taken it yet
@@ -69,6 +72,8 @@ class ProfileWindows:
         #: workers whose entry in _taken is the stamp of a cycle taken (else: when the
         #: worker was first asked, before any cycle of it was taken)
         self._stamped: set[str] = set()
+        #: how far the next window of each worker looks back (see LOOK_BACK_CYCLES)
+        self._look_back: dict[str, float] = {}
         #: the last window of workers about to leave, being taken
         self.last_words: asyncio.Future[None] | None = None
         #: one window at a time: a periodic one and the last words may overlap in time,
@@ -120,6 +125,7 @@ class ProfileWindows:
         for gone in self._taken.keys() - set(workers):
             del self._taken[gone]
             self._stamped.discard(gone)
+            self._look_back.pop(gone, None)
         # a last window is taken however close to the one before: that one left the
         # newest cycles and the one under way for later
         if not workers or (stop - start < 0.05 and not last):
@@ -158,9 +164,15 @@ class ProfileWindows:
         taken = self._taken.get(address)
         after, skip = taken if taken is not None else (start, False)
         # looking back from the last cycle taken finds a later cycle stamped before it
-        look_from = start if taken is None else after - LOOK_BACK
+        cycle = _cycle()
+        look_back = self._look_back.get(address, LOOK_BACK_CYCLES * cycle)
+        look_from = start if taken is None else after - look_back
         *cycles, (now, _) = (await rpc.profile_metadata(start=look_from, stop=None))["counts"]
         stamps = [t for t, _ in cycles]  # the last, ``now``: the cycle under way
+        # a stamp that jumped ahead by more than a cycle: the cycles after it may be
+        # stamped before it by as much, so the next window looks back that far too
+        jump = max((b - a for a, b in itertools.pairwise(stamps)), default=cycle) - cycle
+        self._look_back[address] = max(jump, 0.0) + LOOK_BACK_CYCLES * cycle
         first = base = _first_not_taken(stamps, after)
         if skip and first < len(stamps):  # counted in part by the last window: its rest is lost
             first += 1
@@ -175,7 +187,7 @@ class ProfileWindows:
         # the first cycle taken began at the last stamp taken; a worker's first, one
         # cycle before its stamp
         head = stamps[first] if first < len(stamps) else now
-        since = after if address in self._stamped else min(after, head - _cycle())
+        since = after if address in self._stamped else min(after, head - cycle)
         if last:
             if first == len(stamps):  # Dask answers nothing without a finished cycle
                 self._taken[address] = (after, True)
