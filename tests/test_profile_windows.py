@@ -44,31 +44,38 @@ class WorkerState:
 class Handlers:
     """The scheduler's rpc to that worker, answered by Dask's own handlers."""
 
-    def __init__(self, worker: WorkerState) -> None:
+    def __init__(self, worker: WorkerState, fail_every: int = 0) -> None:
         self.worker = worker
+        #: every n-th ask for a profile fails, as a worker's answer that times out
+        self.fail_every = fail_every
+        self.asked = 0
 
     async def profile_metadata(self, start: float, stop: float | None) -> dict[str, Any]:
         return await Worker.get_profile_metadata(self.worker, start=start, stop=stop)  # type: ignore[arg-type]
 
     async def profile(self, start: float, stop: float | None) -> dict[str, Any]:
+        self.asked += 1
+        if self.fail_every and self.asked % self.fail_every == 0:
+            raise OSError("the worker did not answer")
         return await Worker.get_profile(self.worker, start=start, stop=stop)  # type: ignore[arg-type]
 
 
 class Scheduler:
-    def __init__(self, worker: WorkerState) -> None:
+    def __init__(self, worker: WorkerState, fail_every: int = 0) -> None:
         self.workers = {"tcp://w": None}
-        self.handlers = Handlers(worker)
+        self.handlers = Handlers(worker, fail_every)
 
     def rpc(self, address: str) -> Handlers:
         return self.handlers
 
 
-def windows_over(stamps: list[float]) -> tuple[list[int], int]:
+def windows_over(stamps: list[float], fail_every: int = 0) -> tuple[list[int], int]:
     """The counts of the windows taken as the cycles stamped ``stamps`` end one after
-    the other (one window after each), then of the last window; cycle i counts 2**i.
+    the other (one window after each), then of the two last windows (as at a cluster's
+    close: its workers retired, then the scheduler closing); cycle i counts 2**i.
     Also the samples the windows say they left out."""
     worker = WorkerState()
-    scheduler = Scheduler(worker)
+    scheduler = Scheduler(worker, fail_every)
     windows = ProfileWindows("c", on_error=lambda what, exc: None)
     counts = []
 
@@ -83,7 +90,8 @@ def windows_over(stamps: list[float]) -> tuple[list[int], int]:
         for i, stamp in enumerate(stamps):
             worker.cycle(stamp, 2**i)
             await take(last=False)
-        await take(last=True)
+        await take(last=True)  # the workers are retired
+        await take(last=True)  # the scheduler closes
 
     asyncio.run(run())
     return counts, windows.samples_left_out
@@ -116,11 +124,15 @@ def test_every_cycle_is_in_exactly_one_window(stamps: list[float]) -> None:
     ],
     ids=["jump-3.5s", "jump-5.5s"],
 )
-def test_cycles_that_cannot_be_asked_for_are_left_out_and_counted(stamps: list[float]) -> None:
+@pytest.mark.parametrize("fail_every", [0, 2], ids=["answered", "every-other-ask-fails"])
+def test_cycles_that_cannot_be_asked_for_are_left_out_and_counted(
+    stamps: list[float], fail_every: int
+) -> None:
     """Three cycles stamped late, then three stamped before them: a window took the
     first late one before the others came (two newest are held back), and the cycles
-    stamped before it cannot be found without it."""
-    counts, left_out = windows_over(stamps)
+    stamped before it cannot be found without it. A window whose ask fails (every other
+    one here) leaves its cycles to the next: none is lost or taken twice."""
+    counts, left_out = windows_over(stamps, fail_every)
     assert no_cycle_twice(counts)
     assert sum(counts) + left_out == 2 ** len(stamps) - 1, [bin(c) for c in counts]
     assert left_out > 0

@@ -182,8 +182,9 @@ class ProfileWindows:
             # it without those (HOLD_BACK makes this rare): left out, and counted
             self.samples_left_out += cycles[first][1]
             first += 1
-        if first > base:  # the cycles passed over are done with
+        if first > base:  # the cycles passed over are done with, whatever comes next
             after, skip = stamps[first - 1], False
+            self._taken[address] = (after, skip)
         # the first cycle taken began at the last stamp taken; a worker's first, one
         # cycle before its stamp
         head = stamps[first] if first < len(stamps) else now
