@@ -251,6 +251,7 @@ async def _instrument(dask_scheduler: Any) -> dict[str, Any]:
     plugin._sample_workers = timed("worker samples", plugin._sample_workers)
     plugin.spans.snapshot = timed("span records", plugin.spans.snapshot)
     tracker.snapshot_groups = timed("group slices", tracker.snapshot_groups)
+    tracker.adopt_waiting = timed("group adoption", tracker.adopt_waiting)
     tracker.computation_record = timed("computation records", tracker.computation_record)
     tracker.prefix_records = timed("prefix records", tracker.prefix_records)
     tracker.drop = timed("drop after write", tracker.drop, drop_started)
@@ -735,6 +736,7 @@ def own_work(w: dict[str, Any]) -> float:
 #: the parts of the loop's work, as named by _instrument
 LOOP_PARTS = (
     "update_graph",
+    "group adoption",
     "group slices",
     "span figures",
     "computation records",

@@ -73,6 +73,8 @@ def test_a_flush_after_touching_k_of_n_live_groups_takes_k(database_url: str) ->
         wait(futures)
         first = daskscope.flush(client, wait_for_metrics=False)
         assert first["write_failures"] == 0 and first["hook_failures"] == {}
+        # reading and writing 2,000 new groups took the loop in more than one block
+        assert first["flush_blocks"] > first["flushes"]
         live = {key[0] for key in alive}
         assert live <= set(cluster.scheduler.task_groups)  # Dask holds all of them
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from daskscope.collector import dask_adapter
+from daskscope.collector import dask_adapter, flushing
 from daskscope.collector.accounting import Accounting, cluster_record, threads_integral
 from daskscope.collector.events import EventLog
 from daskscope.collector.flushing import Flusher
@@ -611,6 +611,104 @@ def test_flusher_writes_what_changed_and_counts_it(tmp_path: Path) -> None:
     assert (counts["clusters"], counts["task_groups"], counts["events"]) == (1, 1, 1)
     (cluster,) = rows(url, store_schema.clusters, "c")
     assert cluster["tasks_executed"] == 2 and cluster["bytes_processed"] == 16
+
+
+def test_a_graphs_new_groups_are_adopted_by_the_next_flush_not_by_the_hook(
+    tmp_path: Path,
+) -> None:
+    """update_graph only notes a graph's new groups (it holds the event loop for the
+    whole graph); the next flush adopts them, in chunks. Until then a task that ends is
+    counted for the computation that asked for its group, with all of its figures; a
+    group a newer graph asks for before it ran is the newer computation's; and a group
+    forgotten before the flush is let go, not kept for ever."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    scheduler = Scheduler()
+    early, late, moved, dropped = (Group(f"{n}-1", 2) for n in ("early", "late", "moved", "x"))
+
+    def keys_of(group: Group) -> list[str]:
+        scheduler.task_groups[group.name] = group
+        keys = [f"{group.name}-{i}" for i in range(len(group))]
+        scheduler.tasks.update((key, Task(key, group)) for key in keys)
+        return keys
+
+    def run(group: Group, keys: list[str], at: float) -> None:
+        for key in keys:
+            group.run(scheduler.tasks[key], at=at)
+            flusher.tracker.task_finished(scheduler.tasks[key], startstops(at))  # type: ignore[arg-type]
+
+    flusher = make_flusher(url, scheduler)
+    tracker = flusher.tracker
+    scheduler.computations.append(Computation(0, start=1000.0))
+    graph = {group: keys_of(group) for group in (early, late, moved, dropped)}
+    tracker.graph_updated(scheduler, [key for keys in graph.values() for key in keys])  # type: ignore[arg-type]
+    first = tracker.newest
+    assert first is not None and tracker.current == {} and len(tracker.to_adopt) == 4
+
+    run(early, graph[early][:1], at=1001.0)  # before any flush
+    assert tracker.current[early].computation is first  # type: ignore[index]
+    scheduler.computations.append(Computation(1, start=1002.0))
+    tracker.graph_updated(scheduler, graph[moved])  # type: ignore[arg-type]
+    second = tracker.newest
+    assert second is not None and second is not first
+    del scheduler.task_groups[dropped.name]  # its tasks released and forgotten, unrun
+    dropped.done = True
+    for key in graph[dropped]:
+        tracker.task_forgotten(scheduler.tasks[key])  # type: ignore[arg-type]
+    run(early, graph[early][1:], at=1003.0)
+    run(moved, graph[moved], at=1003.0)
+
+    async def body() -> None:
+        flusher.open_sink()
+        await flusher.flush()
+        run(late, graph[late], at=1004.0)  # adopted by that flush, before it ran
+        await flusher.flush()
+        await flusher.close_sink(timeout=30)
+
+    asyncio.run(body())
+    stored = {row["name"]: row for row in rows(url, store_schema.task_groups, "c")}
+    assert set(stored) == {early.name, late.name, moved.name}  # the unrun one: no row
+    owner = {name: row["computation_id"] for name, row in stored.items()}
+    assert owner == {
+        early.name: first.record_id,
+        late.name: first.record_id,
+        moved.name: second.record_id,
+    }
+    for name in stored:  # every task's figures, none taken as a baseline
+        assert (stored[name]["tasks_executed"], stored[name]["nbytes_total"]) == (2, 16)
+    assert stored[early.name]["started_at"] == 1001.0
+    assert tracker.to_adopt == {} and dropped not in tracker.current
+
+
+@pytest.mark.parametrize("slice_seconds", [0.0, 60.0])
+def test_a_flush_gives_the_loop_back_once_a_block_held_it_for_a_slice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slice_seconds: float
+) -> None:
+    """A block ends when it has held the loop for SLICE_SECONDS, checked after each
+    chunk of groups: at 0 every chunk is a block of its own, at 60 s the whole flush is
+    one; either way every group is written."""
+    monkeypatch.setattr(flushing, "SLICE_SECONDS", slice_seconds)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    scheduler = Scheduler()
+    groups = 3 * flushing.GROUPS_PER_CHUNK + 1
+
+    async def body() -> Flusher:
+        flusher = make_flusher(url, scheduler)
+        for n in range(groups):
+            group = Group(f"inc-{n}", 1)
+            keys = scheduler.graph(group, start=1000.0)
+            flusher.tracker.graph_updated(scheduler, keys)  # type: ignore[arg-type]
+            group.run(scheduler.tasks[keys[0]], at=1001.0)
+            flusher.tracker.task_finished(scheduler.tasks[keys[0]], startstops(1001.0))  # type: ignore[arg-type]
+        flusher.open_sink()
+        await flusher.flush()
+        await flusher.close_sink(timeout=30)
+        return flusher
+
+    flusher = asyncio.run(body())
+    chunks = -(-groups // flushing.GROUPS_PER_CHUNK)  # of new groups, then of changed ones
+    assert flusher.stats.blocks == (2 * chunks + 1 if slice_seconds == 0 else 1)
+    assert flusher.status()["flush_blocks"] == flusher.stats.blocks
+    assert table_counts(open_store(url), "c")["task_groups"] == groups
 
 
 def test_flusher_keeps_records_through_a_failed_write_within_its_bound(tmp_path: Path) -> None:

@@ -35,9 +35,12 @@ __all__ = ["FlushStats", "Flusher"]
 
 logger = logging.getLogger("daskscope")
 
-#: Changed task groups turned into records per slice of a flush; the event loop is
-#: given back between slices (a few milliseconds each).
-GROUPS_PER_SLICE = 200
+#: A flush takes task groups in chunks of this many, and gives the event loop back
+#: once its current block has held the loop for :data:`SLICE_SECONDS`: blocks stay that
+#: short whatever a group costs (its dependencies, a slow or busy machine), and a chunk
+#: is small enough that looking at the clock after it costs nothing noticeable.
+GROUPS_PER_CHUNK = 20
+SLICE_SECONDS = 0.002
 #: Log the first few write failures in full, then only count them.
 _LOGGED_FAILURES = 3
 _APPEND_ONLY = (ErrorRecord, EventRecord, ProfileRecord, WorkerSampleRecord)
@@ -56,6 +59,8 @@ class FlushStats:
     #: time the flushes held the event loop, in all and in the longest single block
     loop_seconds: float = 0.0
     longest_block_seconds: float = 0.0
+    #: blocks of the loop the flushes held (each gives the loop back at its end)
+    blocks: int = 0
     #: CPU time of the writer thread in the sink's writes
     writer_cpu_seconds: float = 0.0
     #: task groups turned into records, in all and by the last flush (only those that
@@ -98,8 +103,6 @@ class Flusher:
         #: the last one at close), whatever its pacing says
         self.unpaced = False
         self._lock = asyncio.Lock()
-        #: groups taken in the current block of the event loop (see _slice_done)
-        self._in_block = 0
 
     def status(self) -> dict[str, Any]:
         """The flushes' and the sink's statistics, as the recorder's info reports them."""
@@ -112,6 +115,7 @@ class Flusher:
             "records_dropped": stats.records_dropped,
             "flushes": stats.flushes,
             "longest_flush_block_seconds": stats.longest_block_seconds,
+            "flush_blocks": stats.blocks,
             "writer_cpu_seconds": stats.writer_cpu_seconds,
             "groups_snapshotted": stats.groups_snapshotted,
             "last_groups_snapshotted": stats.last_groups_snapshotted,
@@ -141,6 +145,7 @@ class Flusher:
             "records_dropped": 0,
             "flushes": 0,
             "longest_flush_block_seconds": 0.0,
+            "flush_blocks": 0,
             "writer_cpu_seconds": 0.0,
             "groups_snapshotted": 0,
             "last_groups_snapshotted": 0,
@@ -205,15 +210,14 @@ class Flusher:
     def _held(self, started: float) -> None:
         block = perf_counter() - started
         self.stats.loop_seconds += block
+        self.stats.blocks += 1
         self.stats.longest_block_seconds = max(self.stats.longest_block_seconds, block)
 
-    async def _slice_done(self, started: float, groups: int) -> float:
-        """``groups`` more were taken in this block: once a slice's worth is, give the
-        event loop back; returns when the current block started."""
-        self._in_block += groups
-        if self._in_block < GROUPS_PER_SLICE:
+    async def _chunk_done(self, started: float) -> float:
+        """A chunk of groups was taken: once the current block has held the loop for
+        :data:`SLICE_SECONDS`, give it back; returns when the current block started."""
+        if perf_counter() - started < SLICE_SECONDS:
             return started
-        self._in_block = 0
         return await self._give_back(started)
 
     async def _give_back(self, started: float) -> float:
@@ -230,7 +234,7 @@ class Flusher:
         records: list[Record] = []
         paced = not self.unpaced
         dirty = tracker.take_changed(paced=paced)
-        adopted, tracker.adopted = tracker.adopted, []
+        adopted: list[TaskGroup] = []
         unread: list[TaskGroup] = []
         spans: set[str] = set()
         finished: list[GroupUse] = []
@@ -239,28 +243,32 @@ class Flusher:
         span_tracks: dict[str, SpanTrack] = {}
         done_computations: list[ComputationTrack] = []
         try:
-            # the groups of spans seen for the first time, new groups (their spans'
-            # figures take in their waiting tasks), then the changed ones; the event
-            # loop is given back between slices
+            # the groups new graphs brought are adopted; then the groups of spans seen
+            # for the first time, new groups (their spans' figures take in their
+            # waiting tasks), then the changed ones are read; the event loop is given
+            # back between slices
+            while tracker.to_adopt:
+                tracker.adopt_waiting(GROUPS_PER_CHUNK)
+                started = await self._chunk_done(started)
+            adopted, tracker.adopted = tracker.adopted, []
             self.spans.discover(self.scheduler)
             unread, self.spans.unread = self.spans.unread, []
             # a new span's groups are new too, mostly: each read once
             in_unread = set(unread)
             to_read = unread + [tg for tg in adopted if tg not in in_unread]
-            self._in_block = 0
-            for first in range(0, len(to_read), GROUPS_PER_SLICE):
-                part = to_read[first : first + GROUPS_PER_SLICE]
+            for first in range(0, len(to_read), GROUPS_PER_CHUNK):
+                part = to_read[first : first + GROUPS_PER_CHUNK]
                 spans |= self.spans.groups_changed(self.scheduler, part)
-                started = await self._slice_done(started, len(part))
-            for first in range(0, len(dirty), GROUPS_PER_SLICE):
-                uses = dirty[first : first + GROUPS_PER_SLICE]
+                started = await self._chunk_done(started)
+            for first in range(0, len(dirty), GROUPS_PER_CHUNK):
+                uses = dirty[first : first + GROUPS_PER_CHUNK]
                 touched, done, read = tracker.snapshot_groups(
                     uses, self.scheduler, records, paced=paced
                 )
                 spans |= self.spans.groups_changed(self.scheduler, (use.group for use in read))
                 spans |= touched
                 finished += done
-                started = await self._slice_done(started, len(uses))
+                started = await self._chunk_done(started)
             self.stats.last_groups_snapshotted = len(dirty)
             self.stats.groups_snapshotted += len(dirty)
             computations, tracker.dirty_computations = tracker.dirty_computations, set()

@@ -5,7 +5,9 @@ a group whose name comes back while it is still alive — a persisted array summ
 notebook loop, the same expression computed twice — belongs to the first computation
 only. daskscope instead follows the graphs themselves: each ``update_graph`` names the
 tasks it touched, and from then on the tasks of those groups that run or fail count for
-that computation, the newest to ask for them. One :class:`GroupUse` holds one group's
+that computation, the newest to ask for them (the hook only notes a graph's new groups,
+which the next flush adopts in chunks, or a hook as soon as a task of one ends). One
+:class:`GroupUse` holds one group's
 work within one computation: what the group had already done when the computation took
 it over is its baseline, and the use's figures are the group's growth since.
 
@@ -213,6 +215,11 @@ class WorkTracker:
         self.dirty_prefixes: set[str] = set()
         #: groups adopted since the last flush (their spans' figures take them in)
         self.adopted: list[TaskGroup] = []
+        #: new groups of graphs, each with the computation that asked for it, adopted by
+        #: the next flush in chunks (:meth:`adopt_waiting`) rather than in the
+        #: ``update_graph`` hook, which holds the loop for the whole graph: a hook that
+        #: sees one of their tasks end adopts its group there, for that computation
+        self.to_adopt: dict[TaskGroup, ComputationTrack] = {}
         #: done groups whose states alone moved on since their last record, kept for
         #: an explicit flush or the close (see the module's docstring), and their count
         self.states_pending: set[GroupUse] = set()
@@ -228,7 +235,7 @@ class WorkTracker:
     # -- hot path (transition hook) ------------------------------------------------------
 
     def task_finished(self, ts: TaskState, kwargs: Mapping[str, Any]) -> GroupUse:
-        use = self.current.get(ts.group) or self._adopt(ts.group, None)
+        use = self.current.get(ts.group) or self._adopt_now(ts.group)
         if not use.ran and not use.fresh:
             use.first_start = _first_start(kwargs)
         # its own tasks' stop, not the group's: Dask's TaskGroup.stop takes in the tasks
@@ -242,7 +249,7 @@ class WorkTracker:
         return use
 
     def task_erred(self, ts: TaskState, kwargs: Mapping[str, Any]) -> GroupUse:
-        use = self.current.get(ts.group) or self._adopt(ts.group, None)
+        use = self.current.get(ts.group) or self._adopt_now(ts.group)
         if not use.ran and not use.fresh:
             use.first_start = _first_start(kwargs)
         for ss in kwargs.get("startstops") or ():
@@ -255,6 +262,8 @@ class WorkTracker:
     def task_forgotten(self, ts: TaskState) -> None:
         # the group's final states and its retirement are written at the next flush
         use = self.current.get(ts.group)
+        if use is None and ts.group in self.to_adopt:
+            use = self._adopt_now(ts.group)  # dropped once written, like any other
         if use is not None:
             self.dirty.add(use)
 
@@ -286,13 +295,37 @@ class WorkTracker:
             tg = ts.group
             seen.add(tg)
             use = self.current.get(tg)
-            if use is None:
-                self._adopt(tg, track)
-            elif use.computation is not track:
-                self._hand_over(use, track)
+            if use is not None:
+                if use.computation is not track:
+                    self._hand_over(use, track)
+            elif tg in self.to_adopt or not (tg.start or tg.nbytes_total or tg.all_durations):
+                # nothing of it ran yet, so its baseline is nothing (one that waits was
+                # adopted by a hook had a task of it ended): this computation takes it
+                self.to_adopt[tg] = track
+            else:
+                self._adopt(tg, track)  # its figures so far are its baseline: read now
         track.pending.update(tg for tg in seen if not tg.done)
 
-    def _adopt(self, tg: TaskGroup, computation: ComputationTrack | None) -> GroupUse:
+    def adopt_waiting(self, most: int) -> None:
+        """Adopt up to ``most`` of the groups new graphs brought (:attr:`to_adopt`)."""
+        to_adopt, current = self.to_adopt, self.current
+        for _ in range(min(most, len(to_adopt))):
+            tg, track = to_adopt.popitem()
+            if tg not in current:
+                self._adopt(tg, track, blank=True)
+
+    def _adopt_now(self, tg: TaskGroup) -> GroupUse:
+        """A group without a use whose task ended or was forgotten: adopted for the
+        computation whose graph brought it, if one did and it waits to be adopted."""
+        track = self.to_adopt.pop(tg, None)
+        return self._adopt(tg, track, blank=track is not None)
+
+    def _adopt(
+        self, tg: TaskGroup, computation: ComputationTrack | None, *, blank: bool = False
+    ) -> GroupUse:
+        """``blank``: the group had no figures when its graph came (it waited in
+        :attr:`to_adopt`), so its baseline is nothing, whatever it holds now (Dask
+        counts a task's figures before the hook that adopts it sees the task end)."""
         # A group we do not follow is new to us (we drop a use only once its group is
         # forgotten, and a name that comes back is a new TaskGroup): number it so that
         # each lifetime of a name keeps its own record.
@@ -306,9 +339,9 @@ class WorkTracker:
             self._use_id(tg.name, lifetime, computation),
             tg,
             computation,
-            base_nbytes=tg.nbytes_total,
-            base_durations=dict(tg.all_durations),
-            fresh=not tg.start,
+            base_nbytes=0 if blank else tg.nbytes_total,
+            base_durations={} if blank else dict(tg.all_durations),
+            fresh=blank or not tg.start,
             lifetime=lifetime,
         )
         self.current[tg] = use
@@ -524,6 +557,7 @@ class WorkTracker:
     def finish_all(self) -> None:
         """After ``client.restart()`` Dask drops every group without forgetting its
         tasks one by one: write each use once more, then let it go."""
+        self.adopt_waiting(len(self.to_adopt))  # counted among their prefixes' groups
         for use in list(self.current.values()):
             use.final = self._group_record(use)  # final: dropped once written
             self.dirty.add(use)
