@@ -225,8 +225,9 @@ async def _instrument(dask_scheduler: Any) -> dict[str, Any]:
         return submit(fn, *args)
 
     def drop_started(wall: float, cpu: float) -> None:
-        if log["current"] is not None:  # None: a flush begun before the wrapping
-            log["current"]["drop"] = (wall, cpu)
+        entry = log["current"]  # None: a flush begun before the wrapping
+        if entry is not None and entry["drop"] is None:  # its first slice
+            entry["drop"] = (wall, cpu)
 
     # profile.merge is recursive: time the outermost call only
     merge = getattr(dprofile, "_bench_original_merge", dprofile.merge)
@@ -336,19 +337,27 @@ def gc_within(
     return sum(w for w, _ in inside), sum(c for _, c in inside)
 
 
-def flush_blocks(flush: dict[str, Any]) -> tuple[list[tuple[float, ...]], tuple[float, float]]:
+def flush_blocks(
+    flush: dict[str, Any],
+) -> tuple[list[tuple[float, ...]], list[tuple[float, ...]]]:
     """(wall, CPU, start, end) of the blocks of the event loop one flush held before the
     write (one per slice of groups, the last one running on to the hand-over to the
-    writer thread), and of its bookkeeping after the write (dropping finished groups)."""
+    writer thread), and of the blocks of its bookkeeping after the write (letting go of
+    finished groups, in slices too)."""
     if flush["submit"] is None:  # the snapshot failed or the store was lost: not timed
-        return [], (0.0, 0.0)
-    cuts = flush["cuts"]
-    starts = [flush["t0"]] + [resumed for _, resumed in cuts]
-    ends = [ended for ended, _ in cuts] + [flush["submit"]]
-    blocks = [(e[0] - s[0], e[1] - s[1], s[0], e[0]) for s, e in zip(starts, ends, strict=True)]
-    drop, end = flush["drop"], flush["end"]
-    after = (end[0] - drop[0], end[1] - drop[1]) if drop is not None else (0.0, 0.0)
-    return blocks, after
+        return [], []
+    submitted, drop, end = flush["submit"], flush["drop"], flush["end"]
+    before = [cut for cut in flush["cuts"] if cut[0][0] <= submitted[0]]
+    later = [cut for cut in flush["cuts"] if cut[0][0] > submitted[0]]
+
+    def spans(first: Any, cuts: list[Any], last: Any) -> list[tuple[float, ...]]:
+        starts = [first] + [resumed for _, resumed in cuts]
+        ends = [ended for ended, _ in cuts] + [last]
+        return [(e[0] - s[0], e[1] - s[1], s[0], e[0]) for s, e in zip(starts, ends, strict=True)]
+
+    return spans(flush["t0"], before, submitted), (
+        spans(drop, later, end) if drop is not None else []
+    )
 
 
 # -- one timed run ------------------------------------------------------------------------
@@ -413,7 +422,7 @@ def one_run(variant: Variant, url: str | None) -> dict[str, Any]:
     for flush in probe["flushes"]:
         held, later = flush_blocks(flush)
         blocks += held
-        after.append(later)
+        after += later
     parts = probe["parts"]
     longest = max(blocks, default=(0.0, 0.0, 0.0, 0.0))
     events = gc_log["events"]

@@ -302,12 +302,18 @@ class Flusher:
             tracker.dirty_prefixes |= prefixes
             self._write_failed(exc, [r for r in records if isinstance(r, _APPEND_ONLY)])
             return 0
-        tracker.drop(finished)
-        self.spans.let_go(self.scheduler, (use.group for use in finished))
+        # what is stored can be let go: a block of the loop of its own, in slices too
+        started = perf_counter()
+        for first in range(0, len(finished), GROUPS_PER_CHUNK):
+            stored = finished[first : first + GROUPS_PER_CHUNK]
+            tracker.drop(stored)
+            self.spans.let_go(self.scheduler, (use.group for use in stored))
+            started = await self._chunk_done(started)
         tracker.computations_written(done_computations)
         self.spans.remember(span_tracks)
         self.stats.records_written += len(records)
         self.stats.last_write_error = None
+        self._held(started)
         return len(records)
 
     def _write_failed(self, exc: Exception, unwritten: list[Record]) -> None:
