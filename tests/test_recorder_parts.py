@@ -906,3 +906,28 @@ def test_roster_samples_are_shared_while_fresh_and_only_rounds_are_stored(
     assert len(flusher.buffer) == 2  # samples taken on demand are not stored
     scheduler.workers["tcp://c"] = Worker("tcp://c")
     assert len(roster.samples(max_age=60.0)) == 3  # a worker arrived: taken again
+
+
+def test_what_the_recorder_keeps_of_a_live_group_is_not_tracked_by_the_collector() -> None:
+    """Copies of Dask's durations that live as long as their group (a span share, a
+    use's baseline) are dicts the garbage collector does not track: ``dict()`` of Dask's
+    defaultdict would be tracked, adding to every full pass over the scheduler's heap."""
+    import gc
+
+    from distributed.scheduler import TaskGroup, TaskPrefix, TaskState
+
+    from daskscope.collector.snapshot import plain
+    from daskscope.collector.spans import GroupShare
+
+    tg = TaskGroup("add-1", TaskPrefix("add"))
+    task = TaskState(("add-1", 0), None, "memory", tg, False)
+    tg.add(task)
+    tg.add_duration("compute", 1.0, 2.5)
+    assert gc.is_tracked(dict(tg.all_durations))  # what a plain copy avoids
+    assert plain(tg.all_durations) == {"compute": 1.5}
+    share = GroupShare.of(tg)
+    assert share.durations == {"compute": 1.5} and not gc.is_tracked(share.durations)
+    assert not gc.is_tracked(share.states)
+    tracker = WorkTracker("c", max_code_chars=1000)
+    use = tracker.task_finished(task, startstops(1.0))  # a group outside any graph
+    assert use.base_durations == {"compute": 1.5} and not gc.is_tracked(use.base_durations)

@@ -59,6 +59,15 @@ def code_snippets(code: Iterable[tuple[Any, ...]], max_chars: int) -> list[str]:
     return out
 
 
+def plain(durations: Mapping[str, float]) -> dict[str, float]:
+    """A copy built item by item. Python's garbage collector does not track a dict of
+    numbers made so, where ``dict()`` of Dask's ``all_durations`` (a defaultdict) would
+    be tracked, as a copy keeps its source's tracking: the copies a recorder keeps live as
+    long as their groups, and long-lived tracked objects bring on full passes over the
+    scheduler's whole heap (issue 16)."""
+    return {activity: seconds for activity, seconds in durations.items()}
+
+
 def nonzero(counts: Mapping[Any, int]) -> dict[str, int]:
     """The states with at least one task (Dask keys them by literal state names)."""
     return {state: n for state, n in counts.items() if n}
@@ -87,7 +96,7 @@ def task_group_record(
         tasks_erred=erred,
         nbytes_total=tg.nbytes_total,
         duration_s=tg.duration,
-        durations=dict(tg.all_durations),
+        durations=plain(tg.all_durations),
         types=sorted(tg.types),
         started_at=tg.start or None,
         stopped_at=tg.stop or None,

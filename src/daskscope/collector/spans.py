@@ -68,7 +68,7 @@ class GroupShare:
         return cls(
             {state: n for state, n in tg.states.items() if n},
             tg.nbytes_total,
-            dict(tg.all_durations),
+            snapshot.plain(tg.all_durations),
             tg.duration,
             tg.start,
             tg.stop,

@@ -340,7 +340,7 @@ class WorkTracker:
             tg,
             computation,
             base_nbytes=0 if blank else tg.nbytes_total,
-            base_durations={} if blank else dict(tg.all_durations),
+            base_durations={} if blank else snapshot.plain(tg.all_durations),
             fresh=blank or not tg.start,
             lifetime=lifetime,
         )
@@ -366,7 +366,7 @@ class WorkTracker:
             tg,
             to,
             base_nbytes=tg.nbytes_total,
-            base_durations=dict(tg.all_durations),
+            base_durations=snapshot.plain(tg.all_durations),
             fresh=False,
             lifetime=use.lifetime,
         )
