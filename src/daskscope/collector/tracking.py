@@ -7,9 +7,9 @@ only. daskscope instead follows the graphs themselves: each ``update_graph`` nam
 tasks it touched, and from then on the tasks of those groups that run or fail count for
 that computation, the newest to ask for them (the hook only notes a graph's new groups,
 which the next flush adopts in chunks, or a hook as soon as a task of one ends). One
-:class:`GroupUse` holds one group's
-work within one computation: what the group had already done when the computation took
-it over is its baseline, and the use's figures are the group's growth since.
+:class:`GroupUse` holds one group's work within one computation: what the group had
+already done when the computation took it over is its baseline, and the use's figures
+are the group's growth since.
 
 Every hook marks what it changed; a flush writes only that (issue: recording cost
 proportional to what changed, not to how much is alive). A group that began
@@ -298,9 +298,9 @@ class WorkTracker:
             if use is not None:
                 if use.computation is not track:
                     self._hand_over(use, track)
-            elif tg in self.to_adopt or not (tg.start or tg.nbytes_total or tg.all_durations):
-                # nothing of it ran yet, so its baseline is nothing (one that waits was
-                # adopted by a hook had a task of it ended): this computation takes it
+            elif tg in self.to_adopt or not (tg.start or tg.nbytes_total or tg.duration):
+                # nothing of it ran yet (had a task of one that waits ended, a hook would
+                # have adopted it), so its baseline is nothing: this computation takes it
                 self.to_adopt[tg] = track
             else:
                 self._adopt(tg, track)  # its figures so far are its baseline: read now
