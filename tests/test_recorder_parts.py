@@ -62,6 +62,10 @@ class Group:
     def __len__(self) -> int:
         return self.size
 
+    @property
+    def duration(self) -> float:
+        return sum(self.all_durations.values())
+
     def run(self, task: Task, *, at: float, nbytes: int = 8, seconds: float = 0.5) -> None:
         """One of its tasks ran: Dask's own figures grow."""
         self.start = self.start or at
