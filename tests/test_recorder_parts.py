@@ -6,6 +6,7 @@ sink factory and its statistics, the workers' shared samples, and the Dask adapt
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from distributed.scheduler import TaskGroup, TaskPrefix, TaskState
 
 from daskscope.collector import dask_adapter, flushing
 from daskscope.collector.accounting import Accounting, cluster_record, threads_integral
@@ -23,7 +25,8 @@ from daskscope.collector.http_sink import HttpSink
 from daskscope.collector.lifecycle import WorkerLifecycle
 from daskscope.collector.roster import WorkerRoster
 from daskscope.collector.sink import StoreSink, sink_for
-from daskscope.collector.spans import SpanTracker
+from daskscope.collector.snapshot import plain
+from daskscope.collector.spans import GroupShare, SpanTracker
 from daskscope.collector.tracking import PROGRESS_SECONDS, ComputationTrack, Totals, WorkTracker
 from daskscope.config import CollectorSettings
 from daskscope.model import (
@@ -916,13 +919,6 @@ def test_what_the_recorder_keeps_of_a_live_group_is_not_tracked_by_the_collector
     """Copies of Dask's durations that live as long as their group (a span share, a
     use's baseline) are dicts the garbage collector does not track: ``dict()`` of Dask's
     defaultdict would be tracked, adding to every full pass over the scheduler's heap."""
-    import gc
-
-    from distributed.scheduler import TaskGroup, TaskPrefix, TaskState
-
-    from daskscope.collector.snapshot import plain
-    from daskscope.collector.spans import GroupShare
-
     tg = TaskGroup("add-1", TaskPrefix("add"))
     task = TaskState(("add-1", 0), None, "memory", tg, False)
     tg.add(task)
