@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import dask
-from distributed import Client, LocalCluster
+from distributed import Client
 
 import daskscope
 
 sys.path.insert(0, str(Path(__file__).parent))
-from overhead import DASK_CONFIG, RECORD_EVERYTHING, many_groups_workload
+from overhead import DASK_CONFIG, RECORD_EVERYTHING, bench_cluster, many_groups_workload
 
 
 def type_name(obj: object) -> str:
@@ -58,13 +58,7 @@ async def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp, dask.config.set(DASK_CONFIG):
         async with (
-            LocalCluster(
-                n_workers=2,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=":0",
-                asynchronous=True,
-            ) as cluster,
+            bench_cluster(asynchronous=True) as cluster,
             Client(cluster, asynchronous=True) as client,
         ):
             if args.arm == "with":

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import dask
-from distributed import Client, LocalCluster
+from distributed import Client
 
 import daskscope
 
 sys.path.insert(0, str(Path(__file__).parent))
-from overhead import DASK_CONFIG, RECORD_EVERYTHING, many_groups_workload
+from overhead import DASK_CONFIG, RECORD_EVERYTHING, bench_cluster, many_groups_workload
 
 
 def _install(dask_scheduler: Any = None) -> None:
@@ -66,9 +66,7 @@ def one_run(n_tasks: int, n_groups: int) -> dict[str, Any]:
     with (
         tempfile.TemporaryDirectory() as tmp,
         dask.config.set(DASK_CONFIG),
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
+        bench_cluster() as cluster,
         Client(cluster) as client,
     ):
         daskscope.register(client, database=f"sqlite:///{tmp}/s.db", **RECORD_EVERYTHING)

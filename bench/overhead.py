@@ -66,6 +66,18 @@ DASK_CONFIG = {"distributed.scheduler.worker-saturation": float("inf")}
 Graph = dict[Any, Any]
 
 
+def bench_cluster(*, asynchronous: bool = False) -> LocalCluster:
+    """The benchmarks' cluster: 2 worker processes of 1 thread each, no dashboard; the
+    scheduler runs in the calling process."""
+    return LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        asynchronous=asynchronous,
+    )
+
+
 # -- workloads ----------------------------------------------------------------------------
 
 
@@ -379,9 +391,7 @@ def one_run(variant: Variant, url: str | None) -> dict[str, Any]:
     )
     with (
         dask.config.set(DASK_CONFIG),
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
+        bench_cluster() as cluster,
         Client(cluster) as client,
     ):
         child: dict[str, Any] = {}
@@ -552,13 +562,7 @@ async def probe_run(variant: Variant, url: str) -> dict[str, Any]:
     progress(f"{variant.name}, probe run (memory, hook): {len(graph):,} tasks")
     keep = next(iter(graph))  # a leaf held in memory, to time the hook on afterwards
     async with (
-        LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=":0",
-            asynchronous=True,
-        ) as cluster,
+        bench_cluster(asynchronous=True) as cluster,
         Client(cluster, asynchronous=True) as client,
     ):
         await daskscope.register(client, database=url, **RECORD_EVERYTHING)

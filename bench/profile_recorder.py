@@ -23,7 +23,7 @@ from typing import Any
 
 import dask
 import psutil
-from distributed import Client, LocalCluster, span
+from distributed import Client, span
 from msgspec.json import encode
 
 import daskscope
@@ -33,7 +33,7 @@ from daskscope.store import open_store, write_rows
 from daskscope.store.writer import prepare_writes
 
 sys.path.insert(0, str(Path(__file__).parent))
-from overhead import DASK_CONFIG, RECORD_EVERYTHING, many_groups_workload
+from overhead import DASK_CONFIG, RECORD_EVERYTHING, bench_cluster, many_groups_workload
 
 
 async def main() -> None:
@@ -47,13 +47,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, dask.config.set(DASK_CONFIG):
         url = f"sqlite:///{tmp}/p.sqlite"
         async with (
-            LocalCluster(
-                n_workers=2,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=":0",
-                asynchronous=True,
-            ) as cluster,
+            bench_cluster(asynchronous=True) as cluster,
             Client(cluster, asynchronous=True) as client,
         ):
             await daskscope.register(client, database=url, **RECORD_EVERYTHING)
