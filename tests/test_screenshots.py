@@ -272,3 +272,94 @@ def test_keyboard_skip_link_and_focus_ring(demo: dict[str, Any], page: Any) -> N
     assert focused["inMain"] and focused["style"] == "solid", focused
     assert float(focused["width"].removesuffix("px")) >= 2
     page.screenshot(path=str(SCREENSHOTS / f"keyboard-focus-{page.size_name}.png"))
+
+
+# -- private by default: nothing a page can do reaches another host ------------------
+
+
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
+#: pages the crawl opens at most: every kind of page, with its tabs, is well within it
+MAX_CRAWLED = 60
+
+
+def _local(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.scheme in ("", "data", "blob", "about", "javascript") or (
+        parts.hostname in LOCAL_HOSTS
+    )
+
+
+def test_no_control_on_any_page_reaches_another_host(demo: dict[str, Any], browser: Any) -> None:
+    """Every page reachable from the account page by its links: every link, form,
+    frame and resource points at this server, no chart offers plotly's "Share chart"
+    (which opens plotly's cloud with the chart's data), and clicking every button of
+    every chart's mode bar sends nothing and opens nothing elsewhere."""
+    from urllib.parse import urljoin, urlsplit
+
+    context, page, errors = new_page(browser, 1440, 900)
+    away: list[str] = []
+
+    def guard(route: Any) -> None:
+        if _local(route.request.url):
+            route.continue_()
+        else:
+            away.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", guard)
+    popups: list[str] = []
+    context.on("page", lambda opened: popups.append(opened.url))
+    base = demo["base"]
+    queue, seen, charts = [base + "/?days=0"], set(), 0
+    try:
+        while queue and len(seen) < MAX_CRAWLED:
+            url = queue.pop(0)
+            key = urlsplit(url)._replace(fragment="").geturl()
+            if key in seen:
+                continue
+            seen.add(key)
+            response = page.goto(url)
+            if response is None or response.status != 200:
+                continue
+            if "html" not in (response.headers.get("content-type") or ""):
+                continue
+            page.wait_for_load_state("networkidle")
+            targets = page.eval_on_selector_all(
+                "a[href], form[action], iframe[src], img[src], script[src], link[href]",
+                "els => els.map(e => e.href || e.action || e.src || '')",
+            )
+            elsewhere = [t for t in targets if not _local(t)]
+            assert elsewhere == [], f"{url} points elsewhere: {elsewhere}"
+            for target in page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)"):
+                link = urljoin(url, target)
+                path = urlsplit(link).path
+                if path.startswith(("/api/", "/logout", "/assets/", "/static/")):
+                    continue
+                if path.endswith("/raw"):
+                    continue
+                queue.append(link)
+            for chart in page.locator(".js-plotly-plot").all():
+                charts += 1
+                chart.scroll_into_view_if_needed()
+                chart.hover()
+                titles = chart.locator(".modebar-btn").evaluate_all(
+                    "bs => bs.map(b => b.getAttribute('data-title') || '')"
+                )
+                assert not [t for t in titles if "share" in t.lower() or "cloud" in t.lower()], (
+                    f"{url}: {titles}"
+                )
+                for title in titles:
+                    if "download" in title.lower():
+                        continue  # a file for the user, made in the page
+                    # looked up again: a click may redraw the mode bar
+                    button = chart.locator(f'.modebar-btn[data-title="{title}"]')
+                    if button.count():
+                        chart.hover()
+                        button.first.click(force=True)
+        assert away == [] and popups == [], (away, popups)
+        assert errors == []
+        assert len(seen) > 10 and charts > 5, (len(seen), charts)  # the crawl reached them
+    finally:
+        context.close()

@@ -4,6 +4,11 @@
 // same definitions as the terminal and the templates. Rounding is toFixed's (half away
 // from zero on the exact value), which format.py follows.
 "use strict";
+// Nothing a page can do sends data off this host. plotly.js puts a "Share chart..." button
+// on every chart's mode bar that opens plotly's cloud with the chart's data (task keys,
+// members, costs): off for every chart on every page, whatever config a page passes,
+// and no address to send to should a page turn it back on.
+if (window.Plotly) Plotly.setPlotConfig({ showSendToCloud: false, plotlyServerURL: "" });
 const ds = (() => {
   const F = DS_FORMAT;
   const MISSING = F.missing;

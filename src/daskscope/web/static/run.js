@@ -45,7 +45,7 @@
       });
     }
     // a short tool bar, so that it leaves the legend readable on a phone
-    const config = { ...ds.config, modeBarButtonsToRemove: ["toImage", "sendDataToCloud", "select2d", "lasso2d", "zoomIn2d", "zoomOut2d", "autoScale2d", "toggleSpikelines", "hoverClosestCartesian", "hoverCompareCartesian"] };
+    const config = { ...ds.config, modeBarButtonsToRemove: ["toImage", "select2d", "lasso2d", "zoomIn2d", "zoomOut2d", "autoScale2d", "toggleSpikelines", "hoverClosestCartesian", "hoverCompareCartesian"] };
     Plotly.newPlot(div, traces, layout, config).then(() => { div.dataset.ready = "1"; });
   }
 
