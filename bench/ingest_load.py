@@ -45,6 +45,9 @@ from pgserver import PostgresServer, free_port
 
 STAGGER_S = 0.05  # between the first connections of successive clusters
 SEQ = "SEQ0000000"  # replaced in the encoded batch: fresh ids without re-encoding
+#: the records' revision in the template (19 digits), replaced by a higher one each
+#: batch as a recorder's sink numbers them: every cluster-row upsert is a versioned one
+REVISION = 1_000_000_000_000_000_000
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,9 @@ def batch_template(cluster: int, load: Load) -> bytes:
         )
         for i in range(samples)
     ]  # fmt: skip
+    for record in records:
+        if hasattr(record, "revision"):  # a tree from before revisions has none
+            record.revision = REVISION
     return encode_batch(records)
 
 
@@ -165,6 +171,7 @@ async def run_load(base: str, token: str, load: Load) -> dict[str, Any]:
             seq = 0
             while time.monotonic() < deadline:
                 body = templates[i].replace(SEQ.encode(), f"{seq:010d}".encode())
+                body = body.replace(str(REVISION).encode(), str(REVISION + 1 + seq).encode())
                 seq += 1
                 t0 = time.perf_counter()
                 try:

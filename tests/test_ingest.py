@@ -27,7 +27,7 @@ from conftest import _admin
 from daskscope.collector.http_sink import HttpSink
 from daskscope.collector.plugin import DaskscopePlugin
 from daskscope.config import CollectorSettings
-from daskscope.model import TaskGroupRecord
+from daskscope.model import TaskGroupRecord, stamp_revisions
 from daskscope.store import cluster_detail, open_store, table_counts
 from daskscope.store.identity import add_user, create_account, create_token
 from daskscope.web import create_app
@@ -58,11 +58,15 @@ def app(tmp_path: Path) -> Any:
 
 
 def test_a_batch_posted_twice_is_stored_once(app: Any) -> None:
-    batch = encode_batch([group(i) for i in range(50)])
-    for _ in range(2):
+    records = [group(i) for i in range(50)]
+    stamp_revisions(records)  # as a sink numbers them
+    batch = encode_batch(records)
+    written = {"stored": 50, "superseded": 0, "superseded_by_table": {}}
+    replayed = {"stored": 0, "superseded": 50, "superseded_by_table": {"task_groups": 50}}
+    for expected in (written, replayed):
         response = post(app, batch)
         assert response.status_code == 200, response.text
-        assert response.json() == {"stored": 50, "records": 50, "rejected": []}
+        assert response.json() == {**expected, "records": 50, "rejected": []}
     assert table_counts(app.state.store)["task_groups"] == 50
 
 

@@ -204,12 +204,14 @@ def test_the_migration_indexes_spans_stored_before_it(tmp_path: Path) -> None:
     with open_store(url) as store:
         write_records(store, [c1, c2, *spans])
         with store.engine.begin() as conn:
-            written = conn.execute(sa.select(s.span_tags).order_by(s.span_tags.c.id)).all()
+            # a round trip through 0008 drops every revision with its column: the rest
+            indexed = [c for c in s.span_tags.c if c.name != "revision"]
+            written = conn.execute(sa.select(*indexed).order_by(s.span_tags.c.id)).all()
             cfg = _alembic_config()
             cfg.attributes["connection"] = conn
             command.downgrade(cfg, "0008")  # as a store from before the index
             command.upgrade(cfg, "head")  # 0009 indexes the spans, 0011 adds their seconds
-            filled = conn.execute(sa.select(s.span_tags).order_by(s.span_tags.c.id)).all()
+            filled = conn.execute(sa.select(*indexed).order_by(s.span_tags.c.id)).all()
         # the writer's rows and the migrations' agree; a span without a name has none
         assert filled == written and len(filled) == 4
         outer = {(r.tag, r.outermost) for r in filled}

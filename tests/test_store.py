@@ -127,15 +127,13 @@ def test_same_batch_twice_is_stored_once_and_new_values_win(store: store_api.Sto
     records = recorded_cluster(cluster)
     write_records(store, records)
     counts = table_counts(store)
-    updated = dataclasses.replace(
-        cluster, stopped_at=None, last_seen_at=T0 + 7200.0, tasks_executed=2**40
-    )
+    updated = dataclasses.replace(cluster, last_seen_at=T0 + 7200.0, tasks_executed=2**40)
     samples = [r for r in records if isinstance(r, WorkerSampleRecord)]
     newer = dataclasses.replace(samples[0], memory=None, cpu_percent=99.5)
     write_records(store, [*records[1:], updated, newer])
     assert table_counts(store) == counts
     rows = stored_rows(store)
-    assert rows["clusters"][cluster.id]["stopped_at"] is None
+    assert rows["clusters"][cluster.id]["stopped_at"] == cluster.stopped_at
     assert rows["clusters"][cluster.id]["tasks_executed"] == 2**40
     assert rows["worker_samples"][newer.id] == model.record_to_dict(newer)
 

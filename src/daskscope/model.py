@@ -2,8 +2,9 @@
 
 The collector produces these, sinks carry them, the store keeps them and the analysis
 reads them back. Every record has a stable ``id`` (see :func:`stable_id`) so that writing
-the same record twice stores it once. Times are UTC epoch seconds (floats); sizes are
-bytes; durations are seconds.
+the same record twice stores it once, and a ``revision`` (see :func:`stamp_revisions`)
+so that a stored row only ever moves forward: an older copy delivered later changes
+nothing. Times are UTC epoch seconds (floats); sizes are bytes; durations are seconds.
 
 Each field declares its shape with :func:`daskscope.shape.col`: the column that stores it
 and what the wire accepts. Nothing here imports SQLAlchemy: the recorder imports this
@@ -16,6 +17,8 @@ module in the scheduler.
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -39,9 +42,11 @@ __all__ = [
     "WorkerSampleRecord",
     "WorkflowChunkRecord",
     "WorkflowRunRecord",
+    "next_revision",
     "record_from_dict",
     "record_to_dict",
     "stable_id",
+    "stamp_revisions",
 ]
 
 _NAMESPACE = uuid.UUID("6f1c2a8e-5d0b-4c39-9a51-2f7d3b9e8c41")
@@ -69,6 +74,13 @@ def _ref() -> Any:
 
 def _ref_or_none() -> Any:
     return col(Column.STRING, short=True, default=None)
+
+
+def _revision() -> Any:
+    # when the record was handed to delivery (stamp_revisions); a stored row only moves
+    # to a higher one. 0: not numbered (a writer of old), which replaces as before.
+    # NULL in rows stored before revisions were kept (migration 0012)
+    return col(Column.BIGINT, nonnegative=True, nullable=True, default=0)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -102,6 +114,7 @@ class ClusterRecord:
     compute_seconds: float = col(Column.DOUBLE, nonnegative=True, default=0.0)
     #: Σ output sizes (nbytes) of tasks
     bytes_processed: int = col(Column.BIGINT, default=0)
+    revision: int = _revision()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -118,6 +131,7 @@ class ComputationRecord:
     tasks_executed: int = col(Column.BIGINT, nonnegative=True, default=0)
     tasks_erred: int = col(Column.BIGINT, nonnegative=True, default=0)
     group_count: int = col(Column.INTEGER, nonnegative=True, default=0)
+    revision: int = _revision()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -145,6 +159,7 @@ class TaskGroupRecord:
     types: list[str] = col(Column.JSON, default_factory=list)
     started_at: float | None = col(Column.TIME, default=None)
     stopped_at: float | None = col(Column.TIME, default=None)
+    revision: int = _revision()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -161,6 +176,7 @@ class TaskPrefixRecord:
     nbytes_total: int = col(Column.BIGINT, nonnegative=True, default=0)
     duration_s: float = col(Column.DOUBLE, nonnegative=True, default=0.0)
     durations: dict[str, float] = col(Column.JSON, default_factory=dict)
+    revision: int = _revision()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -184,6 +200,7 @@ class SpanRecord:
     active_cpu_seconds: float = col(Column.DOUBLE, nonnegative=True, default=0.0)
     code: list[str] = col(Column.JSON, default_factory=list)
     group_count: int = col(Column.INTEGER, nonnegative=True, default=0)
+    revision: int = _revision()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -203,6 +220,7 @@ class SpanMetricRecord:
     activity: str = col(Column.STRING)
     unit: str = col(Column.STRING)
     value: float = col(Column.DOUBLE)
+    revision: int = _revision()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -241,6 +259,7 @@ class WorkerSampleRecord:
     #: every numeric leaf of ``WorkerState.metrics``, e.g. ``{"gpu.utilization": 37.0}``;
     #: NULL in samples stored before revision 0004 (their other metrics were not kept)
     metrics: dict[str, float] = col(Column.JSON, nullable=True, default_factory=dict)
+    revision: int = _revision()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -254,6 +273,7 @@ class EventRecord:
     kind: str = col(Column.STRING)
     worker: str | None = col(Column.STRING, default=None)
     detail: dict[str, Any] = col(Column.JSON, default_factory=dict)
+    revision: int = _revision()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -271,6 +291,7 @@ class ErrorRecord:
     worker: str | None = col(Column.STRING, default=None)
     exception: str = col(Column.TEXT, default="")
     traceback: str = col(Column.TEXT, default="")
+    revision: int = _revision()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -284,6 +305,7 @@ class ProfileRecord:
     stopped_at: float = col(Column.TIME)
     samples: int = col(Column.BIGINT, nonnegative=True)
     tree: dict[str, Any] = col(Column.JSON)
+    revision: int = _revision()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -313,6 +335,7 @@ class WorkflowRunRecord:
     #: None only for runs stored before owners were kept
     account: str | None = col(Column.STRING, short=True, default=None)
     user: str | None = col(Column.STRING, short=True, default=None)
+    revision: int = _revision()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -341,6 +364,7 @@ class WorkflowChunkRecord:
     task_key: str | None = col(Column.TEXT, default=None)
     #: sections, custom fields and anything else the chunk carried
     detail: dict[str, Any] = col(Column.JSON, default_factory=dict)
+    revision: int = _revision()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -367,6 +391,7 @@ class TaskSegmentRecord:
     groups: list[str] = col(Column.JSON, default_factory=list)
     summary: bytes = col(Column.BYTES, default=b"")
     key_filter: bytes = col(Column.BYTES, default=b"")
+    revision: int = _revision()
 
 
 Record = (
@@ -407,6 +432,31 @@ RECORD_TYPES: dict[str, type] = {
 _FIELDS: dict[type, tuple[str, ...]] = {
     cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in RECORD_TYPES.values()
 }
+
+
+_revision_lock = threading.Lock()
+_last_revision = 0
+
+
+def next_revision() -> int:
+    """A number larger than any this process gave before: the clock in nanoseconds,
+    or one more than the last when the clock stood still or went back. Across processes
+    it follows the clock, which orders the writers of one record well enough: a record
+    has one writer (a cluster's recorder, a run's collector)."""
+    global _last_revision
+    with _revision_lock:
+        _last_revision = max(time.time_ns(), _last_revision + 1)
+        return _last_revision
+
+
+def stamp_revisions(records: Iterable[Record]) -> int:
+    """Number ``records`` as the newest state of their rows, as a sink takes them: a
+    store or server keeps a row's highest revision and ignores what is older (an old
+    batch delivered late, a replay). Returns the revision."""
+    revision = next_revision()
+    for record in records:
+        record.revision = revision
+    return revision
 
 
 def record_to_dict(record: Record) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import click
 from rich.console import Console
 
 from daskscope.cli.advise import advise_command
+from daskscope.cli.audit import audit_group
 from daskscope.cli.compare import COMMANDS as COMPARE_COMMANDS
 from daskscope.cli.costs import costs_command
 from daskscope.cli.critical_path import critical_path_command
@@ -31,6 +32,7 @@ from daskscope.store import (
     StoreError,
     UnknownCluster,
 )
+from daskscope.store.queries import MAX_PAGE
 
 if TYPE_CHECKING:
     from daskscope.views import ClusterView
@@ -94,7 +96,7 @@ def cli(ctx: click.Context, database: str | None) -> None:
 
 @cli.command("clusters")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1, max=MAX_PAGE), default=50, show_default=True)
 @click.pass_obj
 def clusters_command(state: State, as_json: bool, limit: int) -> None:
     """List recorded clusters, newest first."""
@@ -248,6 +250,7 @@ cli.add_command(serve_command)
 cli.add_command(account_group)
 cli.add_command(user_group)
 cli.add_command(token_group)
+cli.add_command(audit_group)  # cli/audit.py
 cli.add_command(upload_report_command)
 cli.add_command(spool_group)
 cli.add_command(export_group)  # cli/export.py

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from daskscope.format import MISSING, duration_text, timestamp_text
+from daskscope.store.queries import MAX_OFFSET, MAX_PAGE
 
 __all__ = ["run_command", "runs_command"]
 
@@ -53,8 +54,10 @@ def _hinted() -> Iterator[None]:
     show_default=True,
 )
 @click.option("--order", type=click.Choice(["asc", "desc"]), default="desc", show_default=True)
-@click.option("--offset", type=click.IntRange(min=0), default=0, help="Runs to skip.")
-@click.option("--limit", type=click.IntRange(min=1, max=10_000), default=100, show_default=True)
+@click.option(
+    "--offset", type=click.IntRange(min=0, max=MAX_OFFSET), default=0, help="Runs to skip."
+)
+@click.option("--limit", type=click.IntRange(min=1, max=MAX_PAGE), default=100, show_default=True)
 @click.pass_obj
 def runs_command(state: Any, as_json: bool, search: str | None, **asked: Any) -> None:
     """List workflow runs (MetricsCollector), newest first; the same filters, order and

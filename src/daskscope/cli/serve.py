@@ -73,6 +73,12 @@ def run_server(
     import uvicorn
 
     from daskscope.web import create_app
+    from daskscope.web.admission import bound_allocator
+    from daskscope.web.connections import max_connections, raise_file_limit
+
+    # Before anything opens files or starts threads; worker processes inherit both
+    files_before, files = raise_file_limit()
+    bound_allocator()
 
     app = create_app(database, auth=auth_wanted(auth, host), hosts=(host,))
     shown = "localhost" if host in ("127.0.0.1", "::1") else host
@@ -80,6 +86,11 @@ def run_server(
     mode = "tokens required" if app.state.auth else "no authentication"
     click.echo(
         f"daskscope dashboard of {app.state.store.display_url} at {url} ({mode}; Ctrl-C stops it)"
+    )
+    raised = f", raised from {files_before}" if files != files_before else ""
+    click.echo(
+        f"open files: at most {files} a process{raised}; connections: at most "
+        f"{max_connections()} a process (daskscope.serve.max-connections)"
     )
     if open_browser:
         _open_browser(url)
@@ -111,13 +122,16 @@ def run_server(
 
 def _connection_limits() -> dict[str, Any]:
     """Bounded connections (web/connections.py): a request head must arrive within
-    ``serve.header-timeout``, at most ``serve.max-connections`` are open (past that
-    uvicorn answers 503 to requests), and a request head holds at most 16 KiB."""
-    from daskscope.web.connections import GuardedH11Protocol, max_connections
+    ``serve.header-timeout``, at most ``serve.max-connections`` are open (the protocol
+    keeps them there, closing idle ones first; uvicorn's 503 past ``limit_concurrency``
+    is then only for requests still running after their connection left), a burst of
+    accepts is bounded, and a request head holds at most 16 KiB."""
+    from daskscope.web.connections import ACCEPT_BACKLOG, GuardedH11Protocol, max_connections
 
     return {
         "http": GuardedH11Protocol,
-        "limit_concurrency": max_connections(),
+        "limit_concurrency": max_connections() + 1,
+        "backlog": ACCEPT_BACKLOG,
         "h11_max_incomplete_event_size": 16 * 1024,
     }
 

@@ -142,8 +142,10 @@ def spool_send(
     unreadable: bool,
 ) -> None:
     """Send batches to the server now, oldest first: NAMES, or every waiting one (and
-    with --rejected/--unreadable those set aside). Sent batches leave the spool; the
-    first that cannot be sent yet stops the run (exit status 1)."""
+    with --rejected/--unreadable those set aside), saying what each changed on the
+    server: a batch older than what it holds changes nothing. Sent batches leave the
+    spool; the first the server cannot take yet stops the run (exit status 1); one whose
+    cluster is not on the server yet is kept and the rest sent (exit status 1)."""
     from daskscope import config
     from daskscope.collector.http_sink import HttpSink
 
@@ -154,7 +156,7 @@ def spool_send(
     states = _states(rejected=rejected, unreadable=unreadable)
     paths = _selected(directory, names, states | (set() if names else {"waiting"}))
     sink = HttpSink(server, token or config.get("token"), directory)
-    sent = 0
+    sent = early = 0
     try:
         for path in paths:
             if path.is_dir():
@@ -164,6 +166,15 @@ def spool_send(
             if outcome == "ok":
                 path.unlink(missing_ok=True)
                 sent += 1
+                click.echo(f"{path.name}: {_changed(sink.answers)}")
+                continue
+            if outcome == "later":
+                early += 1
+                click.echo(
+                    f"{path.name}: its cluster's record is not on the server yet; kept "
+                    "(sent again with the rest, or by the next `spool send`)",
+                    err=True,
+                )
                 continue
             if outcome == "rejected":
                 click.echo(f"refused: {path.name} (kept; the server's reason is logged)", err=True)
@@ -181,6 +192,29 @@ def spool_send(
     finally:
         sink.disconnect()
     click.echo(f"sent {sent} of {len(paths)} batch(es) to {server}")
+    if early:
+        sys.exit(1)
+
+
+def _changed(answers: list[dict]) -> str:
+    """What the server did with one batch (its parts, when a proxy made us split it)."""
+    records = sum(int(a.get("records") or 0) for a in answers)
+    stored = sum(int(a.get("stored") or 0) for a in answers)
+    superseded = sum(int(a.get("superseded") or 0) for a in answers)
+    refused = sum(len(a.get("rejected") or ()) for a in answers)
+    if not answers:
+        return "delivered (the server said no more)"
+    if records and superseded == records:
+        return (
+            f"{records} records, none newer than what the server holds: nothing changed "
+            "(an older copy, or one already delivered)"
+        )
+    said = f"{records} records: {stored} rows written"
+    if superseded:
+        said += f", {superseded} left as stored (what it holds is as new or newer)"
+    if refused:
+        said += f", {refused} refused by its database (see the log)"
+    return said
 
 
 @spool_group.command("drop")

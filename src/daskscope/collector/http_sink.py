@@ -23,20 +23,28 @@ from typing import Any, Literal
 from daskscope import config
 from daskscope.collector.sink import SinkStats
 from daskscope.collector.spool import Spool
-from daskscope.model import Record
+from daskscope.model import Record, stamp_revisions
 from daskscope.wire import encode_batches
 
 __all__ = ["HttpSink", "NotDelivered", "split_payload"]
 
 logger = logging.getLogger("daskscope")
 
-Outcome = Literal["ok", "rejected", "retry"]
+#: "later": this batch only, once its cluster's record is there (425); the others go on
+Outcome = Literal["ok", "rejected", "retry", "later"]
 
 _FIRST_BACKOFF_S = 1.0
+#: Between tries of a batch whose cluster is not on the server yet (its recorder
+#: flushes every few seconds)
+_EARLY_RETRY_S = 1.0
 _MAX_BACKOFF_S = 60.0
 #: 4xx answers that mean "later", not "never": timeouts and rate limits; a token
 #: revoked or rotated (the user sends again with a new one); a server being redeployed
-_RETRYABLE_CLIENT_ERRORS = {401, 403, 404, 408, 425, 429}
+_RETRYABLE_CLIENT_ERRORS = {401, 403, 404, 408, 429}
+#: "this batch later": its cluster's record has not reached the server yet. Batches
+#: after it are still sent (one of them may be that record); a row never moves back, so
+#: the order they arrive in does not matter (docs/server.md)
+_TOO_EARLY = 425
 _ADVICE = {
     401: "its token was revoked or replaced: create a new one (`daskscope token create "
     "--user NAME` on the server), set daskscope.token, and send what waits with "
@@ -67,6 +75,11 @@ class HttpSink:
         #: a smaller body limit learned from a 413 (a proxy's, lower than the server's)
         self._max_bytes: int | None = None
         self._warned: set[str] = set()
+        #: spooled batches the server answered 425 (their cluster not there yet)
+        self._early: set[Path] = set()
+        #: what the server said it did with each batch of the last send_now (the parts
+        #: of a split batch each): its JSON answer
+        self.answers: list[dict[str, Any]] = []
         self.delivered_batches = 0
         self.rejected_batches = 0
         #: records the server stored their batch without (its database refused them)
@@ -156,6 +169,7 @@ class HttpSink:
         """Deliver now or spool, in batches within the server's limits (config
         ``daskscope.ingest``); raises :class:`NotDelivered` only when a batch can
         neither be delivered nor spooled."""
+        stamp_revisions(records)  # the server keeps a row's newest: a late copy is ignored
         try:
             self._write(records)
         except Exception as exc:
@@ -184,6 +198,8 @@ class HttpSink:
             kept = self._spool_put(payload)
             if outcome == "rejected":
                 self._say_rejected(kept)
+            elif outcome == "later" and kept is not None:
+                self._early.add(kept)
             elif kept is None:
                 raise NotDelivered(
                     f"{self.url} cannot take a batch now and the spool {self.spool_dir} "
@@ -210,8 +226,9 @@ class HttpSink:
         )
 
     def drain(self, *, force: bool = False) -> bool:
-        """Deliver spooled batches in order; True when none waits afterwards (or there
-        is no spool). ``force``: try now, whatever the backoff says."""
+        """Deliver spooled batches in order; True when none waits afterwards but those
+        whose cluster is not on the server yet (or there is no spool). ``force``: try
+        now, whatever the backoff says."""
         spool = self._usable_spool()
         if spool is None:
             return True
@@ -230,13 +247,31 @@ class HttpSink:
                     outcome = self._post(payload, force=force)
                     if outcome == "ok":
                         spool.delivered(path)
+                        self._early.discard(path)
                     elif outcome == "rejected":
                         self._say_rejected(path)
+                    elif outcome == "later":
+                        self._early.add(path)  # kept; the batches after it go on
                     else:
                         return False
         except OSError as exc:  # the folder went read-only or away under us
             self._give_up_spool(exc)
         return True
+
+    def wait_for_cluster(self, timeout: float) -> bool:
+        """Send again, until ``timeout`` seconds have passed, the batches this sink
+        spooled because their cluster's record had not reached the server (a workflow
+        run finished before its recorder's first flush); True when none is left."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self._early = {path for path in self._early if path.exists()}
+            if not self._early:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(_EARLY_RETRY_S, left))
+            self.drain(force=True)
 
     def close(self) -> None:
         """One last try at what waits, whatever the backoff: the node may be gone soon."""
@@ -258,8 +293,10 @@ class HttpSink:
     # -- one POST ----------------------------------------------------------------------
 
     def send_now(self, payload: bytes) -> Outcome:
-        """One batch, now, whatever the backoff (``daskscope spool send``)."""
+        """One batch, now, whatever the backoff (``daskscope spool send``); what the
+        server did with it is then in :attr:`answers`."""
         self._ensure_client()
+        self.answers = []
         return self._post(payload, force=True)
 
     def _post(self, payload: bytes, *, force: bool = False) -> Outcome:
@@ -287,6 +324,13 @@ class HttpSink:
             return "ok"
         if status == 413:
             return self._post_split(payload)
+        if status == _TOO_EARLY:
+            # not the server's state: no backoff, the batches after this one go on
+            logger.info(
+                "daskscope server %s does not have this batch's cluster yet; kept to send again",
+                self.url,
+            )
+            return "later"
         if status >= 500 or status in _RETRYABLE_CLIENT_ERRORS:
             if status in _ADVICE:
                 self._warn_once(
@@ -335,9 +379,14 @@ class HttpSink:
     def _note_rejected(self, response: Any) -> None:
         """Records the server's database refused one by one (the rest was stored)."""
         try:
-            rejected = response.json().get("rejected") or []
+            answer = response.json()
         except ValueError:
             return
+        if not isinstance(answer, dict):
+            return
+        self.answers.append(answer)
+        del self.answers[:-64]  # only send_now's few are read; a recorder keeps none long
+        rejected = answer.get("rejected") or []
         if rejected:
             self.rejected_records += len(rejected)
             logger.error(

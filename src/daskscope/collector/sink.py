@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from daskscope.model import Record
+from daskscope.model import Record, stamp_revisions
 
 __all__ = ["Sink", "SinkStats", "StoreLost", "StoreSink", "sink_for"]
 
@@ -56,7 +56,9 @@ class Sink(Protocol):
         """Prepare ahead of the first write; errors here are ignored (write reports them)."""
 
     def write(self, records: Sequence[Record]) -> None:
-        """Store the records; raise on failure (the collector keeps them and retries)."""
+        """Store the records, numbered as the newest state of their rows
+        (:func:`~daskscope.model.stamp_revisions`); raise on failure (the collector
+        keeps them and retries)."""
 
     def close(self) -> None: ...
 
@@ -158,6 +160,7 @@ class StoreSink:
         self._identity = _identity(self._path)
 
     def write(self, records: Sequence[Record]) -> None:
+        stamp_revisions(records)  # newer than anything this process wrote before
         try:
             self._check_still_there()
             self._open()

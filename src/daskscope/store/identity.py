@@ -17,11 +17,13 @@ from typing import Any
 import sqlalchemy as sa
 
 from daskscope.model import stable_id
+from daskscope.store.audit import TOKEN_PREFIX, record_event
 from daskscope.store.engine import Store
 from daskscope.store.errors import StoreError
 from daskscope.store.schema import accounts, clusters, tokens, users, workflow_runs
 
 __all__ = [
+    "ClusterNotYetKnown",
     "Identity",
     "IdentityError",
     "add_user",
@@ -32,8 +34,6 @@ __all__ = [
     "list_members",
     "revoke_token",
 ]
-
-TOKEN_PREFIX = "dsk_"
 
 
 class IdentityError(StoreError):
@@ -101,6 +101,7 @@ def create_token(store: Store, user: str) -> str:
                 revoked_at=None,
             )
         )
+        _audit_tokens(conn, "token_created", [(user, token[: len(TOKEN_PREFIX) + 6])])
     return token
 
 
@@ -114,14 +115,28 @@ def revoke_token(store: Store, *, token: str | None = None, user: str | None = N
         else sa.or_(tokens.c.token_hash == _hash(token or ""), tokens.c.hint == token)
     )
     with store.engine.begin() as conn:
-        result = conn.execute(
+        revoked = conn.execute(
             tokens.update()
             .where(condition, tokens.c.revoked_at.is_(None))
             .values(revoked_at=time.time())
-        )
-    if not result.rowcount:
+            .returning(tokens.c.user, tokens.c.hint)
+        ).all()
+        _audit_tokens(conn, "token_revoked", [(r.user, r.hint) for r in revoked])
+    if not revoked:
         raise IdentityError("no such active token; daskscope user list shows the hints")
-    return result.rowcount
+    return len(revoked)
+
+
+def _audit_tokens(conn: sa.Connection, kind: str, held: list[tuple[str, str]]) -> None:
+    """Audit ``kind`` for tokens given as (user, hint), in the transaction that changed
+    them (store/audit.py)."""
+    accounts_of = dict(
+        conn.execute(
+            sa.select(users.c.name, users.c.account).where(users.c.name.in_({u for u, _ in held}))
+        ).all()
+    )
+    for user, hint in held:
+        record_event(conn, kind, account=accounts_of.get(user), user=user, token_hint=hint)
 
 
 def identity_for_token(store: Store, token: str) -> Identity | None:
@@ -173,6 +188,12 @@ class ForeignRecord(IdentityError):
         self.field = field
 
 
+class ClusterNotYetKnown(ForeignRecord):
+    """A record of a cluster whose cluster record has not arrived yet: not a refusal,
+    the batch will be taken once it has (a run finished before its recorder's first
+    flush, batches delivered out of order)."""
+
+
 def claim_rows(
     conn: sa.Connection,
     rows_by_kind: dict[str, list[dict[str, Any]]],
@@ -184,8 +205,9 @@ def claim_rows(
     account and user (whatever the collector claimed). Refused with
     :class:`ForeignRecord`, which names the first such record in ``order`` (the batch as
     sent): a cluster id of another account, or of another member (a cluster keeps its
-    user once set), or one never sent; a workflow run stored as another member's; a
-    workflow chunk added to a run of another cluster or member. Workflow runs are
+    user once set); a workflow run stored as another member's; a workflow chunk added
+    to a run of another cluster or member. A cluster not sent yet raises
+    :class:`ClusterNotYetKnown`: the batch is to be sent again later. Workflow runs are
     labelled with the token's account and user too. Record ids of other clusters are
     refused when written (RecordConflict). Run it in the transaction that writes the
     rows, so that no other batch slips in between."""
@@ -220,8 +242,11 @@ def claim_rows(
                 i, field, "this cluster was recorded by another member; only they can write to it"
             )
         if row.get(field) in unknown:
-            raise ForeignRecord(
-                i, field, "unknown cluster: send its cluster record first (or in this batch)"
+            raise ClusterNotYetKnown(
+                i,
+                field,
+                "this cluster's record has not arrived yet; nothing of this batch was "
+                "stored: send it again later (the collector keeps it and does)",
             )
         if kind == "workflow_chunk" and row["id"] in misplaced:
             raise ForeignRecord(

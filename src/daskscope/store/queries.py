@@ -24,6 +24,8 @@ from daskscope.store.groups import (
 )
 
 __all__ = [
+    "MAX_OFFSET",
+    "MAX_PAGE",
     "cluster_detail",
     "list_clusters",
     "profile_trees",
@@ -33,6 +35,12 @@ __all__ = [
 ]
 
 MIN_PREFIX = 4
+#: How far any listing (clusters, runs, task groups, the audit log) pages, on every
+#: route and command alike: a billion rows skipped is past any store, and far inside
+#: the 64-bit integer SQLite and PostgreSQL take for OFFSET (2^63 and above failed there).
+MAX_OFFSET = 10**9
+#: The most rows one page of a listing holds.
+MAX_PAGE = 10_000
 #: Of a cluster's task groups, a page carries the longest this many, and per
 #: computation the names of the first this many (the rest: the paged route).
 PAGE_TOP_GROUPS = 20

@@ -21,10 +21,13 @@ __all__ = [
     "TABLES",
     "TABLE_FOR",
     "accounts",
+    "audit_events",
     "clusters",
+    "login_attempts",
     "metadata",
     "sessions",
     "span_tags",
+    "token_addresses",
     "tokens",
     "users",
     "workflow_runs",
@@ -173,6 +176,8 @@ span_tags = sa.Table(
     # 0011): what cost attribution sums, read without the wide span rows
     sa.Column("root", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("duration_s", sa.Double, nullable=True),
+    # the span row's revision: a tag row moves forward with its span (migration 0012)
+    sa.Column("revision", sa.BigInteger, nullable=True),
     # A tag's spans in a time range; covering what cost attribution reads, so that the
     # costs of one tag or of every tag read no table rows (migration 0011)
     sa.Index(
@@ -259,4 +264,46 @@ sessions = sa.Table(
     sa.Column("expires_at", Time, nullable=False),
     sa.Index("ix_sessions_token_id", "token_id"),
     sa.Index("ix_sessions_expires_at", "expires_at"),
+)
+
+# A server's audit log (store/audit.py; migration 0013): tokens created, used from a new
+# address, revoked; failed logins. ``account`` is None for what belongs to no account
+# (a login with a token nobody holds): the server's operator sees it, no account does.
+# Ids grow with each event: the order events were written, and the export's cursor.
+audit_events = sa.Table(
+    "audit_events",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("at", Time, nullable=False),
+    sa.Column("kind", sa.String, nullable=False),
+    sa.Column("account", sa.String, nullable=True),
+    sa.Column("user", sa.String, nullable=True),
+    sa.Column("address", sa.String, nullable=True),
+    sa.Column("token_hint", sa.String, nullable=True),
+    sa.Column("detail", JSON, nullable=True),
+    # an account's log, newest first; the whole log by time (export, retention)
+    sa.Index("ix_audit_events_account_id", "account", "id"),
+    sa.Index("ix_audit_events_at", "at"),
+)
+
+# The addresses each token was used from (a session counts as its token): a use from an
+# address not yet here is audited once, whichever server process sees it first.
+token_addresses = sa.Table(
+    "token_addresses",
+    metadata,
+    sa.Column("token_id", sa.String, primary_key=True),
+    sa.Column("address", sa.String, primary_key=True),
+    sa.Column("first_seen_at", Time, nullable=False),
+)
+
+# Login attempts of the last minute per client address (web/ratelimit.py), shared by
+# every server process; older rows are pruned.
+login_attempts = sa.Table(
+    "login_attempts",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("address", sa.String, nullable=False),
+    sa.Column("at", Time, nullable=False),
+    sa.Index("ix_login_attempts_address_at", "address", "at"),
+    sa.Index("ix_login_attempts_at", "at"),
 )

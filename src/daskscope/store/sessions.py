@@ -14,11 +14,11 @@ import time
 
 import sqlalchemy as sa
 
-from daskscope.store.engine import Store
+from daskscope.store.engine import IMMEDIATE, Store
 from daskscope.store.identity import Identity
 from daskscope.store.schema import sessions, tokens, users
 
-__all__ = ["end_session", "identity_for_session", "open_session"]
+__all__ = ["end_session", "identity_for_session", "open_session", "session_holder"]
 
 
 def _hash(value: str) -> str:
@@ -28,7 +28,9 @@ def _hash(value: str) -> str:
 def open_session(store: Store, token: str, lifetime_s: float) -> str | None:
     """A new session id for an active ``token`` (None if it is unknown or revoked)."""
     now = time.time()
-    with store.engine.begin() as conn:
+    # SQLite: the write lock at BEGIN (a read that a write follows could otherwise fail
+    # at once while another server process writes)
+    with store.engine.connect() as conn, conn.execution_options(**{IMMEDIATE: True}).begin():
         token_id = conn.execute(
             sa.select(tokens.c.id).where(
                 tokens.c.token_hash == _hash(token), tokens.c.revoked_at.is_(None)
@@ -51,8 +53,15 @@ def open_session(store: Store, token: str, lifetime_s: float) -> str | None:
 
 def identity_for_session(store: Store, session_id: str) -> Identity | None:
     """Who a live session belongs to; None once it expired, ended or lost its token."""
+    held = session_holder(store, session_id)
+    return held[0] if held is not None else None
+
+
+def session_holder(store: Store, session_id: str) -> tuple[Identity, str, str] | None:
+    """Who a live session belongs to, with the id and hint of the token that opened it
+    (for the audit log); None once it expired, ended or lost its token."""
     query = (
-        sa.select(users.c.name, users.c.account, users.c.is_admin)
+        sa.select(users.c.name, users.c.account, users.c.is_admin, tokens.c.id, tokens.c.hint)
         .select_from(
             sessions.join(tokens, tokens.c.id == sessions.c.token_id).join(
                 users, users.c.name == tokens.c.user
@@ -66,8 +75,12 @@ def identity_for_session(store: Store, session_id: str) -> Identity | None:
     )
     with store.engine.connect() as conn:
         row = conn.execute(query).first()
+    if row is None:
+        return None
     return (
-        Identity(user=row.name, account=row.account, is_admin=bool(row.is_admin)) if row else None
+        Identity(user=row.name, account=row.account, is_admin=bool(row.is_admin)),
+        row.id,
+        row.hint,
     )
 
 

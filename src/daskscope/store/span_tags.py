@@ -46,6 +46,7 @@ def span_tag_row(span: Mapping[str, Any]) -> dict[str, Any] | None:
         "enqueued_at": float(enqueued),
         "root": span.get("parent_span_id") is None,
         "duration_s": span.get("duration_s"),
+        "revision": span.get("revision", 0),
     }
 
 

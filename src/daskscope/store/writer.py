@@ -72,9 +72,15 @@ def write_rows(
     *,
     before_write: Callable[[sa.Connection], None] | None = None,
     rejected: list[Rejected] | None = None,
+    superseded: dict[str, int] | None = None,
 ) -> int:
     """:func:`write_records` for rows that are already plain dicts with every column;
     returns the number of rows written.
+
+    A row moves only forward: a record whose ``revision`` is not higher than its stored
+    row's (an older snapshot delivered late, a replay) leaves the row as it is, and a
+    closed cluster stays closed; such records are counted by table in ``superseded``.
+    Unnumbered records (revision 0) replace only unnumbered rows.
 
     Text is escaped first (:mod:`daskscope.text`). One record that the database still
     refuses (a value out of range, a required field missing) never fails its batch:
@@ -92,15 +98,16 @@ def write_rows(
     if not total:
         return 0
     refused: list[Rejected] = []
+    older: dict[str, int] = {}
     try:
         try:
-            _transaction_retried(engine, batches, before_write, None)
+            _transaction_retried(engine, batches, before_write, None, older)
         except _DATA_ERRORS as exc:
             if _retryable(exc):
                 raise
             # Some record is refused by the database itself: write the batch again,
             # each table under a savepoint, halving until the refused records are found.
-            _transaction_retried(engine, batches, before_write, refused)
+            _transaction_retried(engine, batches, before_write, refused, older)
     except sa.exc.DBAPIError as exc:
         retryable = _retryable(exc)
         raise WriteFailed(
@@ -119,7 +126,10 @@ def write_rows(
         )
     if rejected is not None:
         rejected.extend(refused)
-    return total - len(refused)
+    if superseded is not None:
+        for table_name, count in older.items():
+            superseded[table_name] = superseded.get(table_name, 0) + count
+    return total - len(refused) - sum(older.values())
 
 
 # What a database (or its driver) raises for data it will not take: DBAPI errors, and
@@ -167,12 +177,14 @@ def _transaction_retried(
     batches: list[tuple[sa.Table, list[dict[str, Any]]]],
     before_write: Callable[[sa.Connection], None] | None,
     refused: list[Rejected] | None,
+    older: dict[str, int],
 ) -> None:
     for attempt in range(_DEADLOCK_RETRIES + 1):
         if refused is not None:
             refused.clear()  # found again by this attempt
+        older.clear()
         try:
-            _transaction(engine, batches, before_write, refused)
+            _transaction(engine, batches, before_write, refused, older)
             return
         except sa.exc.DBAPIError as exc:
             sqlstate = getattr(exc.orig, "sqlstate", None)
@@ -186,9 +198,11 @@ def _transaction(
     batches: list[tuple[sa.Table, list[dict[str, Any]]]],
     before_write: Callable[[sa.Connection], None] | None,
     refused: list[Rejected] | None,
+    older: dict[str, int],
 ) -> None:
     """Write ``batches`` in one transaction; with ``refused``, leave out (and list) the
-    records the database refuses instead of failing."""
+    records the database refuses instead of failing. ``older`` counts by table the rows
+    left as stored because what is stored is as new or newer."""
     with engine.connect() as conn:
         conn = conn.execution_options(**{IMMEDIATE: True})
         with conn.begin():
@@ -197,11 +211,14 @@ def _transaction(
             for table, rows in batches:
                 rows, document = _escaped(rows)
                 if refused is None:
-                    _write_table(conn, table, rows, document)
+                    kept = _write_table(conn, table, rows, document)
                 else:
-                    _write_table_carefully(conn, table, rows, refused)
+                    kept = _write_table_carefully(conn, table, rows, refused)
+                if kept:
+                    older[table.name] = older.get(table.name, 0) + kept
                 if table is spans and (tags := span_tag_rows(rows)):
-                    _write_table(conn, span_tags, tags)  # their index (store/span_tags.py)
+                    # their index (store/span_tags.py), as new as the span rows it follows
+                    _write_table(conn, span_tags, tags)
 
 
 def _escaped(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bytes | None]:
@@ -222,26 +239,34 @@ def _write_table(
     table: sa.Table,
     rows: list[dict[str, Any]],
     document: bytes | None = None,
-) -> None:
-    if _upsert_rows(conn, table, rows, document) != len(rows):
-        raise _find_conflict(conn, table, rows)
+) -> int:
+    """Upsert ``rows``; returns how many were left as stored, being no newer."""
+    written = _upsert_rows(conn, table, rows, document)
+    if written == len(rows):
+        return 0
+    # rows the guard kept: another owner's (the batch is refused), or no newer
+    conflict = _find_conflict(conn, table, rows)
+    if conflict is not None:
+        raise conflict
+    return len(rows) - written
 
 
 def _write_table_carefully(
     conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]], refused: list[Rejected]
-) -> None:
+) -> int:
     try:
         with conn.begin_nested():
-            _write_table(conn, table, rows)
+            return _write_table(conn, table, rows)
     except _DATA_ERRORS as exc:
         if _retryable(exc):
             raise
         if len(rows) == 1:
             refused.append(Rejected(table.name, str(rows[0]["id"]), short_reason(exc)))
-            return
+            return 0
         half = len(rows) // 2
-        _write_table_carefully(conn, table, rows[:half], refused)
-        _write_table_carefully(conn, table, rows[half:], refused)
+        return _write_table_carefully(conn, table, rows[:half], refused) + _write_table_carefully(
+            conn, table, rows[half:], refused
+        )
 
 
 def _upsert_rows(
@@ -332,8 +357,9 @@ def _owner_columns(table: sa.Table) -> tuple[str, ...]:
 
 def _find_conflict(
     conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]
-) -> RecordConflict:
-    """Which row would have moved to another owner (only run when one did)."""
+) -> RecordConflict | None:
+    """Which row would have moved to another owner; None when every row the upsert
+    left alone was only no newer than its stored row (only run when some was left)."""
     owners = _owner_columns(table)
     sent = {row["id"]: tuple(row[o] for o in owners) for row in rows}
     ids = list(sent)
@@ -344,7 +370,25 @@ def _find_conflict(
         for row_id, *stored in conn.execute(query):
             if tuple(stored) != sent[row_id]:
                 return RecordConflict(table.name, row_id, owners[0])
-    return RecordConflict(table.name, ids[0], owners[0])
+    if "revision" not in table.c:
+        return RecordConflict(table.name, ids[0], owners[0])
+    return None
+
+
+def _moves_forward(table: sa.Table, new: Any) -> list[Any]:
+    """Conditions under which the stored row of ``table`` takes the values of ``new``
+    (the row sent): a higher revision (an unnumbered one only over an unnumbered row),
+    and a closed cluster stays closed. SQLAlchemy expressions over the table's columns."""
+    if "revision" not in table.c:
+        return []
+    zero: sa.ColumnElement[int] = sa.literal_column("0", sa.BigInteger)  # in the SQL text
+    stored = sa.func.coalesce(table.c.revision, zero)
+    conditions = [
+        sa.or_(stored < new.revision, sa.and_(new.revision == zero, stored == zero)),
+    ]
+    if table.name == "clusters":
+        conditions.append(sa.or_(table.c.stopped_at.is_(None), new.stopped_at.is_not(None)))
+    return conditions
 
 
 def _upsert(dialect: str, table: sa.Table) -> Any:
@@ -365,7 +409,8 @@ def _upsert(dialect: str, table: sa.Table) -> Any:
                 *(
                     table.c[owner].is_not_distinct_from(ins.excluded[owner])
                     for owner in _owner_columns(table)
-                )
+                ),
+                *_moves_forward(table, ins.excluded),
             ),
         )
         _statements[key] = stmt
@@ -390,6 +435,22 @@ def _json_upsert(
     return result.rowcount
 
 
+class _Excluded:
+    """``excluded.<column>`` of an upsert, as SQLAlchemy columns (for the hand-written
+    PostgreSQL statement, which shares the writer's conditions)."""
+
+    def __init__(self, table: sa.Table):
+        self._table = table
+
+    def __getattr__(self, name: str) -> Any:
+        return sa.literal_column(f"excluded.{name}", type_=self._table.c[name].type)
+
+
+def _pg_sql(condition: Any) -> str:
+    dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
+    return str(condition.compile(dialect=dialect))
+
+
 @functools.cache
 def _json_upsert_sql(table: sa.Table) -> str:
     quote = postgresql.dialect().identifier_preparer.quote  # type: ignore[no-untyped-call]
@@ -398,7 +459,11 @@ def _json_upsert_sql(table: sa.Table) -> str:
     listed = ", ".join(quote(c) for c in columns)
     updates = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in columns if c != "id")
     guard = " AND ".join(
-        f"{name}.{quote(o)} IS NOT DISTINCT FROM excluded.{quote(o)}" for o in _owner_columns(table)
+        [
+            f"{name}.{quote(o)} IS NOT DISTINCT FROM excluded.{quote(o)}"
+            for o in _owner_columns(table)
+        ]
+        + [f"({_pg_sql(c)})" for c in _moves_forward(table, _Excluded(table))]
     )
     # bytes travel as base64 text, which bytea takes as those characters: decode them
     selected = ", ".join(

@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 from pathlib import Path
 
 from fastapi import Depends, FastAPI
 from starlette.middleware.gzip import GZipMiddleware
 
-from daskscope import config
 from daskscope.store import Store, open_store
 from daskscope.web import errors
+from daskscope.web.admission import Admission
 from daskscope.web.auth import authenticate
 from daskscope.web.auth import pages as login_pages
+from daskscope.web.connections import ConnectionTrust
 from daskscope.web.limits import BodyLimit
 from daskscope.web.routes import (
     account,
     advice,
     apidocs,
     assets,
+    audit,
     clusters,
     compare,
     computation,
@@ -58,7 +59,8 @@ def create_app(
     app.state.store = store
     app.state.auth = auth
     app.state.bound_hosts = tuple(hosts)
-    app.state.ingest_slots = asyncio.Semaphore(max(1, int(config.get("ingest.concurrency"))))
+    # fair between accounts only where there are accounts (web/admission.py)
+    app.state.ingest_admission = Admission(per_account=auth)
     errors.install(app)
     app.include_router(login_pages)
     for module in (assets, apidocs, account, clusters, runs, reports, ingest, compare, exports):
@@ -71,6 +73,8 @@ def create_app(
     app.include_router(computation.api, prefix=API_PREFIX)
     app.include_router(costs.pages)  # cost per span and computation (routes/costs.py)
     app.include_router(costs.api, prefix=API_PREFIX)
+    app.include_router(audit.pages)  # the audit log, for admins (routes/audit.py)
+    app.include_router(audit.api, prefix=API_PREFIX)
     # After the routes: /static/common.js is a route (assets), the rest plain files
     static = Path(__file__).with_name("static")
     app.mount("/static", assets.StaticAssets(directory=static), name="static")
@@ -79,6 +83,9 @@ def create_app(
     # Outermost of all: bodies bounded before anything reads them (web/limits.py); the
     # CSRF check reads a form
     app.add_middleware(BodyLimit)
+    # Outside the checks above, so that their refusals reach it too: a connection that
+    # carried no verified token or session is closed after its answer (web/connections.py)
+    app.add_middleware(ConnectionTrust, auth=auth)
     # Pages, JSON and static files compressed (plotly.min.js is compressed once, by its
     # route); level 6: nearly level 9's size for far less time on a large page
     app.add_middleware(GZipMiddleware, minimum_size=1000, compresslevel=6)

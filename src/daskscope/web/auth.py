@@ -17,8 +17,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from daskscope import config
+from daskscope.store.audit import login_failed
 from daskscope.store.identity import Identity, identity_for_token
-from daskscope.store.sessions import end_session, identity_for_session, open_session
+from daskscope.store.sessions import end_session, open_session, session_holder
+from daskscope.web.addresses import audit_written, bearer_known, note_bearer, note_session
 from daskscope.web.errors import Unauthorized
 from daskscope.web.ratelimit import RateLimiter
 from daskscope.web.render import page, render_page
@@ -42,15 +44,30 @@ def _bearer(request: Request) -> str | None:
     return None
 
 
+def client_address(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
 def _identity(request: Request) -> Identity | None:
+    """Who the request's token or session is, noting the address it came from (the
+    audit log's "used from a new address": a memory lookup unless the pair is new)."""
     store = request.app.state.store
     token = _bearer(request)
-    if token and request.url.path in REVERIFIED_PATHS:
-        return cached_identity(store, token)  # checked again where the route writes
     if token:
-        return identity_for_token(store, token)
+        if request.url.path in REVERIFIED_PATHS:
+            identity = cached_identity(store, token)  # checked again where the route writes
+        else:
+            identity = identity_for_token(store, token)
+        if identity is not None:
+            note_bearer(store, token, identity, client_address(request))
+        return identity
     session = request.cookies.get(COOKIE)
-    return identity_for_session(store, session) if session else None
+    held = session_holder(store, session) if session else None
+    if held is None:
+        return None
+    identity, token_id, hint = held
+    note_session(store, token_id, hint, identity, client_address(request))
+    return identity
 
 
 async def authenticate(request: Request) -> None:
@@ -69,8 +86,9 @@ async def authenticate(request: Request) -> None:
     viewer = None
     if path in REVERIFIED_PATHS:
         token = _bearer(request)
-        if token:
-            viewer = remembered_identity(request.app.state.store, token)
+        store = request.app.state.store
+        if token and bearer_known(store, token, client_address(request)):
+            viewer = remembered_identity(store, token)
     if viewer is None:
         viewer = await run_in_threadpool(_identity, request)
     if viewer is None:
@@ -101,15 +119,17 @@ def login_page(request: Request, next: str = "/") -> HTMLResponse:
 def _limiter(request: Request) -> RateLimiter:
     state = request.app.state
     if getattr(state, "login_limiter", None) is None:
-        state.login_limiter = RateLimiter(int(config.get("login-attempts-per-minute", 10)))
+        per_minute = int(config.get("login-attempts-per-minute", 10))
+        state.login_limiter = RateLimiter(state.store, per_minute)
     return state.login_limiter
 
 
 @pages.post("/login", response_model=None)
 async def login(request: Request) -> Response:
-    # Counted before the body is read: guessing costs the guesser, not the server.
-    client = request.client.host if request.client else "unknown"
-    wait = _limiter(request).attempt(client)
+    # Counted before the body is read: guessing costs the guesser, not the server. In
+    # the database, which every server process shares (web/ratelimit.py).
+    client = client_address(request)
+    wait = await run_in_threadpool(_limiter(request).attempt, client)
     if wait:
         refused = _login_page(request, "/", f"Too many login attempts; try again in {wait} s.", 429)
         refused.headers["Retry-After"] = str(wait)
@@ -123,8 +143,11 @@ async def login(request: Request) -> Response:
         return _login_page(request, next_, exc.message, 403)
     lifetime = float(parse_timedelta(config.get("session-lifetime", "12h")))
     token = token.strip() if isinstance(token, str) else ""
-    session = open_session(request.app.state.store, token, lifetime) if token else None
+    store = request.app.state.store
+    session = await run_in_threadpool(open_session, store, token, lifetime) if token else None
     if session is None:
+        await run_in_threadpool(login_failed, store, token, client)
+        await run_in_threadpool(audit_written, store)
         return _login_page(request, next_, "That token is unknown or revoked.", 401)
     response = RedirectResponse(_safe_next(next_), status_code=303)
     response.set_cookie(

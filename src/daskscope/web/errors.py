@@ -15,6 +15,7 @@ from daskscope.store import AmbiguousCluster, UnknownCluster
 
 __all__ = [
     "BadRequest",
+    "Forbidden",
     "HTTPError",
     "NotFound",
     "PayloadTooLarge",
@@ -32,7 +33,12 @@ class HTTPError(Exception):
     title = "Internal error"
 
     def __init__(
-        self, message: str, *, data: dict[str, Any] | None = None, hint: str | None = None
+        self,
+        message: str,
+        *,
+        data: dict[str, Any] | None = None,
+        hint: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -40,6 +46,8 @@ class HTTPError(Exception):
         self.data = data or {}
         #: what the page adds for a reader in a browser (not in the JSON)
         self.hint = hint
+        #: response headers (``Retry-After`` of a refusal that passes)
+        self.headers = headers or {}
 
 
 class BadRequest(HTTPError):
@@ -52,6 +60,11 @@ class Unauthorized(HTTPError):
     title = "Log in first"
 
 
+class Forbidden(HTTPError):
+    status = 403
+    title = "Not yours to see"
+
+
 class NotFound(HTTPError):
     status = 404
     title = "Not found"
@@ -60,6 +73,14 @@ class NotFound(HTTPError):
 class PayloadTooLarge(HTTPError):
     status = 413
     title = "Upload too large"
+
+
+class TooEarly(HTTPError):
+    """A request that will succeed later, unchanged (RFC 8470's 425): e.g. a batch
+    whose cluster record has not arrived yet."""
+
+    status = 425
+    title = "Too early"
 
 
 # What a database or driver message may carry about where the store lives: URLs,
@@ -123,11 +144,11 @@ async def handle_exception(request: Request, exc: Exception) -> Response:
     if _wants_json(request):
         fields = {"status": error.status, "title": error.title, "message": error.message}
         body = {"error": {**error.data, **fields}}
-        return JSONResponse(body, status_code=error.status)
+        return JSONResponse(body, status_code=error.status, headers=error.headers)
     from daskscope.web.render import render_page
 
     html = render_page(request, "error.html", title=error.title, error=error)
-    return HTMLResponse(html, status_code=error.status)
+    return HTMLResponse(html, status_code=error.status, headers=error.headers)
 
 
 def install(app: Any) -> None:

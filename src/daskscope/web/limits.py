@@ -1,23 +1,27 @@
-"""Request bodies bounded before they are read: an ASGI middleware.
+"""Request bodies bounded before they are read, and in time: an ASGI middleware.
 
 Starlette reads a form (``POST /login``) or a multipart upload whole, spooling it to
 disk, before a route can say no: 1 GiB of multipart reached the disk before ``/login``
 answered 401. Here every request's body has a limit chosen by its path: a declared
 ``Content-Length`` past it is answered 413 before a byte is read, and a body without
 one (chunked) is counted as it streams and cut off with 413 the moment it passes it.
+A body must also keep coming while it is read (:func:`body_deadline`): one that does not
+is answered 408, which senders retry.
 """
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 from typing import Any
 
+from dask.utils import parse_bytes, parse_timedelta
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from daskscope import config
 
-__all__ = ["BodyLimit", "body_limit"]
+__all__ = ["BodyLimit", "body_deadline", "body_limit"]
 
 #: Room for the multipart envelope and form fields around an uploaded report
 _ENVELOPE = 64 * 1024
@@ -61,12 +65,36 @@ class BodyLimit:
             await _refuse(send, 413, "Upload too large", message, page=page)
             return
         seen, refused, started = 0, False, False
+        waited, body_done = 0.0, False
+        grace, rate = body_deadline()
 
         async def counted() -> Message:
-            nonlocal seen, refused
+            nonlocal seen, refused, waited, body_done
             if refused:
                 return {"type": "http.disconnect"}
-            message = await receive()
+            if body_done:
+                message = await receive()  # the body is in: a wait for the disconnect
+            else:
+                # Only the time spent here counts, waiting for the client: not a route's
+                # wait for its turn before it reads (web/admission.py)
+                loop = asyncio.get_running_loop()
+                start = loop.time()
+                try:
+                    async with asyncio.timeout(grace + seen / rate - waited):
+                        message = await receive()
+                except TimeoutError:
+                    refused = True
+                    if not started:
+                        why = (
+                            f"the body did not arrive in time: after {grace:g} s the server "
+                            f"waits one more second for every {rate:g} bytes "
+                            "(daskscope.serve.body-timeout, body-min-rate); send it again"
+                        )
+                        await _refuse(send, 408, "Request timeout", why, page=page)
+                    return {"type": "http.disconnect"}
+                finally:
+                    waited += loop.time() - start
+                body_done = message["type"] != "http.request" or not message.get("more_body")
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
@@ -92,6 +120,16 @@ class BodyLimit:
         except Exception:
             if not refused:
                 raise  # a reader that fails on the disconnect: already answered
+
+
+def body_deadline() -> tuple[float, float]:
+    """How long the server waits for a body: ``serve.body-timeout`` seconds, plus one
+    for every ``serve.body-min-rate`` bytes that arrived (a body trickling in at a byte a
+    second held a connection, and an ingest slot, for as long as it liked)."""
+    grace = float(parse_timedelta(config.get("serve.body-timeout", "10s")))
+    rate = config.get("serve.body-min-rate", 65536)
+    rate = parse_bytes(rate) if isinstance(rate, str) else rate
+    return grace, max(1.0, float(rate))
 
 
 def _content_length(scope: Scope) -> int | None:

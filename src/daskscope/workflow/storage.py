@@ -14,6 +14,9 @@ __all__ = ["run_records", "store_run"]
 
 #: Threads still writing runs; joined at interpreter exit so that no run is lost
 pending: list[threading.Thread] = []
+#: Seconds a run sent to a server waits for its cluster's record to get there (within
+#: the 30 s the interpreter's exit gives a run being written)
+CLUSTER_WAIT_S = 25.0
 
 
 def _computation_ids(run: WorkflowRun, cluster_id: str | None) -> list[str]:
@@ -62,7 +65,9 @@ def store_run(
     to the store at ``database``; with neither and a daskscope server configured
     (``daskscope.server``), to that server with ``daskscope.token``. A server gets them
     through the recorder's delivery: spooled on disk while it is away or refuses for a
-    reason that can pass, retried, and tried once more here before returning. Returns
+    reason that can pass, retried, and tried once more here before returning; a run
+    whose cluster the server does not have yet is sent again for up to
+    :data:`CLUSTER_WAIT_S` seconds, then left in the spool. Returns
     the number of records stored, delivered or spooled."""
     from daskscope import config
 
@@ -80,6 +85,11 @@ def store_run(
     )
     try:
         sink.write(records)
+        wait_for_cluster = getattr(sink, "wait_for_cluster", None)
+        if wait_for_cluster is not None:
+            # a run that ended before its recorder's first flush reached the server:
+            # sent again once the cluster is there (else it waits in the spool)
+            wait_for_cluster(CLUSTER_WAIT_S)
     finally:
         sink.close()
     return sink.stats().records_written

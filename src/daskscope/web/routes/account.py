@@ -27,7 +27,14 @@ from daskscope.views.listing import ListingQuery, cluster_listing
 from daskscope.web.auth import viewer_of
 from daskscope.web.errors import BadRequest
 from daskscope.web.render import page
-from daskscope.web.routes.common import described, label, store_of, view_response
+from daskscope.web.routes.common import (
+    Limit,
+    Offset,
+    described,
+    label,
+    store_of,
+    view_response,
+)
 from daskscope.web.usage_heat import heat_map
 
 __all__ = ["api", "pages", "scope_of"]
@@ -44,7 +51,6 @@ UNTIL = Query(None, **EPOCH, description="End of the range (exclusive), epoch se
 WEEKS = Query(26, ge=1, le=520, description="Weeks of member usage, ending this week.")
 USER = Query(None, description="Only this member's clusters.")
 WEEK_START = Query(None, **EPOCH, description="Only clusters started in the week from this Monday.")
-LIMIT = Query(100, ge=1, le=10_000, description="Clusters on this page.")
 Q = Query(None, max_length=200, description="Only clusters whose name or user holds this text.")
 LISTED_SINCE = Query(None, **EPOCH, description="Only clusters started at or after this time.")
 LISTED_UNTIL = Query(None, **EPOCH, description="Only clusters started before this time.")
@@ -54,7 +60,6 @@ Sort = Literal["started", "name", "user", "duration", "workers", "tasks", "error
 Order = Literal["asc", "desc"]
 SORT = Query("started", description="Sort by this column.")
 ORDER = Query("desc", description="Sort order.")
-OFFSET = Query(0, ge=0, le=10**9, description="Clusters skipped (paging).")
 Metric = Literal["cluster_hours", "compute_hours", "cost"]
 METRIC = Query("cluster_hours", description="The figure of the usage heat map.")
 # The page's URL spells days as ISO dates ("2026-11-16"), readable in a shared link
@@ -118,7 +123,7 @@ def account_page(
     running: bool = RUNNING,
     sort: Sort = SORT,
     order: Order = ORDER,
-    offset: int = OFFSET,
+    offset: Offset = 0,
 ) -> HTMLResponse:
     last = _day(end, "end")
     listing = ListingQuery(
@@ -220,8 +225,8 @@ def clusters_json(
     running: bool = RUNNING,
     sort: Sort = SORT,
     order: Order = ORDER,
-    offset: int = OFFSET,
-    limit: int = LIMIT,
+    offset: Offset = 0,
+    limit: Limit = 100,
 ) -> Response:
     """The same JSON as ``daskscope clusters --json`` (with ``limit=50``)."""
     query = ListingQuery(

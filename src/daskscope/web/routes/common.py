@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from daskscope.catalogue import figure
 from daskscope.store import Store, resolve_cluster_id
+from daskscope.store.queries import MAX_OFFSET, MAX_PAGE
 from daskscope.views import to_json
 from daskscope.web.auth import viewer_of
 
 __all__ = [
+    "Limit",
+    "Offset",
     "account_scope",
     "described",
     "json_response",
@@ -20,6 +23,19 @@ __all__ = [
     "store_of",
     "view_response",
     "visible_cluster_id",
+]
+
+
+#: The paging parameters of every listing route, one type each: a value out of range
+#: (negative, past :data:`MAX_OFFSET` or :data:`MAX_PAGE`, or no integer) is answered
+#: 400 naming the parameter, on every route alike, before any query runs. Give the
+#: default in the signature: ``offset: Offset = 0``, ``limit: Limit = 100``.
+Offset = Annotated[
+    int,
+    Query(ge=0, le=MAX_OFFSET, description="Rows skipped (paging; the order is stable)."),
+]
+Limit = Annotated[
+    int, Query(ge=1, le=MAX_PAGE, description=f"Rows in this page (at most {MAX_PAGE:,}).")
 ]
 
 

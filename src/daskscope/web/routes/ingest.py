@@ -1,9 +1,12 @@
 """``POST /api/v1/ingest``: batches of records from collectors anywhere.
 
 A batch is checked whole: 4xx never send this batch again (the message names the
-field); 503 the store is unavailable, try again later (the collector's spool does). 2xx
-stored, except any record the database itself refused (a value out of its range): those
-are listed under ``rejected`` with their index and id, and the rest is stored.
+field), except 425: its cluster's record has not arrived yet, send it again later; 503
+the store is unavailable, try again later (the collector's spool does). 2xx stored,
+except any record the database itself refused (a value out of its range): those are
+listed under ``rejected`` with their index and id, and the rest is stored. A record no
+newer than its stored row (an old batch delivered late, a replay) changes nothing and
+is counted under ``superseded``: a row only moves forward.
 """
 
 from __future__ import annotations
@@ -20,11 +23,19 @@ from daskscope import config
 from daskscope.model import RECORD_TYPES
 from daskscope.store import RecordConflict, Rejected, Store, WriteFailed, write_rows
 from daskscope.store.engine import short_reason
-from daskscope.store.identity import ForeignRecord, Identity, claim_rows
+from daskscope.store.identity import ClusterNotYetKnown, ForeignRecord, Identity, claim_rows
 from daskscope.store.schema import TABLE_FOR
 from daskscope.text import escape_text
+from daskscope.web.admission import Admission, declared_length
 from daskscope.web.auth import viewer_of
-from daskscope.web.errors import BadRequest, HTTPError, PayloadTooLarge, Unauthorized, redact
+from daskscope.web.errors import (
+    BadRequest,
+    HTTPError,
+    PayloadTooLarge,
+    TooEarly,
+    Unauthorized,
+    redact,
+)
 from daskscope.web.routes.common import store_of
 from daskscope.web.tokencache import TokenRevoked, verify_in_transaction
 from daskscope.wire import NotJSON, WireError, decode_rows_json
@@ -50,12 +61,19 @@ class StoreUnavailable(HTTPError):
     title = "Store unavailable"
 
 
+#: Seconds a sender waits before sending again a batch whose cluster is not known yet
+#: (a recorder writes its cluster record at start and every few seconds)
+CLUSTER_RETRY_AFTER_S = 5
+
+
 def max_batch_bytes() -> int:
     return int(config.get("ingest.max-batch-bytes"))
 
 
-async def read_limited_body(request: Request, limit: int) -> bytes:
-    """The body, refusing with 413 as soon as it passes ``limit`` (whatever the header says)."""
+async def read_limited_body(request: Request, limit: int) -> list[bytes]:
+    """The body in the chunks it came in (joined only when its turn to be decoded comes:
+    joining holds it twice for a moment), refusing with 413 as soon as it passes
+    ``limit`` (whatever the header says)."""
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > limit:
         raise PayloadTooLarge(f"a batch may have {limit} bytes; this one has {length}")
@@ -65,7 +83,7 @@ async def read_limited_body(request: Request, limit: int) -> bytes:
         if size > limit:
             raise PayloadTooLarge(f"a batch may have {limit} bytes; split it")
         chunks.append(chunk)
-    return b"".join(chunks)
+    return chunks
 
 
 def _batch_schema() -> dict[str, Any]:
@@ -106,21 +124,30 @@ def _batch_schema() -> dict[str, Any]:
         413: {"description": "the batch is too large"},
         401: {"description": "a token is needed (servers with authentication)"},
         409: {"description": "a record belongs to another account; the message names it"},
+        425: {"description": "its cluster's record has not arrived yet; send it again later"},
         422: {"description": "a record is invalid; the message names the field"},
         503: {"description": "the store is unavailable; retry later"},
     },
 )
 async def ingest(request: Request) -> dict[str, Any]:
-    # Decoding and writing thousands of records is work for a thread, not the event
-    # loop; a few batches at a time: more would only contend for the GIL and for the
-    # database's locks, and cost more CPU per record (docs/benchmarks.md). The slot is
-    # taken before the body is read: waiting batches then hold a socket, not their body
-    # in memory (20 of 31 MiB each reached a 1.7 GiB peak before).
-    async with request.app.state.ingest_slots:
-        body = await read_limited_body(request, max_batch_bytes())
-        return await run_in_threadpool(
-            store_batch, store_of(request), body, viewer_of(request), _bearer_token(request)
-        )
+    # Reached only with a verified token (web/auth.py). Its account's share of the body
+    # memory is taken before the body is read, so waiting batches hold a socket, not
+    # their body (20 of 31 MiB each reached a 1.7 GiB peak before), and a slow body holds
+    # only its own account's share until its deadline (web/limits.py: 408). Decoding and
+    # writing is work for a thread, a few complete batches at a time and large ones
+    # alone: more would contend for the GIL and the database's locks, and decoding costs
+    # several times a body in memory (web/admission.py, docs/benchmarks.md).
+    admission: Admission = request.app.state.ingest_admission
+    viewer, limit = viewer_of(request), max_batch_bytes()
+    account = viewer.account if viewer is not None else None
+    async with admission.receiving(account, declared_length(request.headers, limit)):
+        chunks = await read_limited_body(request, limit)
+        async with admission.decoding(account, sum(map(len, chunks))):
+            body = b"".join(chunks)
+            chunks.clear()
+            return await run_in_threadpool(
+                store_batch, store_of(request), body, viewer, _bearer_token(request)
+            )
 
 
 def _bearer_token(request: Request) -> str | None:
@@ -158,8 +185,14 @@ def store_batch(
         if token is not None:
             claim = _reverified(claim, store, token, viewer)
     rejected: list[Rejected] = []
+    superseded: dict[str, int] = {}
     try:
-        stored = write_rows(store, by_table, before_write=claim, rejected=rejected)
+        stored = write_rows(
+            store, by_table, before_write=claim, rejected=rejected, superseded=superseded
+        )
+    except ClusterNotYetKnown as exc:
+        # order must not matter: the sender keeps the batch and sends it again
+        raise TooEarly(str(exc), headers={"Retry-After": str(CLUSTER_RETRY_AFTER_S)}) from None
     except ForeignRecord as exc:
         raise ConflictingBatch(str(exc)) from None
     except TokenRevoked as exc:
@@ -180,7 +213,13 @@ def store_batch(
             f"the store refused this batch ({redact(short_reason(exc.__cause__ or exc))}); "
             "nothing of it was stored"
         ) from None
-    return {"stored": stored, "records": len(rows), "rejected": _located(rejected, rows)}
+    return {
+        "stored": stored,
+        "records": len(rows),
+        "superseded": sum(superseded.values()),
+        "superseded_by_table": superseded,
+        "rejected": _located(rejected, rows),
+    }
 
 
 def _located(rejected: list[Rejected], rows: list[tuple[str, dict]]) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from daskscope.views.run import (
 )
 from daskscope.web.errors import BadRequest, NotFound
 from daskscope.web.render import page
-from daskscope.web.routes.common import account_scope, store_of
+from daskscope.web.routes.common import Limit, Offset, account_scope, store_of
 
 __all__ = ["api", "pages"]
 
@@ -43,8 +43,8 @@ def _query(
         "started"
     ),
     order: Literal["asc", "desc"] = Query("desc"),
-    offset: int = Query(0, ge=0, description="Runs to skip (the order is stable)."),
-    limit: int = Query(100, ge=1, le=10_000),
+    offset: Offset = 0,
+    limit: Limit = 100,
 ) -> RunQuery:
     return RunQuery(
         q=q or None, user=user or None, status=status, since=since or None,
