@@ -11,7 +11,12 @@ PostgreSQL: ``python bench/postgres.py start`` gives a throwaway server's URL.
 
 With ``--many-groups`` it measures instead the routes of the cluster that
 ``bench/seed.py --many-groups N`` added (its page and JSON, each computation's graph, the
-paged task groups, and ``daskscope show --json``), with each response's size.
+paged task groups, and ``daskscope show --json``), with each response's size; and a
+computation of 10,000 groups (issue 26): its page (searched and paged too), its
+critical-path JSON and its graph (folded, opened, with the path), warm (each computation
+asked for once before: views are kept while their data is unchanged) and " (cold)" (the
+kept views emptied before each request), beside what the critical-path route did before
+(the whole view worked out and encoded).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import httpx
 from daskscope.model import stable_id
 from daskscope.store import list_clusters
 from daskscope.store.analytics import MONDAY, WEEK
+from daskscope.views import memo
 from daskscope.web import create_app
 
 
@@ -150,7 +156,7 @@ def many_groups_routes(app: Any, repeat: int) -> dict[str, list[str]]:
     comps = [c.id for c in view.computations]
     base = f"/api/v1/clusters/{MANY_GROUPS_ID}"
     last = max(0, sum(c.group_count for c in view.computations) - 1000)
-    return {
+    plan = {
         "GET /clusters/{id} (page)": [f"/clusters/{MANY_GROUPS_ID}"] * repeat,
         "GET /api/v1/clusters/{id}": [base] * repeat,
         "GET .../computations/{c}/graph": [
@@ -162,6 +168,61 @@ def many_groups_routes(app: Any, repeat: int) -> dict[str, list[str]]:
         "GET .../task-groups?computation": [
             f"{base}/task-groups?computation={comps[i % len(comps)]}" for i in range(repeat)
         ],
+        # issue 26: a computation of 10,000 groups: its page, its JSON, its graph; the
+        # computations in turn, each asked for once before (kept views: views/memo.py),
+        # and "(cold)": with nothing kept, built anew at each request
+        **{
+            f"{name}{suffix}": [url.format(c=comps[i % len(comps)]) for i in range(repeat)]
+            for name, url in (
+                ("GET /clusters/{id}/computations/{c} (page)",
+                 f"/clusters/{MANY_GROUPS_ID}/computations/{{c}}"),
+                ("GET .../computations/{c}/critical-path",
+                 f"{base}/computations/{{c}}/critical-path"),
+                ("GET .../computations/{c}/graph?path=1 (its page's graph)",
+                 f"{base}/computations/{{c}}/graph?path=1"),
+            )
+            for suffix in ("", COLD)
+        },
+        "GET /clusters/{id}/computations/{c}?q=mul&sort=longest&offset=500 (page)": [
+            f"/clusters/{MANY_GROUPS_ID}/computations/{comps[i % len(comps)]}"
+            "?q=mul&sort=longest&offset=500" for i in range(repeat)
+        ],
+        "GET .../computations/{c}/graph?open=prefix:mul": [
+            f"{base}/computations/{comps[i % len(comps)]}/graph?open=prefix:mul"
+            for i in range(repeat)
+        ],
+        f"GET .../computations/{{c}}/graph{COLD}": [
+            f"{base}/computations/{comps[i % len(comps)]}/graph" for i in range(repeat)
+        ],
+    }  # fmt: skip
+    KEPT.update(name for name in plan if "computations/{c}" in name and not name.endswith(COLD))
+    return plan
+
+
+#: Routes measured with nothing kept (views/memo.py emptied before each request)
+COLD = " (cold)"
+#: Routes whose every URL is asked for once before they are timed (their views kept)
+KEPT: set[str] = set()
+
+
+def whole_view(app: Any, repeat: int) -> dict[str, float]:
+    """What the critical-path route did before issue 26, in this process: the whole view
+    of a 10,000-group computation worked out and encoded (every group, every edge)."""
+    from daskscope.views import cluster_view, to_json
+    from daskscope.views.critical_path import critical_path_view
+
+    store = app.state.store
+    comps = [c.id for c in cluster_view(store, MANY_GROUPS_ID).computations]
+    timings, size = [], 0
+    for i in range(repeat):
+        started = time.perf_counter()
+        size = len(to_json(critical_path_view(store, MANY_GROUPS_ID, comps[i % len(comps)])))
+        timings.append((time.perf_counter() - started) * 1000)
+    return {
+        "p50_ms": round(statistics.median(timings), 1),
+        "p95_ms": round(percentile(timings, 0.95), 1),
+        "max_ms": round(max(timings), 1),
+        "bytes": size,
     }
 
 
@@ -196,9 +257,13 @@ async def measure(app: Any, plan: dict[str, list[str]]) -> dict[str, dict[str, f
     results = {}
     async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
         for name, urls in plan.items():
-            await client.get(urls[0])  # warm caches (templates, statements)
+            # warm caches (templates, statements); a computation's kept views: each
+            for url in dict.fromkeys(urls) if name in KEPT else urls[:1]:
+                await client.get(url)
             timings = []
             for url in urls:
+                if name.endswith(COLD):
+                    memo.clear()
                 started = time.perf_counter()
                 response = await client.get(url)
                 timings.append((time.perf_counter() - started) * 1000)
@@ -239,7 +304,10 @@ def main() -> None:
     if args.only:
         plan = {name: urls for name, urls in plan.items() if args.only in name}
     results = asyncio.run(measure(app, plan))
-    if args.many_groups:
+    whole = "before: .../computations/{c}/critical-path's whole view, worked out and encoded"
+    if args.many_groups and (not args.only or args.only in whole):
+        results[whole] = whole_view(app, min(args.repeat, 8))
+    if args.many_groups and not args.only:
         results["daskscope show --json"] = measure_show(args.url, args.show_repeat)
         results["daskscope show --json --all-groups"] = measure_show(
             args.url, args.show_repeat, "--all-groups"

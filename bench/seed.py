@@ -251,9 +251,14 @@ def _chunks(rows: Iterator[tuple]) -> Iterator[list[tuple]]:
 
 
 def _as_tuples(rows: Iterator[tuple | dict[str, Any]], columns: list[str]) -> Iterator[tuple]:
-    # Named rows leave out the columns they do not know: those are NULL.
+    # Named rows leave out the columns they do not know: those are NULL; so do positional
+    # rows for trailing columns added after them (e.g. ``revision``).
+    width = len(columns)
     for row in rows:
-        yield tuple(row.get(c) for c in columns) if isinstance(row, dict) else row
+        if isinstance(row, dict):
+            yield tuple(row.get(c) for c in columns)
+        else:
+            yield row + (None,) * (width - len(row)) if len(row) < width else row
 
 
 def load(url: str, streams: dict[str, Iterator[Any]]) -> dict[str, int]:

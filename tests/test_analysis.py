@@ -105,7 +105,7 @@ def test_the_analyses_import_no_config_store_or_dask() -> None:
     # may also parse arguments and write a file
     allowed = (
         "daskscope.analysis", "collections", "typing", "math", "re", "__future__",
-        "dataclasses", "heapq", "statistics", "logging",
+        "dataclasses", "heapq", "statistics", "logging", "itertools",
     )  # fmt: skip
     for path in Path(analysis.__file__).parent.rglob("*.py"):
         if path.name == "__main__.py":

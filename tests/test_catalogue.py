@@ -3,8 +3,10 @@ written from it (so the two cannot drift)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import distributed
 import pytest
 
 from daskscope import catalogue, format
@@ -73,6 +75,44 @@ def test_activities_are_described() -> None:
     described = catalogue.activity("thread-noncpu")
     assert described is not None and "GIL" in described.meaning
     assert catalogue.activity("my-custom-label") is None  # the set is open
+
+
+def _emitted_by_dask() -> set[str]:
+    """Every fine-metric label the installed distributed's code emits: its meters and
+    digests, its limiters' labels, the coarse times of a stimulus (failed, cancelled,
+    ...), "other" and the spans' idle; a P2P label also without its "p2p-", as the
+    shuffle's own context receives it."""
+    found: set[str] = {"other", "idle or other spans"}
+    patterns = [
+        r'context_meter\.(?:meter|digest_metric)\(\s*"([^"]+)"',
+        r'metrics_label="([^"]+)"',
+        r'coarse_time = "([^"]+)"',
+    ]
+    for path in Path(distributed.__file__).parent.rglob("*.py"):
+        # the meter's own module holds examples only (dumps, network-write)
+        if "tests" in path.parts or path.name == "metrics.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        for pattern in patterns:
+            found |= set(re.findall(pattern, text))
+    return found | {n.removeprefix("p2p-") for n in found}
+
+
+def test_every_activity_dask_emits_has_a_colour_of_its_own() -> None:
+    emitted = _emitted_by_dask()
+    assert {"p2p-get-output-cpu", "get-output-noncpu", "send", "shards", "idle"} <= emitted
+    catalogued = {a.name for a in catalogue.ACTIVITIES}
+    assert emitted <= catalogued, sorted(emitted - catalogued)
+    colours = catalogue.ACTIVITY_COLOURS
+    assert all(re.fullmatch("#[0-9a-f]{6}", c) for c in colours.values())
+    assert len(set(colours.values())) == len(colours)  # none shared
+    # the task stream's actions: the same colour as the activity of the same name
+    for a in catalogue.TASK_ACTIONS:
+        assert colours[a.name] == a.colour
+        if catalogue.activity(a.name) is not None:
+            assert a.colour == next(x.colour for x in catalogue.ACTIVITIES if x.name == a.name)
+    reserve = set(catalogue.RESERVE)
+    assert len(reserve) == len(catalogue.RESERVE) and not reserve & set(colours.values())
 
 
 def test_committed_docs_equal_the_generated_tables() -> None:

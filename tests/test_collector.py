@@ -218,6 +218,7 @@ def test_failures_inside_daskscope_never_reach_dask(
         cluster, client, cluster_id = await in_process_cluster(db_url)
         async with cluster, client:
             plugin: DaskscopePlugin = cluster.scheduler.plugins["daskscope"]
+            await plugin._first_flush_done()  # the cluster's record, written as it started
             good_sink = plugin._sink
 
             class BrokenSink:

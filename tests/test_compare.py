@@ -1,8 +1,10 @@
 """Compare on real runs: two clusters run the same span "load", B's tasks sleeping twice
 as long and one more task prefix; the comparison against durations measured in the test
-(Dask's task stream), the keys submitted, and the code each side ran."""
+(Dask's task stream), the keys submitted, and the code each side ran. Two more clusters
+rerun A identically: nothing reads better or worse. The noise tolerance on hand-built
+clusters with a controlled wobble."""
 
-# ruff: noqa: RUF001 (the ratio reads with a multiplication sign)
+# ruff: noqa: RUF001, RUF003 (the ratio reads with a multiplication sign; sigma)
 
 from __future__ import annotations
 
@@ -73,7 +75,7 @@ def record(url: str, work: Any, name: str) -> dict[str, Any]:
         client.run(heartbeat)
         assert daskscope.flush(client)["write_failures"] == 0
         start, stop = client.run_on_scheduler(load_span_window)
-    compute = {}
+    compute: dict[str, float] = {}
     for t in ts.data:
         prefix = t["key"][0].rsplit("-", 1)[0] if isinstance(t["key"], tuple) else t["key"]
         for ss in t["startstops"]:
@@ -119,9 +121,9 @@ def check_span_comparison(url: str, runs: dict[str, Any]) -> None:
         sum(b["compute"].values()) / sum(a["compute"].values()), rel=0.05
     )
     assert task_time.ratio_text == f"×{task_time.ratio:,.2f}"
-    # Wall time has a direction: B (slower) reads worse
+    # Wall time and task time have a direction: B (twice as slow) reads worse
     wall = figures["span.wall_s"]
-    assert wall.verdict == ("worse" if wall.b > wall.a else "better")
+    assert wall.verdict == "worse" and task_time.verdict == "worse"
     # Dask's own span is the ground truth (not the test's clock around the compute: the
     # span's stop is in the workers' time, one CI run read 5 ms past the test's)
     assert wall.a == pytest.approx(a["span_wall"]) and wall.b == pytest.approx(b["span_wall"])
@@ -130,17 +132,25 @@ def check_span_comparison(url: str, runs: dict[str, Any]) -> None:
     assert prefixes["nap"].status == "both"
     assert prefixes["nap"].a_tasks == TASKS and prefixes["nap"].b_tasks == TASKS
     assert prefixes["nap"].seconds_ratio == pytest.approx(truth_b / truth_a, rel=0.05)
+    assert prefixes["nap"].verdict == "worse" and prefixes["extra"].verdict is None
     assert view.added_prefixes == ["extra"] and view.removed_prefixes == []
     assert prefixes["extra"].a_tasks is None and prefixes["extra"].b_tasks == TASKS
-    # Fine metrics: the execute seconds of "nap" double too
-    # (the sleep is thread-noncpu; by prefix, every activity of the task is summed)
+    # Fine metrics: the execute seconds of "nap" double too (the sleep is thread-noncpu)
     by_activity = {r.key: r for r in view.activities}
     noncpu = by_activity["thread-noncpu"]
     assert noncpu.a >= TASKS * SHORT * 0.95 and noncpu.b >= TASKS * LONG * 0.95
     assert noncpu.ratio == pytest.approx(truth_b / truth_a, rel=0.1)
+    # By prefix, a task's compute (thread-cpu + thread-noncpu), without the executor's
+    # and other waiting seconds: what the task stream times, per side and as a difference
     by_prefix = {r.key: r for r in view.prefixes}
-    assert by_prefix["nap"].a >= 0.95 * truth_a and by_prefix["nap"].b >= 0.95 * truth_b
-    assert by_prefix["extra"].a is None and by_prefix["extra"].b > 0
+    assert by_prefix["nap"].a == pytest.approx(truth_a, abs=2e-3)
+    assert by_prefix["nap"].b == pytest.approx(truth_b, abs=2e-3)
+    assert by_prefix["nap"].b - by_prefix["nap"].a == pytest.approx(truth_b - truth_a, abs=4e-3)
+    assert by_prefix["nap"].verdict == "worse"
+    truth_extra = sum(v for k, v in b["compute"].items() if _prefix(k) == "extra")
+    assert by_prefix["extra"].a is None
+    assert by_prefix["extra"].b == pytest.approx(truth_extra, abs=2e-3)
+    assert by_activity["executor"].a is not None  # waiting Dask measured, left out above
     # The workers each side ran on
     cluster = {f.id: f for f in view.cluster}
     assert cluster["cluster.threads_peak"].a == 2 and cluster["cluster.threads_peak"].b == 2
@@ -178,6 +188,10 @@ def test_cluster_and_computation_compare(sqlite_runs: dict[str, Any]) -> None:
         assert figures["cluster.tasks_executed"].ratio_text == "×2.00"
         assert figures["cluster.tasks_executed"].difference_text == f"+{TASKS}"
         assert figures["cluster.tasks_erred"].verdict == "same"
+        # B's tasks took twice as long: compute time is worse, and utilisation (compute ÷
+        # core time), higher for it, is not called better: it has no direction
+        assert figures["cluster.compute_seconds"].verdict == "worse"
+        assert figures["cluster.utilisation"].verdict is None
         assert view.added_prefixes == ["extra"]
         comp_a = next(c for c in _computations(store, a["id"]) if c["tasks_executed"])
         comp_b = next(c for c in _computations(store, b["id"]) if c["tasks_executed"])
@@ -255,3 +269,74 @@ def test_span_tag_missing_says_where_to_look(sqlite_runs: dict[str, Any]) -> Non
         compare_view(
             store, f"{sqlite_runs['a']['id']}/span:nothing", f"{sqlite_runs['b']['id']}/span:load"
         )
+
+
+# -- the noise tolerance: identical reruns read "same"
+
+
+@pytest.fixture(scope="module")
+def reruns(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A's work run twice more, identically, each on its own cluster."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('reruns') / 'store.db'}"
+    return {"url": url, "runs": [record(url, run_a, "rerun") for _ in range(2)]}
+
+
+def test_identical_reruns_read_the_same(reruns: dict[str, Any]) -> None:
+    first, second = reruns["runs"]
+    with open_store(reruns["url"]) as store:
+        spans = compare_view(store, f"{first['id']}/span:load", f"{second['id']}/span:load")
+        clusters = compare_view(store, first["id"], second["id"])
+    # every figure with a direction: the same (before, any float difference read as a
+    # change: wall time and task time better or worse every time)
+    judged = {f.id: f.verdict for f in spans.figures if f.better}
+    assert judged == {"span.duration_s": "same", "span.wall_s": "same"}, spans.figures
+    task_time = {f.id: f for f in spans.figures}["span.duration_s"]
+    truth = [sum(r["compute"].values()) for r in (first, second)]
+    assert (task_time.a, task_time.b) == pytest.approx(truth, rel=0.05)
+    assert [p.verdict for p in spans.task_prefixes] == ["same"]
+    assert [r.verdict for r in spans.prefixes] == ["same"]
+    assert spans.noise_runs == 0 and "no history" in spans.same
+    cluster = {f.id: f for f in clusters.figures}
+    assert cluster["cluster.compute_seconds"].verdict == "same"
+    assert cluster["cluster.tasks_erred"].verdict == "same"
+    assert cluster["cluster.utilisation"].verdict is None
+
+
+def test_a_noisy_history_widens_same(store: Any) -> None:
+    """Eleven clusters named "batch" whose life (so core time and cost) wobbles ±30 %,
+    then one at three times: two ordinary days read the same, for the history says so;
+    the same two figures read worse without it (another name); three times is worse."""
+    from daskscope.store import write_records
+    from factories import make_cluster
+
+    wobble = [1.0, 1.3, 0.7, 1.2, 0.8, 1.1, 0.9, 1.0, 1.3, 0.8, 1.0, 3.0]
+
+    def cluster(name: str, day: int, scale: float) -> Any:
+        life = 3600.0 * scale
+        return make_cluster(name, start=1.8e9 + day * 86400, stopped_at=1.8e9 + day * 86400
+                            + life, core_seconds=16 * life, compute_seconds=8000.0,
+                            memory_limit_byte_seconds=64 * 2**30 * life)  # fmt: skip
+
+    batch = [cluster("batch", day, w) for day, w in enumerate(wobble)]
+    other = cluster("other", 20, wobble[1])
+    write_records(store, [*batch, other])
+    small, big = batch[4].id, batch[1].id  # 0.8 and 1.3: +62 %
+    with_history = compare_view(store, small, big)
+    without = compare_view(store, small, other.id)
+    outlier = compare_view(store, batch[0].id, batch[-1].id)
+    for view, expected in ((with_history, "same"), (without, "worse"), (outlier, "worse")):
+        figures = {f.id: f for f in view.figures}
+        assert figures["cluster.cost.total"].verdict == expected, view.same
+        assert figures["cluster.compute_seconds"].verdict == "same"
+    assert with_history.noise_runs == len(wobble) and "runs of cluster “batch”" in (
+        with_history.same
+    )
+    assert without.noise_runs == 0
+    # the history's relative σ: 1.4826 × the MAD of the wobble ÷ its median
+    import statistics
+
+    newest = wobble[-13:]
+    middle = statistics.median(newest)
+    sigma = 1.4826 * statistics.median(abs(w - middle) for w in newest) / middle
+    a, b = 0.8, 1.3
+    assert 0.25 * a < b - a <= 3 * sigma * a  # beyond the floor, within the history's noise

@@ -92,14 +92,28 @@ def test_compare_page(served: dict[str, Any], page: Any) -> None:
     assert texts(task_time.locator("th")) == ["Task time"]
     cells = texts(task_time.locator("td"))
     row = rows["span.duration_s"]
-    assert cells == [row.a_text, row.b_text, row.difference_text, row.ratio_text]
+    # task time has a direction: "load" (slowed) is worse than "steady"
+    assert row.verdict == "worse"
+    assert cells == [row.a_text, row.b_text, f"{row.difference_text} worse", row.ratio_text]
     # the ratio of task time, as Dask's scheduler summed it over each tag's spans (about
     # (8·FAST + 3·SLOW) / (11·FAST), unless the machine stalled a task)
     expected = served["dask_seconds"]["load"] / served["dask_seconds"]["steady"]
     assert float(cells[3].lstrip("×")) == pytest.approx(expected, abs=0.005)
+    # wall time (the first start to the last stop of each tag's interleaved spans, the
+    # same stretch give or take the slowed runs) reads as the view judged it
     wall = table.locator('tr[data-figure="span.wall_s"] td').nth(2)
-    assert "worse" in wall.inner_text() and "worse" in (wall.get_attribute("class") or "")
+    judged = rows["span.wall_s"].verdict
+    assert judged in ("same", "worse") and judged in (wall.get_attribute("class") or "")
+    assert ("worse" in wall.inner_text()) == (judged == "worse")
     assert "nap" in texts(page.locator("#compare-prefixes tbody th"))[0]
+    # each prefix's compute seconds, judged as task time: "load" slowed, so worse
+    fine = page.locator("#compare-fine-prefixes tbody tr").first
+    assert texts(fine.locator("th")) == ["nap"]
+    nap = next(r for r in view.prefixes if r.key == "nap")
+    assert nap.verdict == "worse" and "worse" in (
+        fine.locator("td").nth(2).get_attribute("class") or ""
+    )
+    assert page.locator("#compare-same").inner_text() == view.same[:1].upper() + view.same[1:] + "."
     assert texts(page.locator("#side-a a")) == [view.a.title]
     no_page_overflow(page)
     shot(page, "compare")
@@ -133,15 +147,26 @@ def test_history_chart(served: dict[str, Any], page: Any) -> None:
     assert marked.count() >= SLOWED
     steady = chart.locator(".check.regressed")
     assert steady.count() == 1
+    # the task time of the span's one prefix, charted and checked as well
+    nap = page.locator('figure[data-figure="prefix.duration_s:nap"]')
+    assert texts(nap.locator("h3")) == ["Task time of nap (lower is better)"]
+    assert nap.locator(".check.regressed").count() == 1
     no_page_overflow(page)
     shot(page, "history")
+
+
+#: What the slowed span "load" regressed in: its task time, its wall time and the task
+#: time of its one prefix
+LOAD_REGRESSED = ["task time", "wall time", "task time of nap"]
 
 
 def test_regressions_page(served: dict[str, Any], page: Any) -> None:
     page.goto(f"{served['base']}/regressions")
     rows = page.locator("#regressions tbody tr")
-    assert rows.count() == 1
-    assert texts(rows.first.locator("td"))[:3] == ["span", "load", "wall time"]
+    assert rows.count() == len(LOAD_REGRESSED)
+    cells = [texts(rows.nth(i).locator("td"))[:3] for i in range(rows.count())]
+    assert cells == [["span", "load", label] for label in LOAD_REGRESSED]
+    assert texts(page.locator("#regressions thead th"))[-1] == "Before (median, σ)"
     assert "Regressions" in texts(page.locator("header nav a"))
     no_page_overflow(page)
     shot(page, "regressions")
@@ -157,11 +182,12 @@ def test_account_page_regressions_box(served: dict[str, Any], page: Any) -> None
     page.wait_for_function(
         "() => !document.getElementById('regressions-summary').textContent.startsWith('Checking')"
     )
-    assert summary.inner_text().startswith("1 figure regressed (")
+    assert summary.inner_text().startswith(f"{len(LOAD_REGRESSED)} figures regressed (")
     found = box.locator("#regressions-found li")
-    assert found.count() == 1
-    assert found.first.inner_text().startswith("span “load”: wall time ")
-    assert "all above" in found.first.inner_text()
+    assert found.count() == len(LOAD_REGRESSED)
+    for i, label in enumerate(LOAD_REGRESSED):
+        assert found.nth(i).inner_text().startswith(f"span “load”: {label} ")
+        assert "all above" in found.nth(i).inner_text()
     assert found.first.locator("a").get_attribute("href") == "/history?kind=span&name=load"
     box.scroll_into_view_if_needed()
     shot(page, "account-regressions")

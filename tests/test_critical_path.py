@@ -1,10 +1,12 @@
-"""The critical path and what-if estimates: the pure model on hand-built graphs with exact
-answers; a real run whose path is known by construction (sleeps of known length in a
-chain of groups), checked against Dask's own task stream; an estimate made from a run on
-one thread against a real run on four; the API, the CLI and their errors."""
+"""The critical path and what-if estimates: the pure models (groups as stages, and the
+task dependencies of the task log) on hand-built graphs with exact answers; a real run
+whose path is known by construction (sleeps of known length in a chain of groups),
+checked against Dask's own task stream; an estimate made from a run on one thread
+against a real run on four; the API, the CLI and their errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -25,6 +27,12 @@ from distributed.utils import key_split_group
 import daskscope
 from daskscope.analysis.critical_path import (
     critical_path,
+    estimate_jobs,
+    job_graph,
+    job_path,
+    job_width,
+    jobs_what_if,
+    simulate_jobs,
     simulate_threads,
     stages_of,
     what_if,
@@ -33,7 +41,8 @@ from daskscope.cli.main import cli
 from daskscope.store import open_store
 from daskscope.store import schema as s
 from daskscope.views import to_data
-from daskscope.views.critical_path import critical_path_view
+from daskscope.views.computation_page import CriticalPathPage
+from daskscope.views.critical_path import CriticalPathView, critical_path_view
 from daskscope.web import create_app
 from webutil import call
 
@@ -129,6 +138,141 @@ def test_bad_input_says_what_is_wrong() -> None:
         simulate_threads(stages_of([("a", [], [1.0])]), 0)
 
 
+# -- the task-level model on hand-built executions ---------------------------------------
+
+
+def chain_columns(
+    seconds: list[float], gap: float = 0.01
+) -> tuple[list[str], list[str], list[float], list[float], list[float], list[str | None]]:
+    """``x = f(x)``: one group, each task waiting for the one before (as recorded)."""
+    keys = [f"f-{i}" for i in range(len(seconds))]
+    starts, stops, t = [], [], 0.0
+    for d in seconds:
+        starts.append(t)
+        stops.append(t + d)
+        t += d + gap
+    return keys, ["f"] * len(keys), starts, stops, seconds, [None, *keys[:-1]]
+
+
+def test_a_chain_inside_one_group_is_its_sum() -> None:
+    """The issue's loop: 8 links of 3.0 s in one group. The group model reads its longest
+    task (0.5 s) and estimates 4 threads below 3 s; through the triggers, nothing beats
+    the chain."""
+    seconds = [0.25, 0.5, 0.25, 0.5, 0.25, 0.5, 0.375, 0.375]
+    graph = job_graph(*chain_columns(seconds))
+    path = job_path(graph)
+    assert path.length_s == 3.0 and path.jobs == tuple(range(8))
+    assert path.earliest_start[3] == 1.0
+    assert jobs_what_if(graph, 4, 8) == [(1, 3.0), (4, 3.0), (8, 3.0)]
+    assert [simulate_jobs(graph, n) for n in (1, 2, 16)] == [3.0, 3.0, 3.0]
+    assert job_width(graph, path) == 1
+    # what the group model says of the same tasks
+    stages = stages_of([("f", [], seconds)])
+    assert critical_path(stages).length_s == 0.5 and simulate_threads(stages, 4) < 3.0
+
+
+def test_a_task_waits_for_its_trigger_and_free_threads_take_the_run_s_order() -> None:
+    """Four loads (recorded on one thread, in this order) and a sum triggered by the last
+    to end: on two threads the loads take two rounds, then the sum."""
+    keys = ["load-0", "load-1", "load-2", "load-3", "sum"]
+    starts = [0.0, 1.0, 2.0, 3.0, 4.0]
+    seconds = [1.0, 1.0, 1.0, 1.0, 0.5]
+    stops = [a + d for a, d in zip(starts, seconds, strict=True)]
+    triggers = [None, None, None, None, "load-3"]
+    graph = job_graph(keys, ["load"] * 4 + ["sum"], starts, stops, seconds, triggers)
+    path = job_path(graph)
+    assert path.length_s == 1.5 and path.jobs == (3, 4)
+    # load-3 started last in the run: the sum comes after the second round
+    assert simulate_jobs(graph, 2) == 2.5
+    assert jobs_what_if(graph) == [(1, 4.5), (2, 2.5), (4, 1.5)]
+    assert job_width(graph, path) == 4 and estimate_jobs(graph, 4) == 1.5
+
+
+def test_a_trigger_outside_the_executions_or_ended_after_its_dependent_is_no_wait() -> None:
+    keys, starts, stops = ["a", "b", "c"], [0.0, 1.0, 0.2], [1.0, 2.0, 3.5]
+    # b's trigger ran before the computation; c's "trigger" b ended 1.3 s after c
+    # started (beyond the clock slack): neither is a dependency here
+    graph = job_graph(keys, ["g"] * 3, starts, stops, [1.0, 1.0, 3.3], [None, "before", "b"])
+    assert graph.parents(1) == [] and graph.parents(2) == []
+    assert job_path(graph).length_s == 3.3
+
+
+def test_a_key_run_again_follows_its_run_before() -> None:
+    """``a`` ran, its worker was lost, it ran again; ``b`` waited for the second run."""
+    keys, starts, stops = ["a", "a", "b"], [0.0, 5.0, 7.0], [1.0, 6.0, 8.0]
+    graph = job_graph(keys, ["a", "a", "b"], starts, stops, [1.0, 1.0, 1.0], [None, None, "a"])
+    assert graph.parents(1) == [0] and graph.parents(2) == [1]
+    assert job_path(graph).length_s == 3.0 and job_path(graph).jobs == (0, 1, 2)
+
+
+def test_groups_without_dependencies_are_stages_waited_for_as_a_whole() -> None:
+    """The mixed model: ``load`` has no recorded dependencies (a stage of four tasks),
+    ``f`` is a chain of two that depends on it as a group."""
+    stages = stages_of([("load", [], [1.0, 1.0, 1.0, 2.0]), ("f", ["load"], [])])
+    keys, groups, starts, stops, seconds, triggers = chain_columns([0.5, 0.5])
+    starts = [t + 10 for t in starts]
+    stops = [t + 10 for t in stops]
+    graph = job_graph(
+        keys, groups, starts, stops, seconds, triggers,
+        stages={"load": stages["load"]}, stage_starts={"load": 0.0},
+        dependencies={"f": ["load"]},
+    )  # fmt: skip
+    path = job_path(graph)
+    assert path.length_s == 3.0  # the longest load, then the chain
+    assert [graph.group[j] for j in path.jobs] == ["load", "f", "f"]
+    # two threads: 2 and 1, then 1 and 1: the loads end at 3, the chain at 4
+    assert simulate_jobs(graph, 2) == 4.0
+    assert jobs_what_if(graph) == [(1, 6.0), (2, 4.0), (4, 3.0)]
+    assert graph.tasks == 6 and len(graph) == 7  # one join: the end of load
+
+
+def test_a_cycle_in_the_records_is_broken_not_followed() -> None:
+    """Two executions naming each other as trigger (never from Dask): one edge is left
+    out, and the model still answers."""
+    graph = job_graph(["a", "b"], ["g", "g"], [0.0, 0.0], [0.25, 0.25], [0.25, 0.25], ["b", "a"])
+    assert sorted(len(graph.parents(j)) for j in range(2)) == [0, 1]
+    assert job_path(graph).length_s == 0.5 and simulate_jobs(graph, 2) == 0.5
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_task_model_bounds_on_random_runs(seed: int) -> None:
+    """On random recorded runs: one thread is the sum, enough threads the path, and no
+    estimate beats the path or the sum spread over every thread."""
+    rng = random.Random(seed)
+    keys, groups, starts, stops, seconds, triggers = [], [], [], [], [], []
+    for i in range(300):
+        trigger = rng.choice([None, *keys[-40:]]) if keys else None
+        begin = (stops[keys.index(trigger)] if trigger else 0.0) + rng.random()
+        d = rng.choice([0.0, 0.25, 0.5, 1.0, 2.0])
+        keys.append(f"k{i}")
+        groups.append(f"g{i % 7}")
+        starts.append(begin)
+        stops.append(begin + d)
+        seconds.append(d)
+        triggers.append(trigger)
+    graph = job_graph(keys, groups, starts, stops, seconds, triggers)
+    path = job_path(graph)
+    assert simulate_jobs(graph, 1) == pytest.approx(sum(seconds))
+    width = job_width(graph, path)
+    assert simulate_jobs(graph, width) == pytest.approx(path.length_s)
+    for n in (2, 3, 8, 32):
+        estimate = simulate_jobs(graph, n)
+        assert estimate >= path.length_s - 1e-9 and estimate >= sum(seconds) / n - 1e-9
+    assert jobs_what_if(graph)[-1][1] == pytest.approx(path.length_s)
+    # every link of the path is a recorded trigger
+    for before, after in zip(path.jobs, path.jobs[1:], strict=False):
+        assert triggers[after] == keys[before]
+
+
+def test_bad_executions_say_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="negative duration"):
+        job_graph(["a"], ["g"], [0.0], [1.0], [-1.0], [None])
+    with pytest.raises(ValueError, match="differ in length"):
+        job_graph(["a"], ["g"], [0.0], [1.0], [1.0], [])
+    with pytest.raises(ValueError, match="threads must be 1 or more"):
+        simulate_jobs(job_graph(["a"], ["g"], [0.0], [1.0], [1.0], [None]), 0)
+
+
 # -- real runs ---------------------------------------------------------------------------
 
 #: The construction: (group, tasks, seconds each, groups it depends on). The critical
@@ -212,6 +356,40 @@ def record(url: str, threads: int) -> dict[str, Any]:
     }
 
 
+def construction_dependencies() -> dict[str, list[str]]:
+    """Each key's dependencies, as :func:`compute_stages` builds them."""
+    made = {name: [f"{name}-{i}" for i in range(n)] for name, n, _, _ in STAGES}
+    return {
+        f"{name}-{i}": [made["stage_a"][i]]
+        if name == "stage_e"
+        else [k for d in deps for k in made[d]]
+        for name, n, _, deps in STAGES
+        for i in range(n)
+    }
+
+
+def trigger_chain(stream: list[dict[str, Any]]) -> tuple[float, dict[str, float]]:
+    """The ground truth of the task-level model, from the construction and Dask's task
+    stream alone: each task waits for its dependency that ended last (by the stream),
+    for as long as that one's chain computes. The longest such chain, and each task's
+    earliest start on it."""
+    deps = construction_dependencies()
+    ends = {str(t["key"]): max(ss["stop"] for ss in t["startstops"]) for t in stream}
+    compute = {
+        str(t["key"]): sum(
+            ss["stop"] - ss["start"] for ss in t["startstops"] if ss["action"] == "compute"
+        )
+        for t in stream
+    }
+    start: dict[str, float] = {}
+    finish: dict[str, float] = {}
+    for key in sorted(ends, key=ends.__getitem__):  # a dependency ends first
+        trigger = max(deps[key], key=ends.__getitem__) if deps[key] else None
+        start[key] = finish[trigger] if trigger else 0.0
+        finish[key] = start[key] + compute[key]
+    return max(finish.values()), start
+
+
 def compute_seconds(stream: list[dict[str, Any]]) -> dict[str, list[float]]:
     by_group: dict[str, list[float]] = defaultdict(list)
     for task in stream:
@@ -276,15 +454,23 @@ def test_path_of_a_real_run_is_the_constructed_one(four_threads: dict[str, Any])
     truth = compute_seconds(run["stream"])
     assert {g: len(v) for g, v in truth.items()} == {name: n for name, n, _, _ in STAGES}
     assert view.durations_from == "task log"
+    assert view.model == "task dependencies" and view.model_note is None
     assert view.path == PATH
-    # against Dask's task stream: the stages' longest tasks, stored to a microsecond
-    assert view.critical_path_s == pytest.approx(sum(max(truth[g]) for g in PATH), abs=1e-5)
+    # against Dask's task stream and the graph built: the chain through each task's
+    # last dependency to end, stored to a microsecond
+    length, starts = trigger_chain(run["stream"])
+    assert view.critical_path_s == pytest.approx(length, abs=1e-5)
+    assert view.path_tasks == 1 + 1 + 1 + 1  # an a, b, a c, d
+    # a lower bound of the whole graph's path (every task waiting for all its inputs:
+    # the stages' longest tasks)
+    assert view.critical_path_s <= sum(max(truth[g]) for g in PATH) + 1e-9
     # against the construction: a sleep never ends early (how late it ends depends on
     # the machine's load, which the task stream above accounts for exactly)
     assert view.critical_path_s >= PATH_S
     groups = {g.name: g for g in view.groups}
+    assert all(g.model == "task dependencies" for g in view.groups)
     assert [g.name for g in view.groups if g.on_path] == PATH
-    assert groups["stage_b"].earliest_start_s == pytest.approx(max(truth["stage_a"]), abs=1e-5)
+    assert groups["stage_b"].earliest_start_s == pytest.approx(starts["stage_b-0"], abs=1e-5)
     assert groups["stage_e"].tasks == 2 and not groups["stage_e"].on_path
     # the measured figures: the task stream's span, on the four threads that ran it
     assert view.measured_threads == 4
@@ -368,7 +554,13 @@ def test_api_and_cli_answer_the_same(four_threads: dict[str, Any]) -> None:
     args = ["--database", run["url"], "critical-path", run["cluster_id"], run["computation_id"]]
     printed = CliRunner().invoke(cli, [*args, "--threads", "3", "--json"])
     assert printed.exit_code == 0, printed.output
-    assert json.loads(printed.output) == answer.json()
+    # the route sends a page of the groups (all of them here) and says which
+    paging = {f.name for f in dataclasses.fields(CriticalPathPage)} - {
+        f.name for f in dataclasses.fields(CriticalPathView)
+    }
+    sent = answer.json()
+    assert {k: v for k, v in sent.items() if k not in paging} == json.loads(printed.output)
+    assert sent["groups_matched"] == sent["groups_total"] == len(sent["groups"])
     assert answer.json()["requested"]["threads"] == 3
     text = CliRunner().invoke(cli, [*args[:3], run["cluster_id"][:8], run["computation_id"]])
     assert text.exit_code == 0, text.output

@@ -263,6 +263,45 @@ def test_speedscope_per_computation(recorded: Recorded) -> None:
     assert only["profiles"][0]["weights"] == per_computation[0]["weights"]
 
 
+def test_speedscope_names_the_windows_a_computation_shares(recorded: Recorded) -> None:
+    """A window of samples overlapping several computations is in each one's profile, so
+    they add up to more than the cluster's: each profile's name says how many of its
+    windows it shares (counted here from the stored windows and computations)."""
+    store = open_store(recorded.url)
+    document = speedscope_document(store, recorded.cluster_id)
+    detail = cluster_detail(store, recorded.cluster_id)
+    end = detail["cluster"]["last_seen_at"]
+    spans = [(c["started_at"], c["stopped_at"] or end) for c in detail["computations"]]
+    windows = [w for w in profile_trees(store, recorded.cluster_id) if w["samples"]]
+
+    def overlapping(start: float, stop: float) -> list[dict[str, Any]]:
+        return [w for w in windows if w["stopped_at"] >= start and w["started_at"] <= stop]
+
+    shared_somewhere = False
+    by_id = {c["id"]: c for c in detail["computations"]}
+    counted = 0  # samples over the profiles: each window's, once for each it is in
+    for profile in document["profiles"][1:]:
+        comp = by_id[profile["name"].split()[1].rstrip(":")]
+        mine = overlapping(comp["started_at"], comp["stopped_at"] or end)
+        counted += sum(w["tree"]["count"] for w in mine)
+        shared = sum(
+            sum(w["stopped_at"] >= a and w["started_at"] <= b for a, b in spans) > 1 for w in mine
+        )
+        count = f"({len(mine)} profile window{'s' if len(mine) != 1 else ''}"
+        assert count in profile["name"], profile["name"]
+        if shared:
+            shared_somewhere = True
+            said = "all" if shared == len(mine) else str(shared)
+            assert f", {said} of them shared with other computations" in profile["name"]
+        else:
+            assert "shared" not in profile["name"]
+    # the run's computations follow each other within a window: their profiles overlap,
+    # and a shared window's samples are in each
+    assert shared_somewhere
+    computations_s = sum(sum(p["weights"]) for p in document["profiles"][1:])
+    assert computations_s == pytest.approx(counted * profile_interval())
+
+
 # -- Perfetto ------------------------------------------------------------------------------
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from daskscope.analysis import fine_metrics_table
 from daskscope.analysis.cluster import subtree_ids
-from daskscope.views.fine_metrics import ACTIVITY_PALETTE, activity_colour
+from daskscope.catalogue import ACTIVITY_COLOURS, RESERVE, activity_colours
 
 SPANS = [
     {"span_id": "root", "parent_span_id": None, "name": ["load"]},
@@ -56,7 +56,12 @@ def test_span_and_tag_together_and_the_spans_needed() -> None:
         fine_metrics_table(METRICS, span_id="root")
 
 
-def test_activity_colours_are_fixed_and_stable() -> None:
-    assert activity_colour("thread-cpu") == ACTIVITY_PALETTE["thread-cpu"]
-    assert activity_colour("my-label") == activity_colour("my-label")
-    assert len(set(ACTIVITY_PALETTE.values())) == len(ACTIVITY_PALETTE)
+def test_activity_colours_are_fixed_and_unknown_ones_never_shared() -> None:
+    known = ["thread-cpu", "p2p-get-output-cpu", "send", "shards", "idle"]
+    unknown = [f"label-{i:02d}" for i in range(40)]  # past the reserve's 21 too
+    colours = activity_colours([*unknown, *known])
+    assert {n: colours[n] for n in known} == {n: ACTIVITY_COLOURS[n] for n in known}
+    assert len(set(colours.values())) == len(colours)  # none shared on one page
+    assert [colours[n] for n in unknown[: len(RESERVE)]] == list(RESERVE)  # in order
+    # deterministic: the same names, in any order, the same colours
+    assert activity_colours(reversed([*known, *unknown])) == colours

@@ -21,6 +21,7 @@ from daskscope.store.queries import PAGE_NAMES_PER_COMPUTATION, PAGE_TOP_GROUPS
 from webutil import call
 
 pytest.importorskip("fastapi")
+from daskscope.views.computation import FOLD_ABOVE
 from daskscope.web import create_app
 from daskscope.web.routes.clusters import MAX_GRAPH_GROUPS, MAX_GROUP_PAGE
 
@@ -210,7 +211,8 @@ def test_a_graph_draws_the_longest_groups_and_counts_the_rest(seeded: dict[str, 
     for comp, n in SIZES.items():
         if comp is None:
             continue
-        graph = get(seeded["app"], f"{base}/comp-{comp}/graph").json()
+        # unfolded: the longest groups, the rest counted
+        graph = get(seeded["app"], f"{base}/comp-{comp}/graph?fold=none").json()
         mine = [g for g in groups if g["computation_id"] == f"comp-{comp}"]
         drawn = longest(mine, MAX_GRAPH_GROUPS)
         assert sorted(node["name"] for node in graph["nodes"]) == sorted(g["name"] for g in drawn)
@@ -220,6 +222,15 @@ def test_a_graph_draws_the_longest_groups_and_counts_the_rest(seeded: dict[str, 
         names = {node["name"] for node in graph["nodes"]}
         assert all(e["source"] in names and e["target"] in names for e in graph["edges"])
         assert graph["all_groups_url"].endswith(f"task-groups?computation=comp-{comp}")
+        # as the page asks (fold=auto): past FOLD_ABOVE groups, every group in a fold
+        auto = get(seeded["app"], f"{base}/comp-{comp}/graph").json()
+        assert auto["groups_total"] == n and auto["groups_not_drawn"] == 0
+        assert sum(node["groups"] for node in auto["nodes"]) == n
+        if n > FOLD_ABOVE:
+            assert auto["fold"] == "prefix" and auto["groups_folded"] == n
+            assert sorted(node["label"] for node in auto["nodes"]) == ["load", "parse", "sum"]
+        else:
+            assert auto["fold"] is None and auto["groups_drawn"] == n
 
 
 # ------------------------------------------------------------------ show
@@ -276,11 +287,21 @@ def test_the_graph_says_how_many_groups_it_did_not_draw(
         page.click('button.expand[data-id="comp-big"]')
         page.wait_for_selector("#graph-comp-big[data-ready='1']")
         graph = page.locator("#graph-comp-big")
-        assert graph.get_attribute("data-nodes") == str(MAX_GRAPH_GROUPS)
+        # folded by prefix: every group counted in a node, and the note says so
+        assert graph.get_attribute("data-nodes") == "3"
+        assert graph.get_attribute("data-folded") == str(SIZES["big"])
         note = page.locator("#graph-note-comp-big")
         assert note.is_visible()
+        big = SIZES["big"]
+        assert f"{big:,} task groups: {big:,} folded into 3 nodes" in note.inner_text()
+        # unfolded, the longest are drawn and the rest counted
+        page.select_option("#graph-tools-comp-big select", "none")
+        page.wait_for_selector("#graph-comp-big[data-fold='none']")
+        assert graph.get_attribute("data-nodes") == str(MAX_GRAPH_GROUPS)
         not_drawn = SIZES["big"] - MAX_GRAPH_GROUPS
         assert f"{not_drawn:,} more groups not drawn" in note.inner_text()
+        page.select_option("#graph-tools-comp-big select", "prefix")
+        page.wait_for_selector("#graph-comp-big[data-fold='prefix']")
         page.click('button.expand[data-id="comp-small"]')
         page.wait_for_selector("#graph-comp-small[data-ready='1']")
         assert not page.locator("#graph-note-comp-small").is_visible()

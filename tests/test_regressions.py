@@ -1,6 +1,10 @@
 """Regression flags: the statistic on hand-built series, then on real runs of one
 in-process cluster: the span "load" runs 8 times at one speed and 3 times slowed, the
-span "steady" 11 times at one speed, interleaved (so both see the same machine)."""
+span "steady" 11 times at one speed, interleaved (so both see the same machine); then
+every kind, and spans Dask merged, on hand-built records in both stores. The CI gate on
+a doubled prefix while wall time wobbles: ``test_regressions_gate.py``."""
+
+# ruff: noqa: RUF002, RUF003 (the typographic sigma and multiplication sign of the docs)
 
 from __future__ import annotations
 
@@ -15,7 +19,8 @@ from click.testing import CliRunner
 from distributed import Client, LocalCluster, span
 
 import daskscope
-from daskscope.analysis.regression import check_series
+from daskscope.analysis.compare import verdict
+from daskscope.analysis.regression import changed, check_series
 from daskscope.cli.main import cli
 from daskscope.store import open_store
 from daskscope.views.encode import to_data
@@ -34,9 +39,11 @@ CLOCK_CORRECTION = 0.05
 
 def test_a_constant_history_does_not_flag_a_tiny_change() -> None:
     check = check_series([1.0] * 10 + [1.01] * 3, "lower")
-    # sigma is 0, floored at 2 % of the mean: the threshold is 1 + 3 * 0.02
-    assert check.status == "ok"
-    assert check.sigma == pytest.approx(0.02) and check.threshold == pytest.approx(1.06)
+    # the MAD is 0: the margin is the minimum change, 25 % of the median
+    assert check.status == "ok" and check.sigma == 0.0 and check.z == (None, None, None)
+    assert check.margin == pytest.approx(0.25) and check.threshold == pytest.approx(1.25)
+    # a real change of a constant history flags
+    assert check_series([1.0] * 10 + [1.3] * 3, "lower").status == "regressed"
 
 
 def test_a_step_change_flags() -> None:
@@ -44,7 +51,10 @@ def test_a_step_change_flags() -> None:
     check = check_series([*history, 1.5, 1.6, 1.55], "lower")
     assert check.status == "regressed"
     assert check.recent == (1.5, 1.6, 1.55) and check.baseline_runs == 10
-    assert check.mean == pytest.approx(1.0)
+    assert check.median == pytest.approx(1.0)
+    # σ = 1.4826 × MAD: the deviations from 1.0 have a median of 0.01
+    assert check.sigma == pytest.approx(1.4826 * 0.01)
+    assert check.z[0] == pytest.approx(0.5 / (1.4826 * 0.01))
     # better higher: a drop is the regression, a rise is not
     assert check_series([*history, 0.5, 0.5, 0.5], "higher").status == "regressed"
     assert check_series([*history, 1.5, 1.6, 1.55], "higher").status == "ok"
@@ -74,13 +84,55 @@ def test_only_the_ten_runs_before_count() -> None:
     # before them, whatever came earlier
     check = check_series([5.0] * 20 + [1.0] * 10 + [1.5] * 3, "lower")
     assert check.status == "regressed" and check.baseline_runs == 10
-    assert check.mean == pytest.approx(1.0)
+    assert check.median == pytest.approx(1.0)
 
 
 def test_a_noisy_history_needs_a_bigger_move() -> None:
     noisy = [1.0, 1.4, 0.7, 1.3, 0.8, 1.2, 0.6, 1.1, 0.9, 1.0]
-    assert check_series([*noisy, 1.5, 1.5, 1.5], "lower").status == "ok"
+    check = check_series([*noisy, 1.5, 1.5, 1.5], "lower")
+    # median 1.0, MAD 0.2: the margin is 3 × 1.4826 × 0.2
+    assert check.status == "ok" and check.margin == pytest.approx(3 * 1.4826 * 0.2)
     assert check_series([*noisy, 3.0, 3.0, 3.0], "lower").status == "regressed"
+
+
+def test_a_stall_in_the_baseline_does_not_hide_a_change() -> None:
+    # one run of the baseline stalled (10×): a mean ± 3 standard deviations would put the
+    # threshold above 10 and miss the next change; the median and MAD barely move
+    stalled = [1.0, 1.02, 0.98, 1.01, 10.0, 0.99, 1.0, 1.03, 0.97, 1.0]
+    check = check_series([*stalled, 2.0, 2.1, 2.0], "lower")
+    assert check.status == "regressed" and check.threshold is not None
+    assert check.threshold < 1.3
+
+
+def test_wall_time_wobbling_twenty_per_cent_does_not_flag() -> None:
+    wobble = [1.0, 1.2, 0.8, 1.1, 0.9, 1.0, 0.8, 1.2, 0.9, 1.1]
+    assert check_series([*wobble, 1.2, 1.2, 1.2], "lower").status == "ok"
+    assert check_series([*wobble, 0.8, 0.8, 0.8], "higher").status == "ok"
+    assert check_series([*wobble, 2.0, 2.0, 2.0], "lower").status == "regressed"
+
+
+def test_times_below_the_floor_of_seconds_are_noise() -> None:
+    # +40 % of 0.2 s is 80 ms: beyond 25 %, below the 100 ms a busy machine resolves
+    series = [0.2] * 10 + [0.28] * 3
+    assert check_series(series, "lower").status == "regressed"
+    assert check_series(series, "lower", min_abs=0.1).status == "ok"
+    assert check_series([0.2] * 10 + [0.4] * 3, "lower", min_abs=0.1).status == "regressed"
+
+
+def test_compare_reads_noise_as_same() -> None:
+    # the floors: 25 % of a, and 100 ms for seconds
+    assert not changed(1.0, 1.2) and changed(1.0, 1.3) and changed(1.0, 0.7)
+    assert verdict(1.0, 1.2, "lower", unit="seconds") == "same"
+    assert verdict(1.0, 2.0, "lower", unit="seconds") == "worse"
+    assert verdict(1.0, 0.5, "lower", unit="seconds") == "better"
+    assert verdict(0.2, 0.28, "lower", unit="seconds") == "same"  # 80 ms
+    assert verdict(0.2, 0.28, "lower", unit="count") == "worse"
+    assert verdict(0.0, 1.0, "lower", unit="count") == "worse"  # no errors, then one
+    assert verdict(0.0, 0.0, "lower", unit="count") == "same"
+    assert verdict(1.0, 2.0, None) is None and verdict(None, 2.0, "lower") is None
+    # a noisy history widens it: 3 × 20 % of a
+    assert verdict(1.0, 1.5, "lower", relative_sigma=0.2) == "same"
+    assert verdict(1.0, 1.7, "lower", relative_sigma=0.2) == "worse"
 
 
 def test_bad_arguments_say_what_is_wanted() -> None:
@@ -146,7 +198,16 @@ def test_slowed_runs_are_flagged_with_their_numbers(recorded: dict[str, Any]) ->
     assert len(view.points) == RUNS
     walls = next(s for s in view.series if s.id == "span.wall_s")
     flagged = [(s.id, s.texts, s.check) for s in view.series if s.id in view.regressed]
-    assert view.regressed == ["span.wall_s"], (walls.texts, walls.check, flagged)
+    # wall time, task time and the task time of its one prefix, "nap", each ten times
+    assert view.regressed == ["span.duration_s", "span.wall_s", "prefix.duration_s:nap"], (
+        walls.texts, walls.check, flagged,
+    )  # fmt: skip
+    series = {s.id: s for s in view.series}
+    nap, task_time = series["prefix.duration_s:nap"], series["span.duration_s"]
+    assert nap.prefix == "nap" and nap.label == "task time of nap"
+    assert nap.values == pytest.approx(task_time.values)  # the span's only prefix
+    for value in nap.check.recent if nap.check else ():
+        assert value >= 2 * SLOW * 0.99  # two tasks sleeping SLOW each
     wall = next(s for s in view.series if s.id == "span.wall_s")
     assert wall.flagged == [RUNS - 3, RUNS - 2, RUNS - 1]
     check = wall.check
@@ -177,7 +238,11 @@ def test_same_speed_runs_are_not_flagged(recorded: dict[str, Any]) -> None:
     wall = next(s for s in view.series if s.id == "span.wall_s")
     assert wall.check is not None and wall.check.status == "ok" and wall.flagged == []
     flagged = {(r.kind, r.name, r.figure) for r in listing.regressions}
-    assert flagged == {("span", "load", "span.wall_s")}
+    assert flagged == {
+        ("span", "load", "span.wall_s"),
+        ("span", "load", "span.duration_s"),
+        ("span", "load", "prefix.duration_s:nap"),
+    }
     assert listing.checked >= 2  # "load", "steady" (and the cluster's own tags)
 
 
@@ -221,35 +286,60 @@ def test_runs_clusters_and_nested_tags_on_both_stores(store: Any) -> None:
     import datetime as dt
 
     from daskscope.store import write_records
-    from factories import make_cluster, make_span, make_workflow_run
+    from factories import (
+        make_cluster,
+        make_computation,
+        make_group,
+        make_prefix,
+        make_span,
+        make_workflow_run,
+    )
 
     now = dt.datetime.now(dt.UTC).timestamp()
     records: list[Any] = []
     for day in range(11):
         slowed = day >= 8
         start = now - (11 - day) * 86400
+        # compute time doubles on the same workers: utilisation rises, which is no better
         cluster = make_cluster(
-            "nightly", start=start, compute_seconds=(20_000.0 if slowed else 40_000.0)
+            "nightly", start=start, compute_seconds=(40_000.0 if slowed else 20_000.0 + day)
         )
-        records.append(cluster)
-        records.append(
-            make_workflow_run(
-                cluster, name="skim", wall_time_s=20.0 if slowed else 10.0 + day % 2 * 0.1
-            )
-        )
+        # the cluster's prefixes: "sum" doubles, "load" stays
+        prefixes = [
+            make_prefix(cluster, "sum", duration_s=200.0 if slowed else 100.0 + day % 3),
+            make_prefix(cluster, "load", duration_s=50.0 + day % 2),
+        ]
+        # the workflow run's computation: its group "inc-1" doubles with the wall time
+        comp = make_computation(cluster, 0)
+        group = make_group(cluster, "inc-1", computation_id=comp.id,
+                           duration_s=30.0 if slowed else 15.0 + day % 2 * 0.5)  # fmt: skip
+        run = make_workflow_run(cluster, name="skim", computation_ids=[comp.id],
+                                wall_time_s=20.0 if slowed else 10.0 + day % 2 * 0.1)  # fmt: skip
         # "load" nested in "pipeline": the tag matches the inner span only once
         outer = make_span(cluster, "outer", name=["pipeline"], started_at=start + 1,
                           stopped_at=start + 30, done=True)  # fmt: skip
         inner = make_span(cluster, "inner", name=["pipeline", "load"], parent_span_id="outer",
                           started_at=start + 1, stopped_at=start + (20 if slowed else 11),
                           done=True)  # fmt: skip
-        records += [outer, inner]
+        records += [cluster, *prefixes, comp, group, run, outer, inner]
+        if day == 0:  # a run recorded with its span: its prefixes from the span's subtree
+            read = make_group(cluster, "read-1", span_id="inner", duration_s=7.0)
+            spanned = make_workflow_run(cluster, id="by-span-0", name="by-span", span_id="outer")
+            records += [read, spanned]
+    records += _merged_service(now, make_cluster, make_computation, make_group, make_span)
     write_records(store, records)
 
+    by_span = history_view(store, "run", "by-span")
+    assert [(s.id, s.values) for s in by_span.series if s.prefix] == [
+        ("prefix.duration_s:read", [7.0])
+    ]
     runs = history_view(store, "run", "skim")
-    assert len(runs.points) == 11 and runs.regressed == ["workflow.wall_time_s"]
+    assert len(runs.points) == 11
+    assert runs.regressed == ["workflow.wall_time_s", "prefix.duration_s:inc"]
     clusters = history_view(store, "cluster", "nightly")
-    assert len(clusters.points) == 11 and clusters.regressed == ["cluster.utilisation"]
+    assert len(clusters.points) == 11
+    assert clusters.regressed == ["cluster.compute_seconds", "prefix.duration_s:sum"]
+    assert [s.prefix for s in clusters.series if s.prefix] == ["sum", "load"]
     load = history_view(store, "span", "load")
     assert len(load.points) == 11 and load.regressed == ["span.wall_s"]
     wall = next(s for s in load.series if s.id == "span.wall_s")
@@ -257,13 +347,31 @@ def test_runs_clusters_and_nested_tags_on_both_stores(store: Any) -> None:
     # "pipeline" carries the outer span (its child carries the tag too, and is not counted)
     pipeline = history_view(store, "span", "pipeline")
     assert len(pipeline.points) == 11 and pipeline.regressed == []
+    # ten runs of "etl" that Dask merged into one span: ten runs
+    etl = history_view(store, "span", "etl")
+    assert [p.id.rsplit("/", 1)[1] for p in etl.points] == [f"etl-{i}" for i in range(10)]
+    series = {s.id: s for s in etl.series}
+    assert series["prefix.duration_s:transform"].values == [4.0] * 7 + [8.0] * 3
+    assert series["span.wall_s"].values == pytest.approx([20.0 * w for w in _WOBBLE])
+    assert "span.active_cpu_seconds" not in series  # Dask's, of the merged span only
+    assert "prefix.duration_s:transform" in etl.regressed
+    assert not {"span.wall_s", "prefix.duration_s:extract"} & set(etl.regressed)
     found = {(r.kind, r.name, r.figure) for r in regressions_view(store).regressions}
     assert found == {
         ("run", "skim", "workflow.wall_time_s"),
-        ("cluster", "nightly", "cluster.utilisation"),
+        ("run", "skim", "prefix.duration_s:inc"),
+        ("cluster", "nightly", "cluster.compute_seconds"),
+        ("cluster", "nightly", "prefix.duration_s:sum"),
         ("span", "load", "span.wall_s"),
+        ("span", "etl", "prefix.duration_s:transform"),
+        *(("span", "etl", f) for f in etl.regressed if f != "prefix.duration_s:transform"),
     }
     assert regressions_view(store, name="pipeline").regressions == []
+    from daskscope.store.history import recurring_names
+
+    assert "etl" in recurring_names(store, min_runs=8, account="atlas")["span"]
+    assert recurring_names(store, min_runs=8, account="nobody")["span"] == []
+    assert "etl" not in recurring_names(store, min_runs=11)["span"]
     # compare two runs of the same name: wall time doubled, worse
     first, last = runs.points[0].reference, runs.points[-1].reference
     from daskscope.views.compare import compare_view
@@ -272,3 +380,54 @@ def test_runs_clusters_and_nested_tags_on_both_stores(store: Any) -> None:
     wall_time = next(f for f in view.figures if f.id == "workflow.wall_time_s")
     assert (wall_time.a, wall_time.b, wall_time.verdict) == (10.0, 20.0, "worse")
     assert wall_time.ratio_text == "×2.00"  # noqa: RUF001
+    inc = next(p for p in view.task_prefixes if p.prefix == "inc")
+    assert (inc.a_seconds, inc.b_seconds, inc.verdict) == (15.0, 30.0, "worse")
+    assert view.noise_runs == 11 and "11 runs of run “skim”" in view.same
+    # two clusters of one name: compute time doubled is worse; utilisation has no
+    # verdict; cost (the same workers for as long) is the same
+    a, b = clusters.points[0].reference, clusters.points[-1].reference
+    figures = {f.id: f for f in compare_view(store, a, b).figures}
+    assert figures["cluster.compute_seconds"].verdict == "worse"
+    assert figures["cluster.utilisation"].verdict is None
+    assert figures["cluster.utilisation"].b > figures["cluster.utilisation"].a
+    assert figures["cluster.core_seconds"].verdict is None
+    # two ordinary days: within the noise, "same"
+    c, d = clusters.points[1].reference, clusters.points[2].reference
+    same = {f.id: f for f in compare_view(store, c, d).figures}
+    assert same["cluster.compute_seconds"].verdict == "same"
+    assert same["cluster.compute_seconds"].a != same["cluster.compute_seconds"].b
+
+
+#: The merged "etl" runs' main-task wobble, ±20 %
+_WOBBLE = (1.0, 1.2, 0.8, 1.1, 0.9, 1.0, 0.8, 1.2, 1.2, 1.2)
+
+
+def _merged_service(now: float, make_cluster: Any, make_computation: Any, make_group: Any,
+                    make_span: Any) -> list[Any]:  # fmt: skip
+    """A service cluster that ran "etl" hourly, ten times, all in the first run's span
+    (as Dask does while the first run's task groups live): each run a computation
+    annotated with its own span id and two group records, "extract" (20 s × the wobble)
+    and "transform" (4 s, 8 s in the last three)."""
+    from daskscope.model import stable_id
+
+    start = now - 12 * 3600
+    cluster = make_cluster("service", start=start)
+    records: list[Any] = [cluster]
+    total = 0.0
+    for run, wobble in enumerate(_WOBBLE):
+        at = start + run * 3600
+        note = {"span": {"name": ["etl"], "ids": [f"etl-{run}"]}}
+        comp = make_computation(cluster, run, started_at=at, stopped_at=at + 21, annotations=note)
+        hot = 8.0 if run >= 7 else 4.0
+        for prefix, seconds in (("extract", 20.0 * wobble), ("transform", hot)):
+            records.append(make_group(
+                cluster, prefix, id=stable_id("etl-group", prefix, run), computation_id=comp.id,
+                span_id="etl-0", duration_s=seconds, nbytes_total=8, started_at=at + 1,
+                stopped_at=at + 1 + max(20.0 * wobble, hot),
+            ))  # fmt: skip
+            total += seconds
+        records.append(comp)
+    records.append(make_span(cluster, "etl-0", name=["etl"], enqueued_at=start,
+                             started_at=start + 1, stopped_at=start + 9 * 3600 + 30, done=True,
+                             duration_s=total, active_cpu_seconds=3 * total))  # fmt: skip
+    return records

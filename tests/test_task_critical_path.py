@@ -15,7 +15,7 @@ import dask
 import pytest
 from click.testing import CliRunner
 from dask.core import get_dependencies
-from distributed import Client, LocalCluster, get_task_stream
+from distributed import Client, LocalCluster, Worker, get_task_stream, get_worker
 
 import daskscope
 from daskscope.analysis.critical_path import task_path
@@ -131,8 +131,10 @@ def test_the_task_path_is_the_chain(recorded: dict[str, Any]) -> None:
     assert keys == [f"chain-{i}" for i in range(6)] + ["combine"]
     started, ended = recorded["started"], recorded["ended"]
     for before, after in zip(view.task_path, view.task_path[1:], strict=False):
-        # each waited for the one before, as long as the task stream says
-        assert after.waited_s == pytest.approx(started[after.key] - ended[before.key], abs=2e-3)
+        # each waited for the one before, as long as the task stream says (a reading
+        # below zero is the workers' clock-offset estimate moving: 0, docs/metrics.md)
+        waited = max(0.0, started[after.key] - ended[before.key])
+        assert after.waited_s == pytest.approx(waited, abs=2e-3)
     assert view.task_path_s == pytest.approx(ended["combine"] - started["chain-0"], abs=2e-3)
     ran = sum(ended[k] - started[k] for k in keys)
     assert view.task_path_busy_s == pytest.approx(ran, abs=5e-3)
@@ -178,3 +180,89 @@ def test_a_log_without_triggers_gives_a_path_of_its_last_task(tmp_path: Path) ->
     assert [seg.trigger(0), seg.trigger(1)] == [None, "a"]
     steps = task_path(["a", "b"], [1.0, 2.5], [2.0, 3.0], [None, None])
     assert [s.index for s in steps] == [1]
+
+
+# -- a wait that reads below zero
+
+
+class PinnedDelayWorker(Worker):
+    """A real worker whose estimate of its clock's offset to the scheduler's
+    (``scheduler_delay``, which shifts every time it reports) only its tasks set: the
+    heartbeats' estimates are ignored. A heartbeat whose round trip stalls makes such a
+    jump (docs/metrics.md, "Profiles": +2.6 s, then -0.6 s); here it happens between two
+    tasks for sure."""
+
+    pinned = 0.0
+
+    @property  # type: ignore[override]
+    def scheduler_delay(self) -> float:
+        return self.pinned
+
+    @scheduler_delay.setter
+    def scheduler_delay(self, value: float) -> None:
+        pass  # a heartbeat's estimate
+
+
+#: the offset the odd links set as they end (the next link's times are shifted by it):
+#: within the 0.5 s a trigger may end after its dependent starts
+SHIFT = -0.49
+
+
+def shifting_link(x: tuple[tuple[float, float], ...], i: int) -> tuple[tuple[float, float], ...]:
+    """One link of a chain: its own start and stop as this process's clock reads them
+    (the scheduler's: the cluster is in-process), then the offset changed for the next."""
+    started = time.time()
+    time.sleep(0.05)
+    stopped = time.time()
+    worker = get_worker()
+    assert isinstance(worker, PinnedDelayWorker)
+    worker.pinned = SHIFT if i % 2 == 0 else 0.0
+    return (*x, (started, stopped))
+
+
+def test_a_wait_below_zero_is_the_worker_s_clock_shift_and_reads_zero(tmp_path: Path) -> None:
+    """On one worker, a link that ends as the worker's offset estimate drops reads as
+    ending after the next link started (the raw times, against what the links logged);
+    the path shows that wait as 0, and the others as measured."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    links = 11  # the last one unshifted: it ends last
+    x: Any = ()
+    for i in range(links):
+        x = dask.delayed(shifting_link)(x, i, dask_key_name=f"link-{i}")
+    with (
+        dask.config.set({"daskscope.flush-interval": "1h"}),
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=False,
+            dashboard_address=":0",
+            worker_class=PinnedDelayWorker,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        cluster_id = daskscope.register(client, database=url)
+        logged = x.compute()
+        assert daskscope.flush(client)["write_failures"] == 0
+    store = open_store(url)
+    (computation,) = cluster_detail(store, cluster_id)["computations"]
+    raw: dict[str, tuple[float, float]] = {}
+    for seg in scan_segments(store, cluster_id):
+        d = seg.decoded
+        raw.update({d.key(r): (float(d.first[r]), float(d.last[r])) for r in range(len(d))})
+    view = critical_path_view(store, cluster_id, computation["id"])
+    assert view is not None
+    assert [t.key for t in view.task_path] == [f"link-{i}" for i in range(links)]
+    below_zero = 0
+    for i in range(1, links):
+        truth = logged[i][0] - logged[i - 1][1]  # what the links logged: never below 0
+        assert truth >= 0
+        shift = SHIFT if i % 2 == 1 else -SHIFT  # the offset changed at the link before
+        measured = raw[f"link-{i}"][0] - raw[f"link-{i - 1}"][1]
+        # (the links' clock reads and Dask's around them are apart by a thread switch
+        # at most, which a loaded machine can stretch: far less than the shift)
+        assert measured == pytest.approx(truth + shift, abs=0.1), (i, measured, truth)
+        waited = view.task_path[i].waited_s
+        assert waited == max(0.0, measured), (i, waited, measured)
+        below_zero += measured < 0
+    # a link that waited under 0.49 s reads below zero: at least one of the five
+    assert below_zero >= 1

@@ -60,7 +60,7 @@ def test_one_row_per_thread_with_titles_and_legend(site: dict[str, Any], open_pa
     assert {label.split(" · ")[0] for label in labels} == {w.split("://")[1] for w, _ in truth}
     assert texts(page, "#timeline .g-xtitle text")[0].startswith("Time (s after ")
     assert "Worker thread" in texts(page, "#timeline .g-ytitle text")
-    legend = texts(page, "#timeline .legend .legendtext")
+    legend = texts(page, "#timeline-legend .legend-item")  # below the chart
     assert "slow" in legend and "no thread computing" in legend and "threads busy" in legend
     assert page.evaluate("document.body.dataset.mode") == "raw"
     stats = page.locator('[data-stat="tasks"]').inner_text()

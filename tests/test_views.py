@@ -22,6 +22,7 @@ from daskscope.views import (
     cluster_view,
     to_data,
 )
+from daskscope.views.computation_page import CriticalPathPage
 from test_cli import CLUSTER_ID, _records
 from webutil import call
 
@@ -103,6 +104,10 @@ def test_the_view_computes_duration_and_statistics_once(site: dict[str, Any]) ->
         ("/api/v1/clusters", ClusterListing),
         ("/api/v1/account", AccountView),
         ("/api/v1/clusters/{cluster_id}/computations/{computation_id}/graph", ComputationGraph),
+        (
+            "/api/v1/clusters/{cluster_id}/computations/{computation_id}/critical-path",
+            CriticalPathPage,
+        ),
         ("/api/v1/clusters/{cluster_id}/task-groups", GroupPage),
     ],
 )

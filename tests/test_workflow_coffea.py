@@ -135,6 +135,12 @@ def truth_jets(fileset: dict[str, list[str]]) -> int:
     return total
 
 
+def entries(path: str) -> int:
+    """uproot's count of the entries in a file's tree."""
+    with uproot.open(path) as f:
+        return int(f["Events"].num_entries)
+
+
 def check_against_ground_truth(
     collector: MetricsCollector, out: dict, report: dict, fileset: dict
 ) -> None:
@@ -162,6 +168,15 @@ def check_against_ground_truth(
     assert m["num_chunks"] == report["chunks"] == len(chunks)
     assert m["processing_time_s"] == pytest.approx(sum(c["wall_s"] for c in chunks))
     assert m["data_rate_gbps"] == pytest.approx(m["bytes_read"] * 8 / m["wall_time_s"] / 1e9)
+    # per dataset: events equal the entries uproot counts in that dataset's files
+    per = collector.run.info["datasets"]
+    assert set(per) == set(fileset)
+    for name, paths in fileset.items():
+        assert per[name]["total_events"] == sum(entries(path) for path in paths)
+        mine = [c for c in chunks if c["dataset"] == name]
+        assert per[name]["num_chunks"] == len(mine)
+        assert per[name]["bytes_read"] == sum(c["bytes_read"] for c in mine)
+    assert sum(d["bytes_read"] for d in per.values()) == m["bytes_read"]
     sections = collector.sections
     assert sections["jet_selection"]["count"] == len(chunks)
     assert sections["histograms"]["kind"] == "memory"
@@ -214,6 +229,88 @@ def test_dask_executor(client: Client, fileset: dict, tmp_path: Path) -> None:
     collector.save(tmp_path / "ttbar")
     assert MetricsCollector.load(tmp_path / "ttbar").run == collector.run
     assert collector.wait_stored() == collector.run.run_id
+
+
+def coffea_report_of(fileset: dict) -> dict[str, Any]:
+    """coffea's own report (uproot's counts, summed by coffea) of a run over ``fileset``
+    without any collector: the truth of one dataset when given that dataset alone."""
+    from coffea import processor
+
+    proc = make_processor()
+    _, report = runner(processor.IterativeExecutor())(fileset, proc, treename="Events")
+    return report
+
+
+def test_per_dataset_figures_equal_uproots_counts(
+    client: Client, fileset: dict, tmp_path: Path
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+    from coffea import processor
+
+    from daskscope.cli.main import cli
+    from daskscope.store import open_store
+    from daskscope.views.run import run_view, stored_run_view
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    proc = make_processor()
+    run = runner(processor.DaskExecutor(client=client, status=False))
+    with MetricsCollector(client, processor_instance=proc, database=url) as collector:
+        out, report = run(fileset, proc, treename="Events")
+    check_against_ground_truth(collector, out, report, fileset)
+    run_id = collector.wait_stored()
+    per = collector.run.info["datasets"]
+    chunks = collector.chunk_metrics
+    for name, paths in fileset.items():
+        truth = coffea_report_of({name: paths})  # this dataset alone, no daskscope
+        figures = per[name]
+        assert figures["total_events"] == truth["entries"] == sum(entries(p) for p in paths)
+        assert figures["bytes_read"] == truth["bytesread"]
+        assert figures["num_chunks"] == truth["chunks"] and figures["num_failed_attempts"] == 0
+        mine = [c for c in chunks if c["dataset"] == name]
+        busy = sum(c["wall_s"] for c in mine)
+        assert figures["processing_time_s"] == pytest.approx(busy)
+        assert figures["chunk_cpu_seconds"] == pytest.approx(sum(c["cpu_s"] for c in mine))
+        assert figures["event_rate_per_busy_second_khz"] == pytest.approx(
+            truth["entries"] / busy / 1e3
+        )
+        assert figures["data_rate_per_busy_second_gbps"] == pytest.approx(
+            truth["bytesread"] * 8 / busy / 1e9
+        )
+
+    # the run's view (live and stored), `daskscope run` and the page show them
+    live = run_view(collector.run)
+    with open_store(url) as store:
+        assert stored_run_view(store, run_id) == live
+    assert [d.name for d in live.datasets] == sorted(fileset) and live.datasets_why is None
+    shown = {d.name: {f.key: f.value for f in d.figures} for d in live.datasets}
+    assert shown == {name: {k: v for k, v in per[name].items()} for name in per}
+    runner_ = CliRunner()
+    answer = runner_.invoke(cli, ["--database", url, "run", run_id, "--json"])
+    assert answer.exit_code == 0, answer.output
+    as_json = {d["name"]: {f["key"]: f["value"] for f in d["figures"]}
+               for d in json.loads(answer.output)["datasets"]}  # fmt: skip
+    assert as_json == shown
+    text = runner_.invoke(cli, ["--database", url, "run", run_id]).output
+    assert "Datasets" in text and "ttbar" in text and "wjets" in text
+    events = {d.name: next(f for f in d.figures if f.key == "total_events") for d in live.datasets}
+    assert events["ttbar"].text in text and events["wjets"].text in text
+
+    pytest.importorskip("fastapi")
+    from daskscope.web import create_app
+    from webutil import call
+
+    app = create_app(url)
+    try:
+        page = call(app, "GET", f"/runs/{run_id}").text
+        api = call(app, "GET", f"/api/v1/runs/{run_id}").json()
+    finally:
+        app.state.store.close()
+    assert api["datasets"] == json.loads(answer.output)["datasets"]
+    for name in fileset:
+        assert f'data-dataset="{name}"' in page
+        assert f">{events[name].text}<" in page
 
 
 def test_iterative_executor_local_backend(fileset: dict) -> None:

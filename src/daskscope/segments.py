@@ -23,7 +23,7 @@ functions.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, compress, repeat
 from operator import itemgetter
@@ -56,6 +56,7 @@ __all__ = [
     "KEY_TUPLE",
     "KEY_WHOLE",
     "NO_THREAD",
+    "RETRIED",
     "DecodedSegment",
     "Execution",
     "decode_segment",
@@ -75,9 +76,11 @@ FORMAT = "arrow-ipc-zstd/2"
 FORMAT_1 = "arrow-ipc-zstd/1"
 #: the thread of an execution Dask did not say
 NO_THREAD = 0
-#: state codes
-MEMORY, ERRED = 0, 1
-STATES = ("memory", "erred")
+#: state codes: an execution's outcome. "retried": an attempt that failed and that Dask
+#: ran again (``retries=``), which Dask itself keeps nowhere (:mod:`daskscope.collector.
+#: attempts`)
+MEMORY, ERRED, RETRIED = 0, 1, 2
+STATES = ("memory", "erred", "retried")
 #: microseconds: times are kept as integer offsets from the segment's first start
 _US = 1e-6
 #: a segment's payload stays under this (a larger one is split in two): the wire's bound
@@ -91,8 +94,9 @@ def segment_id(cluster_id: str, number: int) -> str:
 
 #: One execution as the recorder buffers it: a tuple of what Dask handed the hook,
 #: ``(key, group, prefix, worker, thread, start, stop, actions, erred, nbytes,
-#: computation, span, trigger, trigger_group)``. ``start``/``stop`` are its compute
-#: action's when that was its only action; else None, and ``actions`` holds Dask's
+#: computation, span, trigger, trigger_group)``. ``erred`` is its state: False
+#: (:data:`MEMORY`), True (:data:`ERRED`) or :data:`RETRIED`. ``start``/``stop`` are its
+#: compute action's when that was its only action; else None, and ``actions`` holds Dask's
 #: startstops as they came. ``trigger`` is the key of the dependency whose end made the
 #: task ready (the last of its dependencies to end), ``trigger_group`` its group's name;
 #: both None for a task ready when its graph came.
@@ -103,18 +107,19 @@ def execution(
     key: Any,
     group: str,
     prefix: str,
-    worker: str,
+    worker: str | None,
     thread: int | None,
-    startstops: Sequence[dict[str, Any]],
+    startstops: Sequence[Mapping[str, Any]],
     *,
-    erred: bool,
+    erred: bool | int,
     nbytes: int | None,
     computation: str | None,
     span: str | None,
     trigger: tuple[Any, str] | None = None,
 ) -> Execution:
     """The buffered form of one execution (the recorder's hook builds it inline);
-    ``trigger``: the (key, group name) of the dependency it waited for last."""
+    ``erred``: its state (False, True or :data:`RETRIED`); ``trigger``: the (key, group
+    name) of the dependency it waited for last."""
     waited = trigger or (None, None)
     if len(startstops) == 1 and startstops[0]["action"] == "compute":
         only = startstops[0]
@@ -311,9 +316,10 @@ def _encode_one(
     rest_data, rest_offsets = utf8(rests[order].tolist())
     trigger_forms, trigger_rests = _trigger_columns(columns)
     trigger_data, trigger_offsets = utf8(trigger_rests[order].tolist())
-    erred = columns[:, _ERRED].astype(bool)[order]
+    # False, True or RETRIED: the state's code (a failed attempt keeps no bytes)
+    state = columns[:, _ERRED].astype(np.int8)[order]
     nbytes_array = _ints(columns[:, _NBYTES], -1)[order]
-    nbytes_array[erred] = -1
+    nbytes_array[state != MEMORY] = -1
     thread = _ints(columns[:, _THREAD], NO_THREAD)[order]
     s_start, s_stop = start[order], stop[order]
 
@@ -332,7 +338,7 @@ def _encode_one(
         "thread": numbers(thread),
         "start_us": offsets(s_start),
         "duration_us": durations(s_start, s_stop),
-        "state": numbers(np.where(erred, ERRED, MEMORY).astype(np.int8)),
+        "state": numbers(state),
         "nbytes": numbers(nbytes_array, nbytes_array >= 0),
         "computation": dictionary_array(computation, dictionary),
         "span": dictionary_array(span, dictionary),

@@ -5,6 +5,7 @@ bytes read by uproot on fresh handles, and Dask's task stream."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,11 @@ from dask.utils import key_split
 from distributed import get_task_stream
 from nanoaod_files import ENTRIES, STEPS
 
+from daskscope import MetricsCollector, track_metrics
 from daskscope.cli.main import cli
+from daskscope.views.run import run_view
 from daskscope.workflow.awkward import (
+    HANDED_OVER,
     NO_CHUNKS,
     NO_ENTRY_RANGES,
     NO_REPORT,
@@ -257,3 +261,88 @@ def test_bad_input_says_what_to_do(fileset: dict[str, Any]) -> None:
         report_rows(report)
     with pytest.raises(TypeError, match="not a row of uproot's report"):
         report_rows([{"entries": 3}])
+
+
+class TrackedJetProcessor(JetProcessor):
+    """The classic path's habit: ``@track_metrics`` on ``process``."""
+
+    @track_metrics
+    def process(self, events: Any) -> dict[str, Any]:
+        return super().process(events)
+
+
+def test_a_plain_metrics_collector_hands_over_to_this_paths_measurement(
+    client: Any,
+    fileset: dict[str, Any],
+    root_files: dict[str, Path],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    proc = TrackedJetProcessor()
+    with (
+        caplog.at_level(logging.WARNING, logger="daskscope"),
+        MetricsCollector(client, processor_instance=proc, store=False) as collector,
+    ):
+        out, report = apply_to_fileset(
+            proc, fileset, schemaclass=NanoAODSchema, uproot_options=REPORT
+        )
+        columns = necessary_columns(out)
+        with get_task_stream(client) as stream:
+            result, computed = dask.compute(out, report)
+    with pytest.raises(TypeError, match="still lazy"):
+        collector.set_coffea_report(report)  # the report before it was computed
+    collector.set_coffea_report(computed)  # after the block: the figures follow
+    m = collector.metrics
+    # said, and recorded with the run
+    assert HANDED_OVER in caplog.text and collector.run.info["path"] == "dask-awkward"
+    assert collector.run.info["path_note"] == HANDED_OVER
+    # no chunk: process() ran twice on the client, building the graph
+    assert collector.chunk_metrics == [] and "processing_time_s" not in m
+    assert collector.run.info["not_measured"]["processing_time_s"] == NO_CHUNKS
+    # events and bytes from uproot's report, equal to the files' own counts
+    assert result["ttbar"]["nevents"] + result["wjets"]["nevents"] == m["total_events"] == 2000
+    expected = sum(
+        fresh_read_bytes(str(root_files[name]), columns, a, b)
+        for name, s in STEPS.items()
+        for a, b in s
+    )
+    assert m["bytes_read"] == expected and m["partitions"] == 5
+    datasets = collector.run.info["datasets"]
+    assert datasets["ttbar"]["total_events"] == ENTRIES["a.root"]
+    assert datasets["wjets"]["total_events"] == ENTRIES["b.root"]
+    # speedup and efficiency from the task seconds Dask measured, not the client's time
+    ran = {key_split(t["key"]) for t in stream.data}
+    assert ran == {k[1] for k in collector.span_metrics if k[1] != "N/A"}
+    busy = m["execute_seconds"]
+    assert busy > 0 and m["speedup"] == pytest.approx(busy / m["wall_time_s"])
+    assert m["parallel_efficiency"] == pytest.approx(busy / (m["wall_time_s"] * m["cores"]))
+    # the graph process() returned told the read from the processor's work
+    kinds = collector.run.info["prefix_kinds"]
+    assert kinds["from-uproot"] == "read" and kinds["hist-on-block"] == "processor"
+    assert m["read_seconds"] > 0 and m["processor_seconds"] > 0
+
+
+def test_a_plain_metrics_collector_knows_this_path_by_its_tasks(
+    client: Any, fileset: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    # no @track_metrics, the report not given: uproot's read tasks in the span give it
+    # away (the report keeps the read apart; fused into the processor's tasks without
+    # it, nothing tells, and no chunk means no speedup at all, never a wrong one)
+    with (
+        caplog.at_level(logging.WARNING, logger="daskscope"),
+        MetricsCollector(client, store=False) as collector,
+    ):
+        out, report = apply_to_fileset(
+            JetProcessor(), fileset, schemaclass=NanoAODSchema, uproot_options=REPORT
+        )
+        result, _ = dask.compute(out, report)
+    m = collector.metrics
+    assert result["ttbar"]["nevents"] == 1300
+    assert HANDED_OVER in caplog.text and collector.run.info["path"] == "dask-awkward"
+    for key in ("total_events", "bytes_read", "num_chunks"):
+        assert key not in m and collector.run.info["not_measured"][key] == NO_REPORT
+    assert "processing_time_s" not in m
+    assert m["speedup"] == pytest.approx(m["execute_seconds"] / m["wall_time_s"])
+    view = run_view(collector.run)
+    assert view.datasets == () and view.datasets_why == NO_REPORT
+    speedup = view.figure("speedup")
+    assert speedup is not None and speedup.value == m["speedup"]

@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
+from daskscope.analysis import regression
 from daskscope.analysis.duration import elapsed
 
 __all__ = [
-    "SAME_TOLERANCE",
+    "COMPUTE_ACTIVITIES",
     "compare_figures",
     "compare_sums",
+    "compute_by_prefix",
     "figure_value",
     "match_prefixes",
     "ratio",
@@ -36,13 +38,19 @@ class Figure(Protocol):
     """What a comparison needs of a catalogue figure."""
 
     @property
+    def id(self) -> str: ...
+    @property
     def key(self) -> str: ...
+    @property
+    def unit(self) -> str: ...
     @property
     def better(self) -> str | None: ...
 
 
-#: Relative change below which two values read as the same (float noise, not a change)
-SAME_TOLERANCE = 1e-9
+#: The fine-metric activities of a task's own run on its thread, context ``execute``:
+#: what Dask's task stream times as ``compute`` (``executor`` and ``other`` are waiting
+#: and unattributed time around it, not the task's)
+COMPUTE_ACTIVITIES = ("thread-cpu", "thread-noncpu")
 
 
 def figure_value(row: Row, key: str) -> float | None:
@@ -65,33 +73,45 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return b / a
 
 
-def verdict(a: float | None, b: float | None, better: str | None) -> Verdict:
+def verdict(
+    a: float | None, b: float | None, better: str | None, *, unit: str | None = None,
+    relative_sigma: float | None = None,
+) -> Verdict:  # fmt: skip
     """Whether ``b`` is better or worse than ``a`` for a figure whose ``better`` is
-    "higher" or "lower"; "same" within :data:`SAME_TOLERANCE`; None without a direction
-    or a value."""
+    "higher" or "lower"; "same" when the change is within the noise
+    (:func:`daskscope.analysis.regression.changed`: the minimum change of the unit,
+    25 % of ``a``, and ``K`` times ``relative_sigma`` (the figure's robust σ ÷ median
+    over a history of such runs) of ``a``); None without a direction or a value."""
     if better is None or a is None or b is None:
         return None
-    if abs(b - a) <= SAME_TOLERANCE * max(abs(a), abs(b)):
+    noisy = not regression.changed(
+        a, b, relative_sigma=relative_sigma, min_abs=regression.min_absolute(unit)
+    )
+    if noisy:
         return "same"
     up = b > a
     return "better" if up == (better == "higher") else "worse"
 
 
-def compare_figures(figures: Iterable[Figure], a: Row, b: Row) -> list[dict[str, Any]]:
+def compare_figures(
+    figures: Iterable[Figure], a: Row, b: Row, *, noise: Mapping[str, float] | None = None
+) -> list[dict[str, Any]]:
     """Each figure measured on either side: ``a``, ``b``, ``difference`` (b − a),
-    ``ratio`` (b / a) and ``verdict``."""
+    ``ratio`` (b / a) and ``verdict`` (with ``noise``, the relative σ of a history by
+    figure id, where one is known)."""
     out = []
     for f in figures:
         va, vb = figure_value(a, f.key), figure_value(b, f.key)
         if va is None and vb is None:
             continue
+        sigma = (noise or {}).get(f.id)
         out.append({
             "figure": f,
             "a": va,
             "b": vb,
             "difference": None if va is None or vb is None else vb - va,
             "ratio": ratio(va, vb),
-            "verdict": verdict(va, vb, f.better),
+            "verdict": verdict(va, vb, f.better, unit=f.unit, relative_sigma=sigma),
         })  # fmt: skip
     return out
 
@@ -103,6 +123,17 @@ def sum_by(rows: Iterable[Row], key: str, value: str = "value") -> dict[str, flo
         name = str(row[key])
         sums[name] = sums.get(name, 0.0) + float(row[value] or 0.0)
     return sums
+
+
+def compute_by_prefix(metrics: Iterable[Row]) -> dict[str, float]:
+    """Fine metrics (rows of ``context``, ``prefix``, ``activity``, ``value`` in seconds)
+    summed by prefix over the :data:`COMPUTE_ACTIVITIES` of context ``execute``: each
+    prefix's compute seconds, as Dask's task stream times them."""
+    return sum_by(
+        (m for m in metrics
+         if m.get("context") == "execute" and m["activity"] in COMPUTE_ACTIVITIES),
+        "prefix",
+    )  # fmt: skip
 
 
 def compare_sums(a: Mapping[str, float], b: Mapping[str, float]) -> list[dict[str, Any]]:

@@ -2,7 +2,10 @@
 
 Arrows point from dependency to dependent. Layers are longest paths from the sources,
 so every arrow points rightwards; within a layer, groups are ordered by the mean
-position of their dependencies (one barycentre sweep), which keeps edges short.
+position of their neighbours (barycentre sweeps), which keeps edges short, and a tall
+layer takes several columns (:func:`daskscope.analysis.graph_layout.layered_layout`). Each
+node carries its dominant activity; its colour is the catalogue's
+(``daskscope.catalogue.activity_colours``), given by the view.
 """
 
 from __future__ import annotations
@@ -11,19 +14,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["ACTIVITY_COLOURS", "dominant_activity", "task_group_graph"]
-
-#: Fill colours by dominant activity, after the scheme of Dask's task stream (transfer
-#: red, disk I/O orange, deserialisation grey); compute gets one colour here because a
-#: colour per prefix would be unreadable across hundreds of groups.
-ACTIVITY_COLOURS = {
-    "compute": "#3b7dd8",
-    "transfer": "#e0413a",
-    "disk-read": "#f39c12",
-    "disk-write": "#f39c12",
-    "deserialize": "#8c8c8c",
-}
-OTHER_COLOUR = "#9b59b6"
+__all__ = ["dominant_activity", "task_group_graph"]
 
 Row = Mapping[str, Any]
 
@@ -36,46 +27,18 @@ def dominant_activity(durations: Mapping[str, float] | None) -> str | None:
     return min(items, key=lambda item: (-item[0], item[1]))[1]
 
 
-def _layers(names: list[str], deps: dict[str, list[str]]) -> dict[str, int]:
-    # Kahn's algorithm; groups left on a cycle (should not happen) go to layer 0.
-    indegree = {n: len(deps[n]) for n in names}
-    dependents: dict[str, list[str]] = {n: [] for n in names}
-    for n in names:
-        for d in deps[n]:
-            dependents[d].append(n)
-    layer = dict.fromkeys(names, 0)
-    ready = [n for n in names if indegree[n] == 0]
-    while ready:
-        n = ready.pop()
-        for m in dependents[n]:
-            layer[m] = max(layer[m], layer[n] + 1)
-            indegree[m] -= 1
-            if indegree[m] == 0:
-                ready.append(m)
-    return layer
-
-
 def task_group_graph(groups: Iterable[Row]) -> dict[str, Any]:
-    """Nodes (with ``x``, ``y``, ``size``, ``colour``, ``failed``) and edges of the
+    """Nodes (with ``x``, ``y``, ``size``, ``activity``, ``failed``) and edges of the
     groups' dependency graph; dependencies outside ``groups`` are left out."""
+    from daskscope.analysis.graph_layout import layered_layout
+
     rows = {g["name"]: g for g in groups}
     names = sorted(rows)
     deps = {n: [d for d in (rows[n].get("dependencies") or []) if d in rows] for n in names}
-    layer = _layers(names, deps)
-    by_layer: dict[int, list[str]] = {}
-    for n in names:
-        by_layer.setdefault(layer[n], []).append(n)
-    position: dict[str, float] = {}
-    for index in sorted(by_layer):
-        members = by_layer[index]
-
-        def barycentre(n: str) -> tuple[float, str]:
-            parents = [position[d] for d in deps[n] if d in position]
-            return (sum(parents) / len(parents) if parents else 0.0, n)
-
-        members.sort(key=barycentre)
-        for i, n in enumerate(members):
-            position[n] = i - (len(members) - 1) / 2
+    # layers by longest path, each ordered by its neighbours and, when tall, laid out
+    # in several columns (analysis/graph_layout.py): x is a column, y a row
+    layout = layered_layout(names, ((d, n) for n in names for d in deps[n]))
+    position = layout.position
 
     largest = max((int(rows[n].get("nbytes_total") or 0) for n in names), default=0)
     nodes = []
@@ -89,13 +52,10 @@ def task_group_graph(groups: Iterable[Row]) -> dict[str, Any]:
             {
                 "name": n,
                 "prefix": g.get("prefix"),
-                "x": layer[n],
-                "y": position[n],
+                "x": position[n][0],
+                "y": position[n][1],
                 "size": size,
                 "activity": activity,
-                "colour": ACTIVITY_COLOURS.get(activity or "", OTHER_COLOUR)
-                if activity
-                else "#d0d0d0",
                 "failed": int(g.get("tasks_erred") or 0) > 0,
                 "tasks_total": int(g.get("tasks_total") or 0),
                 "tasks_executed": int(g.get("tasks_executed") or 0),
@@ -106,4 +66,4 @@ def task_group_graph(groups: Iterable[Row]) -> dict[str, Any]:
             }
         )
     edges = [{"source": d, "target": n} for n in names for d in deps[n]]
-    return {"nodes": nodes, "edges": edges, "layers": len(by_layer)}
+    return {"nodes": nodes, "edges": edges, "layers": len(layout.bands)}

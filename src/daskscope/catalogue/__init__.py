@@ -9,7 +9,9 @@ those :mod:`daskscope.format` knows (:data:`daskscope.format.UNITS`), so
 ``figure("cluster.utilisation").text(0.5)`` reads ``"50.0 %"`` everywhere.
 
 Dask's fine metrics are an open set of activities: :data:`ACTIVITIES` explains those Dask
-documents. ``python -m daskscope.catalogue --write-docs docs/metrics.md`` writes the
+emits, :data:`TASK_ACTIONS` its task stream's actions, each with the one colour every page
+draws it in (:func:`activity_colours` gives names it does not know colours of their own).
+``python -m daskscope.catalogue --write-docs docs/metrics.md`` writes the
 tables of ``docs/metrics.md`` from here.
 """
 
@@ -20,21 +22,36 @@ from types import MappingProxyType
 from typing import get_args
 
 from daskscope.catalogue import records, workflow
-from daskscope.catalogue.activities import ACTIVITIES, SPAN_FIGURES_NOTE
+from daskscope.catalogue.activities import (
+    ACTIVITIES,
+    ACTIVITY_COLOURS,
+    NO_ACTIVITY_COLOUR,
+    RESERVE,
+    SPAN_FIGURES_NOTE,
+    TASK_ACTIONS,
+    activity_colours,
+    task_action_colours,
+)
 from daskscope.catalogue.figure import Activity, Better, Figure, Scope
 
 __all__ = [
     "ACTIVITIES",
+    "ACTIVITY_COLOURS",
     "FIGURES",
+    "NO_ACTIVITY_COLOUR",
+    "RESERVE",
     "SCOPES",
     "SPAN_FIGURES_NOTE",
+    "TASK_ACTIONS",
     "Activity",
     "Better",
     "Figure",
     "Scope",
     "activity",
+    "activity_colours",
     "figure",
     "figures",
+    "task_action_colours",
 ]
 
 #: Every scope, in the order the docs list them

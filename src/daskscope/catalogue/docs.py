@@ -1,8 +1,9 @@
 """The reference tables of ``docs/metrics.md``, written from the catalogue.
 
 Each table sits between ``<!-- catalogue:<name>:begin -->`` and
-``<!-- catalogue:<name>:end -->``, one pair per scope and one for the fine-metric
-activities; the text around them is written by hand and left as it is.
+``<!-- catalogue:<name>:end -->``, one pair per scope, one for the fine-metric
+activities and one for the task stream's actions; the text around them is written by
+hand and left as it is.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from daskscope.catalogue import ACTIVITIES, SCOPES, figures
+from daskscope.catalogue import ACTIVITIES, SCOPES, TASK_ACTIONS, figures
 
 __all__ = ["TABLES", "render_docs", "table", "write_docs"]
 
-#: The marked tables: every scope, then the activities
-TABLES: tuple[str, ...] = (*SCOPES, "activities")
+#: The marked tables: every scope, then the activities and the task stream's actions
+TABLES: tuple[str, ...] = (*SCOPES, "activities", "task-actions")
 
 
 def _cell(text: str) -> str:
@@ -24,10 +25,15 @@ def _cell(text: str) -> str:
 
 
 def table(name: str) -> str:
-    """The markdown table of one scope's figures, or of the activities."""
-    if name == "activities":
-        lines = ["| activity | units | meaning |", "|---|---|---|"]
-        lines += [f"| `{a.name}` | {', '.join(a.units)} | {_cell(a.meaning)} |" for a in ACTIVITIES]
+    """The markdown table of one scope's figures, of the activities or of the task
+    stream's actions."""
+    if name in ("activities", "task-actions"):
+        head = "activity" if name == "activities" else "action"
+        lines = [f"| {head} | colour | units | meaning |", "|---|---|---|---|"]
+        lines += [
+            f"| `{a.name}` | `{a.colour}` | {', '.join(a.units)} | {_cell(a.meaning)} |"
+            for a in (ACTIVITIES if name == "activities" else TASK_ACTIONS)
+        ]
         return "\n".join(lines)
     lines = ["| figure | unit | formula | source | better |", "|---|---|---|---|---|"]
     for f in figures(name):

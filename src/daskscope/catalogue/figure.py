@@ -51,8 +51,10 @@ class Figure:
 @dataclass(frozen=True, slots=True)
 class Activity:
     """An activity of Dask's fine performance metrics (an open set: Dask and user code
-    through ``context_meter`` add their own)."""
+    through ``context_meter`` add their own), or an action of its task stream; ``colour``
+    is the one it is drawn in on every page."""
 
     name: str
     units: tuple[str, ...]
     meaning: str
+    colour: str

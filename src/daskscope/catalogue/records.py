@@ -34,12 +34,17 @@ FIGURES: tuple[Figure, ...] = (
            "`Scheduler.total_nthreads_history` up to the moment daskscope attaches, "
            "then the add/remove-worker hooks"),
     Figure("cluster", "memory_limit_byte_seconds", "memory reserved", "byte-seconds",
-           "∫ Σ worker `memory_limit` dt, from the moment daskscope attaches (Dask keeps "
-           "no history of limits)",
-           "`WorkerState.memory_limit` at each add/remove-worker"),
+           "∫ Σ worker `memory_limit` dt over the same window as core time: a worker present "
+           "when daskscope attaches counts from its arrival (Dask keeps no history of limits: "
+           "a worker that came and went before is in core time, not here)",
+           "`WorkerState.memory_limit`; each worker's last \"add-worker\" in Dask's event log "
+           "(`Scheduler.get_events`), then the add/remove-worker hooks"),
     Figure("cluster", "compute_seconds", "compute time", "seconds",
-           "Σ over tasks of their `compute` durations (thread-seconds)",
-           "`TaskGroup.all_durations[\"compute\"]`, summed over every group the cluster ran"),
+           "Σ over tasks of their `compute` durations (thread-seconds), every attempt of a "
+           "retried task included",
+           "`TaskGroup.all_durations[\"compute\"]`, summed over every group the cluster ran, "
+           "and each retried attempt's from the worker's task-erred message (Dask drops it)",
+           "lower"),
     Figure("cluster", "bytes_processed", "memory processed", "bytes",
            "Σ of task output sizes (a recomputed task is not counted twice)",
            "`TaskGroup.nbytes_total`"),
@@ -65,8 +70,9 @@ FIGURES: tuple[Figure, ...] = (
     Figure("cluster", "memory_gib_hours", "memory GiB-hours", "GiB-hours",
            "`memory_limit_byte_seconds / 2^30 / 3600`", "memory reserved above"),
     Figure("cluster", "utilisation", "utilisation", "fraction",
-           "compute time ÷ core time; absent without core time",
-           "the two above", "higher"),
+           "compute time ÷ core time; absent without core time; no direction: slower "
+           "tasks on the same workers raise it (compute time and cost say which way)",
+           "the two above"),
     Figure("cluster", "cost.total", "cost", "currency",
            "core-hours × `per-core-hour` + GiB-hours of memory limit × `per-gib-hour`, "
            "with the rates shown as its basis", _COST_SOURCE, "lower"),
@@ -95,14 +101,14 @@ FIGURES: tuple[Figure, ...] = (
     Figure("computation", "group_count", "task groups", "count",
            "how many groups ran or failed tasks for it", "its group records"),
     Figure("computation", "task_seconds", "task time", "seconds",
-           "Σ task time of its group records", "its group records"),
+           "Σ task time of its group records", "its group records", "lower"),
     Figure("computation", "cost.share", "share of core time", "fraction",
            "`task_seconds ÷ core_seconds` of its cluster, at most 1", "its group records, "
            "the cluster record"),
     Figure("computation", "cost.total", "cost", "currency",
            "the cluster's `cost.total` × `cost.share`; what no task used is the cluster's "
-           "idle cost, not attributed (`analysis/span_cost.py`); no direction, as task "
-           "time's", _COST_SOURCE),
+           "idle cost, not attributed (`analysis/span_cost.py`); no direction of its own: "
+           "it follows task time, which has one", _COST_SOURCE),
     # -- task group (one record per group lifetime and computation)
     Figure("group", "tasks_total", "tasks", "count",
            "the group's tasks when last written", "`TaskGroup.states`"),
@@ -117,14 +123,19 @@ FIGURES: tuple[Figure, ...] = (
            "`TaskGroup.nbytes_total` minus its value when the computation took the group over"),
     Figure("group", "duration_s", "task time", "seconds",
            "Σ of `durations` over activities: summed task time, not wall time",
-           "`TaskGroup.all_durations` minus their values when the computation took the group over"),
+           "`TaskGroup.all_durations` minus their values when the computation took the group "
+           "over and the earlier executions' entries a worker re-sent, and its tasks' "
+           "retried attempts"),
     Figure("group", "started_at", "started", "timestamp",
-           "a new group: Dask's own start; a group taken over: the start of its first task "
-           "to finish for this computation", "`TaskGroup.start`, the transition's `startstops`"),
+           "the earliest compute start of the tasks counted for this computation, each its "
+           "own execution: the last `compute` entry (a worker that kept the task from an "
+           "earlier computation sends that one's entries too; not Dask's `TaskGroup.start`, "
+           "which takes them in)", "the transition's `startstops`"),
     Figure("group", "stopped_at", "stopped", "timestamp",
-           "the latest compute stop of the tasks counted for this computation, or of "
-           "its last failure (not Dask's `TaskGroup.stop`, which takes in later "
-           "computations' tasks of a group taken over)", "the transition's `startstops`"),
+           "the latest compute stop of the tasks counted for this computation, each its own "
+           "execution as for the start, or of its last failure (not Dask's `TaskGroup.stop`, "
+           "which takes in later computations' tasks of a group taken over and earlier "
+           "executions' entries)", "the transition's `startstops`"),
     # -- task prefix (daskscope's sums: Dask's TaskPrefix forgets groups)
     Figure("prefix", "group_count", "group lifetimes", "count",
            "how many group lifetimes had this prefix (not records)", "group records"),
@@ -136,7 +147,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure("prefix", "nbytes_total", "output bytes", "bytes",
            "Σ over every group record with that prefix", "group records"),
     Figure("prefix", "duration_s", "task time", "seconds",
-           "Σ over every group record with that prefix", "group records"),
+           "Σ over every group record with that prefix", "group records", "lower"),
     # -- span (Dask's view: its whole subtree)
     Figure("span", "enqueued_at", "enqueued", "timestamp",
            "when the span's first graph reached the scheduler", "`Span.enqueued`"),
@@ -146,7 +157,7 @@ FIGURES: tuple[Figure, ...] = (
            "the last task of the subtree to stop; only once the span is done", "`Span.stop`"),
     Figure("span", "duration_s", "task time", "seconds",
            "Σ of the subtree's task durations over activities: summed task time, not wall "
-           "time", "`Span.duration`"),
+           "time", "`Span.duration`", "lower"),
     Figure("span", "active_cpu_seconds", "active CPU", "seconds",
            "thread time made available to the subtree while it had tasks (threads × "
            "active time, shared between the spans active at once), not CPU used",
@@ -163,8 +174,8 @@ FIGURES: tuple[Figure, ...] = (
            "`Span.duration`, the cluster record"),
     Figure("span", "cost.total", "cost", "currency",
            "the cluster's `cost.total` × `cost.share`; the cluster's cost − Σ over its "
-           "root spans is idle, not attributed (`analysis/span_cost.py`); no direction, as "
-           "task time's (a regression shows in wall time)", _COST_SOURCE),
+           "root spans is idle, not attributed (`analysis/span_cost.py`); no direction of "
+           "its own: it follows task time, which has one", _COST_SOURCE),
     # -- worker sample (one worker at one instant)
     Figure("worker", "sampled_at", "sampled", "timestamp",
            "the round's instant; every worker is sampled at the same instant of a round "

@@ -51,17 +51,20 @@ def _hinted() -> Iterator[None]:
         click.get_current_context().exit(EXIT_ERROR)
 
 
+def _difference(text: str, verdict: str | None) -> Text:
+    """A difference with its verdict when better or worse, coloured by it."""
+    style = _VERDICT_STYLE.get(verdict or "", "")
+    return Text(text + (f" ({verdict})" if verdict in ("better", "worse") else ""), style=style)
+
+
 def _figure_table(title: str, rows: Sequence[FigureRow]) -> Table:
     table = Table(title=title)
     for name in ("figure", "a", "b", "b − a", "b ÷ a"):  # noqa: RUF001
         table.add_column(name, justify="left" if name == "figure" else "right")
     for r in rows:
-        style = _VERDICT_STYLE.get(r.verdict or "", "")
-        verdict = f" ({r.verdict})" if r.verdict in ("better", "worse") else ""
         table.add_row(
-            r.label, r.a_text, r.b_text, Text(r.difference_text + verdict, style=style),
-            r.ratio_text,
-        )  # fmt: skip
+            r.label, r.a_text, r.b_text, _difference(r.difference_text, r.verdict), r.ratio_text
+        )
     return table
 
 
@@ -86,15 +89,19 @@ def compare_command(state: Any, a: str, b: str, as_json: bool) -> None:
     console = _console()
     console.print(Text(f"a: {view.a.title}\nb: {view.b.title}"))
     console.print(_figure_table(f"{view.kind} figures", view.figures))
+    compute_title = "compute by task prefix (fine metrics thread-cpu + thread-noncpu, seconds)"
     for title, rows in ((f"by activity: {view.activities_source}", view.activities),
-                        ("fine metrics by task prefix (seconds)", view.prefixes)):  # fmt: skip
+                        (compute_title, view.prefixes)):  # fmt: skip
         if not rows:
             continue
         table = Table(title=title)
         for name in ("", "a", "b", "b − a", "b ÷ a"):  # noqa: RUF001
             table.add_column(name, justify="left" if not name else "right")
         for r in rows:
-            table.add_row(Text(r.key), r.a_text, r.b_text, r.difference_text, r.ratio_text)
+            table.add_row(
+                Text(r.key), r.a_text, r.b_text, _difference(r.difference_text, r.verdict),
+                r.ratio_text,
+            )  # fmt: skip
         console.print(table)
     groups = Table(title="task groups by prefix")
     for name in ("prefix", "", "tasks a", "tasks b", "task time a", "task time b", "b ÷ a"):
@@ -105,7 +112,7 @@ def compare_command(state: Any, a: str, b: str, as_json: bool) -> None:
         groups.add_row(
             Text(p.prefix), "" if p.status == "both" else p.status, count_text(p.a_tasks),
             count_text(p.b_tasks), duration_text(p.a_seconds), duration_text(p.b_seconds),
-            p.ratio_text,
+            _difference(p.ratio_text, p.verdict),
         )  # fmt: skip
     console.print(groups)
     console.print(_figure_table("the clusters they ran on", view.cluster))
@@ -116,22 +123,28 @@ def compare_command(state: Any, a: str, b: str, as_json: bool) -> None:
             console.print(Text(line, style=style))
     else:
         console.print(Text(view.code_note or "", style="dim"))
+    console.print(Text(view.same, style="dim"))
 
 
 @click.command("history")
 @click.argument("kind", type=click.Choice(["span", "run", "cluster"]))
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON instead of a table.")
+@click.option(
+    "--offset", type=click.IntRange(min=0), default=0, show_default=True,
+    help="Skip this many of the newest runs (page back through a long history).",
+)  # fmt: skip
 @click.pass_obj
-def history_command(state: Any, kind: str, name: str, as_json: bool) -> None:
+def history_command(state: Any, kind: str, name: str, as_json: bool, offset: int) -> None:
     """Each figure of a recurring span tag, workflow run name or cluster name over its
-    runs (oldest first), with the regression check of each figure that has a direction."""
+    newest runs (oldest first), with the regression check of each figure that has a
+    direction; ``--offset`` pages back."""
     from daskscope.store import open_store
     from daskscope.views.encode import to_pretty_json
     from daskscope.views.history import history_view
 
     with open_store(state.database) as store, _hinted():
-        view = history_view(store, kind, name)
+        view = history_view(store, kind, name, offset=offset)
     if as_json:
         click.echo(to_pretty_json(view))
         return
@@ -158,6 +171,12 @@ def history_command(state: Any, kind: str, name: str, as_json: bool) -> None:
         if s.check and s.check.status == "regressed":
             console.print(Text(f"regressed: {s.label}: {s.check.summary}", style="red"))
     console.print(Text(view.statistic, style="dim"))
+    if view.older_runs or view.newer_runs:
+        console.print(Text(
+            f"{len(view.points):,} of {view.total_runs:,} runs: {view.older_runs:,} older and "
+            f"{view.newer_runs:,} newer not shown (--offset {view.offset + view.limit} "
+            "for the older)", style="dim",
+        ))  # fmt: skip
 
 
 @click.command("regressions")
@@ -180,13 +199,14 @@ def regressions_command(state: Any, as_json: bool, name: str | None) -> None:
         console = _console()
         if view.regressions:
             table = Table(title=f"regressions ({view.checked} recurring things checked)")
-            for name in ("kind", "name", "figure", "last runs", "threshold", "baseline"):
+            for name in ("kind", "name", "figure", "last runs", "threshold", "before"):
                 table.add_column(name)
             for r in view.regressions:
                 table.add_row(
-                    r.kind, Text(r.name), r.label, ", ".join(r.check.recent_text),
+                    r.kind, Text(r.name), Text(r.label), ", ".join(r.check.recent_text),
                     r.check.threshold_text,
-                    f"{r.check.mean_text} ± {r.check.sigma_text} ({r.check.baseline_runs} runs)",
+                    f"median {r.check.median_text}, σ {r.check.sigma_text} "  # noqa: RUF001
+                    f"({r.check.baseline_runs} runs)",
                 )  # fmt: skip
             console.print(table)
         else:

@@ -1,6 +1,7 @@
-"""``daskscope critical-path CLUSTER COMPUTATION``: a computation's critical path through
-its task groups and its estimated wall time on 1, 2, 4, … threads and infinitely many.
-``--json`` prints what ``/api/v1/clusters/ID/computations/CID/critical-path`` answers."""
+"""``daskscope critical-path CLUSTER COMPUTATION``: a computation's critical path (through
+its tasks' dependencies where the task log has them, else through its task groups) and
+its estimated wall time on 1, 2, 4, … threads and infinitely many. ``--json`` prints
+what ``/api/v1/clusters/ID/computations/CID/critical-path`` answers."""
 
 from __future__ import annotations
 
@@ -37,10 +38,16 @@ def critical_path_summary(view: CriticalPathView) -> RenderableType:
         if view.path_fraction is not None
         else ""
     )
-    head.append(f"\ncritical path: {duration_text(view.critical_path_s)}{fraction}")
-    path = Table(
-        title="critical path (each group as long as its longest task)", title_justify="left"
-    )
+    through = f" through {count_text(view.path_tasks)} tasks" if view.path_tasks else ""
+    head.append(f"\ncritical path: {duration_text(view.critical_path_s)}{fraction}{through}")
+    head.append(f"\nmodel: {MODELS[view.model]}")
+    if view.model_note:
+        head.append(f" ({view.model_note})")
+    if view.model == "task groups":
+        title = "critical path (each group as long as its longest task)"
+    else:
+        title = "the critical path's groups"
+    path = Table(title=title, title_justify="left")
     path.add_column("group")
     path.add_column("tasks", justify="right")
     path.add_column("longest task", justify="right")
@@ -66,6 +73,16 @@ def critical_path_summary(view: CriticalPathView) -> RenderableType:
     what_if.add_row("∞", duration_text(view.critical_path_s))
     return Group(head, path, what_if, task_path_table(view))
 
+
+#: What each model is, in a line
+MODELS = {
+    "task dependencies": "through the task dependencies (each task waits for the dependency "
+    "it waited for last, as the task log recorded it)",
+    "task groups": "through the task groups as stages (each waits for every task of the "
+    "groups it depends on)",
+    "mixed": "through the task dependencies, and the task groups as stages where the task "
+    "log has no dependencies",
+}
 
 #: Steps of the task-level path printed: the last ones (the end of the chain)
 PRINTED_STEPS = 40
@@ -114,8 +131,8 @@ def task_path_table(view: CriticalPathView) -> RenderableType:
 def critical_path_command(
     state: object, cluster_id: str, computation_id: str, threads: int | None, as_json: bool
 ) -> None:
-    """A computation's critical path through its task groups and how long it would take
-    on more or fewer worker threads (a unique cluster id prefix is enough)."""
+    """A computation's critical path and how long it would take on more or fewer worker
+    threads (unique starts of the cluster's and the computation's ids are enough)."""
     from daskscope.store import open_store, resolve_cluster_id
     from daskscope.views import to_pretty_json
     from daskscope.views.critical_path import critical_path_view

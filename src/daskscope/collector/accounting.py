@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from daskscope.collector.tracking import Totals
     from daskscope.config import CollectorSettings
 
-__all__ = ["Accounting", "cluster_record", "threads_integral"]
+__all__ = ["Accounting", "cluster_record", "limits_before", "threads_integral"]
 
 
 def cluster_record(
@@ -50,14 +50,31 @@ def threads_integral(history: Iterable[tuple[float, int]], until: float) -> floa
     return total
 
 
+def limits_before(scheduler: Scheduler, since: float) -> list[tuple[float, int]]:
+    """When each worker present at ``since`` arrived, with its memory limit: its arrival
+    is the last "add-worker" event of its topic in Dask's event log (a worker the log no
+    longer holds counts from ``since``). Read once, as the recorder attaches."""
+    get_events = getattr(scheduler, "get_events", None)
+    held: list[tuple[float, int]] = []
+    for address, ws in scheduler.workers.items():
+        arrived = since
+        for at, msg in get_events(address) if get_events is not None else ():
+            if at <= since and isinstance(msg, dict) and msg.get("action") == "add-worker":
+                arrived = at
+        held.append((arrived, ws.memory_limit or 0))
+    return held
+
+
 class Accounting:
     """Integrates the cluster's threads and memory limits between changes into the
     cluster record's ``core_seconds`` and ``memory_limit_byte_seconds``, keeps its peaks,
-    and copies the work totals into it.
+    and copies the work totals into it. Both integrals cover the same window: from the
+    scheduler's start, whenever the recorder attached.
 
-    ``threads_before``: Dask's ``total_nthreads_history`` when the recorder attached
-    (threads have a history; memory limits have none, so their integral starts at
-    ``since``)."""
+    ``threads_before``: Dask's ``total_nthreads_history`` when the recorder attached.
+    ``limits_before``: the arrival and memory limit of each worker present then
+    (:func:`limits_before`; Dask keeps no history of limits, so a worker that came and
+    went before the recorder attached is in the threads but not in the memory)."""
 
     def __init__(
         self,
@@ -65,9 +82,13 @@ class Accounting:
         *,
         since: float,
         threads_before: Iterable[tuple[float, int]] = (),
+        limits_before: Iterable[tuple[float, int]] = (),
     ) -> None:
         self.cluster = cluster
         cluster.core_seconds = threads_integral(threads_before, since)
+        cluster.memory_limit_byte_seconds = sum(
+            limit * max(0.0, since - arrived) for arrived, limit in limits_before
+        )
         self.integrated_until = since
         self.threads = 0
         self.memory_limit = 0

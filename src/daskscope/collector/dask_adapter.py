@@ -3,13 +3,15 @@
 Everything else in daskscope's capture code (the recorder, the workflow's scheduler side)
 asks here: for the spans extension and a span's own fine metrics, for the name of the
 "idle" fine metric, for a worker's memory split and heartbeat figures, for the recorder
-among the scheduler's plugins, and to add or wrap the scheduler's RPC handlers. When a
-new Dask release renames one of these, this module is what changes.
+among the scheduler's plugins, to add or wrap the scheduler's RPC handlers, and to watch
+the workers' stream messages (a retried attempt's task-erred). When a new Dask release
+renames one of these, this module is what changes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable, Mapping
+from inspect import iscoroutinefunction
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -29,6 +31,7 @@ __all__ = [
     "span",
     "spans",
     "subtree_metrics",
+    "watch_stream",
     "wrap_handler",
 ]
 
@@ -151,4 +154,40 @@ def wrap_handler(scheduler: Scheduler, name: str, before: Callable[[], Awaitable
 
     wrapped._daskscope = True  # type: ignore[attr-defined]
     scheduler.handlers[name] = wrapped
+    return True
+
+
+def watch_stream(
+    scheduler: Scheduler,
+    op: str,
+    seen: Callable[[Mapping[str, Any]], None],
+    done: Callable[[], None],
+) -> bool:
+    """Show each stream message ``op`` (a worker's ``"task-erred"``) to ``seen`` before
+    the scheduler's own handler takes it, and call ``done`` once it has. Every recorder
+    on the scheduler may watch: the handler is wrapped once. False when the scheduler
+    has no such handler, or an asynchronous one."""
+    handlers = scheduler.stream_handlers
+    current = handlers.get(op)
+    watchers: list[tuple[Callable[[Mapping[str, Any]], None], Callable[[], None]]] | None
+    watchers = getattr(current, "_daskscope_watchers", None)
+    if watchers is not None:
+        watchers.append((seen, done))
+        return True
+    if current is None or iscoroutinefunction(current):
+        return False
+    original = current
+    watchers = [(seen, done)]
+
+    def wrapped(**msg: Any) -> Any:
+        for see, _ in watchers:
+            see(msg)
+        try:
+            return original(**msg)
+        finally:
+            for _, finish in watchers:
+                finish()
+
+    wrapped._daskscope_watchers = watchers  # type: ignore[attr-defined]
+    handlers[op] = wrapped
     return True

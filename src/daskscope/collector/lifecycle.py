@@ -90,6 +90,10 @@ class WorkerLifecycle:
         self._removed.add(worker)
         return True
 
+    def is_removed(self, worker: str) -> bool:
+        """Its removal is recorded (it may still be among the scheduler's workers)."""
+        return worker in self._removed
+
     def added(self, worker: str) -> None:
         # an address may come back (a restarted worker on a fixed port)
         self._removed.discard(worker)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,8 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.metrics import time
 
 from daskscope.collector import dask_adapter
-from daskscope.collector.accounting import Accounting, cluster_record
+from daskscope.collector.accounting import Accounting, cluster_record, limits_before
+from daskscope.collector.attempts import AttemptWatch
 from daskscope.collector.events import EventLog
 from daskscope.collector.flushing import Flusher
 from daskscope.collector.lifecycle import WorkerLifecycle
@@ -88,6 +89,8 @@ class DaskscopePlugin(SchedulerPlugin):
             max_code_chars=settings.max_code_chars,
         )
         self.profiles = ProfileWindows(self.cluster_id, on_error=self._hook_failed)
+        #: the worker's task-erred message being handled: a retried attempt's times
+        self.attempts = AttemptWatch()
         self.task_log = (
             TaskLog(
                 self.cluster_id,
@@ -108,6 +111,7 @@ class DaskscopePlugin(SchedulerPlugin):
         self._started = False
         self._closing = False
         self._loops: list[asyncio.Task[None]] = []
+        self._first_flush: asyncio.Task[int] | None = None
 
     # -- pickling: only the settings travel from the client to the scheduler --------------
 
@@ -181,9 +185,13 @@ class DaskscopePlugin(SchedulerPlugin):
         settings = self.settings
         now = time()
         cluster = cluster_record(scheduler, settings, self.cluster_id, now=now)
-        # Threads before we were attached come from Dask's own history
+        # Threads before we were attached come from Dask's own history, the memory of
+        # the workers here from their arrival in its event log
         self.accounting = Accounting(
-            cluster, since=now, threads_before=scheduler.total_nthreads_history
+            cluster,
+            since=now,
+            threads_before=scheduler.total_nthreads_history,
+            limits_before=limits_before(scheduler, now),
         )
         self.accounting.refresh(scheduler.workers.values())
         self.lifecycle = WorkerLifecycle(scheduler)
@@ -218,7 +226,14 @@ class DaskscopePlugin(SchedulerPlugin):
         # handler before any of them closes: the last moment their samples and profile
         # can be taken (a worker already closing no longer answers for its profile)
         dask_adapter.wrap_handler(scheduler, "retire_workers", self._take_last_words)
+        # An attempt Dask retries reaches the transition hook without its times: they
+        # are in the worker's task-erred message (collector/attempts.py)
+        dask_adapter.watch_stream(scheduler, "task-erred", self.attempts.seen, self.attempts.done)
         self.flusher.open_sink()
+        # The cluster's record goes out now, not at the first interval: a server takes
+        # a cluster's other records (a workflow run that ends within seconds) once it
+        # has it, and a scheduler that lives less than an interval is still recorded
+        self._first_flush = asyncio.create_task(self.flush(every_task=False))
         self._loops = [
             asyncio.create_task(self._every(settings.flush_interval, self._periodic_flush)),
             asyncio.create_task(
@@ -249,6 +264,7 @@ class DaskscopePlugin(SchedulerPlugin):
         try:
             for loop in self._loops:
                 loop.cancel()
+            await self._first_flush_done()
             await self.profiles.last_taken()
             if self.settings.profile_enabled:
                 await self.profiles.collect_into(
@@ -265,9 +281,21 @@ class DaskscopePlugin(SchedulerPlugin):
             self.flusher.keep(self.events.event("cluster-closed", at=now))
             self.accounting.stopped(now)
             self.flusher.unpaced = True  # the last flush writes every span
+            self.spans.closing = True  # with the states Dask's spans end with
             await asyncio.wait_for(self.flush(), timeout=60)
         except Exception as exc:
             self._hook_failed("before_close", exc)
+
+    async def _first_flush_done(self) -> None:
+        """The last flush comes after the first (a scheduler closed as it starts): its
+        records are not written out of order, nor after the sink is closed."""
+        first = self._first_flush
+        if first is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(first), timeout=60)
+        except Exception as exc:
+            self._hook_failed("first flush", exc)
 
     async def close(self) -> None:
         if self.flusher is None:
@@ -321,6 +349,11 @@ class DaskscopePlugin(SchedulerPlugin):
                 ts = self._tasks.get(key)
                 if ts is not None:
                     self._task_erred(key, ts, kwargs)
+            elif finish == "released" and self.attempts.message is not None:
+                message = self.attempts.retried(key, kwargs.get("stimulus_id"))
+                ts = self._tasks.get(key)
+                if message is not None and ts is not None:
+                    self._attempt_retried(key, ts, message)
         except Exception as exc:
             self._hook_failed("transition", exc)
 
@@ -376,6 +409,20 @@ class DaskscopePlugin(SchedulerPlugin):
             computation_id = track.record_id if track is not None else None
             self.task_log.task_done(key, ts, kwargs, computation_id, erred=True)
         record = self.events.error(key, ts, use.record_id, kwargs, at=time())
+        if record is not None:
+            assert self.flusher is not None
+            self.flusher.keep(record)
+
+    def _attempt_retried(self, key: Any, ts: TaskState, message: Mapping[str, Any]) -> None:
+        """An attempt of ``ts`` failed and Dask runs it again (the worker's task-erred
+        ``message`` says when, where and why): kept in its group's durations, the task
+        log and the errors, as Dask keeps it nowhere."""
+        use = self.tracker.attempt_retried(ts, message.get("startstops") or ())
+        if self.task_log is not None:
+            track = use.computation
+            computation_id = track.record_id if track is not None else None
+            self.task_log.task_retried(key, ts, message, computation_id)
+        record = self.events.error(key, ts, use.record_id, message, at=time())
         if record is not None:
             assert self.flusher is not None
             self.flusher.keep(record)

@@ -1,17 +1,19 @@
-"""The workers as they come and go: their arrival and departure events, the capacity
-they bring or take away, and their samples (kept as the newest, for the workflow's
-scheduler side to reuse)."""
+"""The workers as they come and go: their arrival and departure events (with the GPU a
+worker has, when it says), the capacity they bring or take away, and their samples
+(kept as the newest, for the workflow's scheduler side to reuse)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from distributed.core import Status
 from distributed.metrics import time
 
-from daskscope.collector.workers import worker_sample
-from daskscope.model import WorkerSampleRecord
+from daskscope.collector.workers import gpu_info, monitors_gpu, startup_gpu, worker_sample
+from daskscope.model import EventRecord, WorkerSampleRecord
 
 if TYPE_CHECKING:
     from distributed.scheduler import Scheduler
@@ -21,7 +23,12 @@ if TYPE_CHECKING:
     from daskscope.collector.flushing import Flusher
     from daskscope.collector.lifecycle import WorkerLifecycle
 
-__all__ = ["WorkerRoster", "wait_for_heartbeats"]
+__all__ = ["GPU_ASK_TIMEOUT", "WorkerRoster", "wait_for_heartbeats"]
+
+logger = logging.getLogger(__name__)
+
+#: longest a worker may take to tell its GPU's name (asked once, off the sampling round)
+GPU_ASK_TIMEOUT = 10.0
 
 
 class WorkerRoster:
@@ -45,11 +52,23 @@ class WorkerRoster:
         self.flusher = flusher
         #: the newest samples of every worker, with their time
         self.latest: tuple[float, list[WorkerSampleRecord]] = (0.0, [])
+        #: each worker's arrival event, while it is here: the GPU it reports later (its
+        #: system monitor's) is written into it again
+        self.arrivals: dict[str, EventRecord] = {}
+        #: workers asked for their GPU, and the questions under way
+        self._gpu_asked: set[str] = set()
+        self._asking: set[asyncio.Task[None]] = set()
 
     def added(self, worker: str, *, at: float, detail: dict[str, Any] | None = None) -> None:
         workers = self.scheduler.workers
+        ws = workers.get(worker)
         self.accounting.workers_changed(workers.values(), at)
-        record = self.events.worker_added(worker, workers.get(worker), at=at, detail=detail)
+        gpu = startup_gpu(ws) if ws is not None else None
+        if gpu is not None:
+            detail = {**(detail or {}), "gpu": gpu}
+        record = self.events.worker_added(worker, ws, at=at, detail=detail)
+        self.arrivals[worker] = record
+        self._gpu_asked.discard(worker)
         self.flusher.keep(record)
 
     def removed(
@@ -64,7 +83,16 @@ class WorkerRoster:
     ) -> None:
         if not self.lifecycle.mark_removed(worker):
             return  # already recorded (e.g. at the scheduler's close)
-        remaining = [ws for addr, ws in self.scheduler.workers.items() if addr != worker]
+        self.arrivals.pop(worker, None)
+        self._gpu_asked.discard(worker)
+        # a closing scheduler still lists the workers recorded as gone before this one
+        # (the plugin removes them one by one): they hold nothing any more
+        lifecycle = self.lifecycle
+        remaining = [
+            ws
+            for addr, ws in self.scheduler.workers.items()
+            if addr != worker and not lifecycle.is_removed(addr)
+        ]
         self.accounting.workers_changed(remaining, at)
         record = self.events.worker_removed(
             worker,
@@ -94,6 +122,39 @@ class WorkerRoster:
         self.accounting.advance(now)
         samples = self._take(now)
         self.flusher.buffer += samples
+        self._ask_new_gpus()
+
+    def _ask_new_gpus(self) -> None:
+        """A worker whose system monitor reports a GPU it did not name at its start is
+        asked once for the GPU's name and total memory (its ``get_monitor_info``)."""
+        asked = self._gpu_asked
+        for address, ws in self.scheduler.workers.items():
+            if address in asked or not monitors_gpu(ws):
+                continue
+            if self.scheduler.status != Status.running:
+                return  # closing: the workers are about to go
+            asked.add(address)
+            arrival = self.arrivals.get(address)
+            if arrival is None or "gpu" in arrival.detail:
+                continue
+            task = asyncio.get_running_loop().create_task(self._ask_gpu(address, arrival))
+            self._asking.add(task)
+            task.add_done_callback(self._asking.discard)
+
+    async def _ask_gpu(self, address: str, arrival: EventRecord) -> None:
+        try:
+            info = await asyncio.wait_for(
+                self.scheduler.rpc(address).get_monitor_info(recent=True), GPU_ASK_TIMEOUT
+            )
+        except Exception as exc:  # a worker leaving, or an older one: no name
+            logger.debug("daskscope: %s did not tell its GPU: %r", address, exc)
+            return
+        gpu = gpu_info(info.get("gpu_name"), info.get("gpu_memory_total"))
+        if gpu is None or self.arrivals.get(address) is not arrival:
+            return
+        # the arrival again, with its GPU: a newer revision of the same row
+        arrival.detail = {**arrival.detail, "gpu": gpu}
+        self.flusher.keep(arrival)
 
     def samples(self, max_age: float, *, after: float = 0.0) -> list[WorkerSampleRecord]:
         """Every worker's sample, at most ``max_age`` seconds old and taken after

@@ -13,6 +13,11 @@ changed, not what the span holds. A span's own groups are read whole once, when 
 first seen, in slices like the rest of a flush. A record is still paced by its cost
 (taken again only after a pause in proportion to what it cost last time), which now
 matters only for a span of very many sub-spans.
+
+The last flush, at close, writes every span whose record still counts a task that is not
+forgotten once more, with all its tasks forgotten and the span done: that is what Dask's
+spans say once the closing scheduler has dropped its clients, which happens after the
+plugins' last hook (:attr:`SpanTracker.closing`).
 """
 
 from __future__ import annotations
@@ -49,6 +54,9 @@ class SpanTrack:
     own_metrics: dict[tuple[Hashable, ...], float]
     done: bool
     written_at: float
+    #: its record counts a task the scheduler still held (not forgotten), or is not done:
+    #: the last flush at close writes it again (:attr:`SpanTracker.closing`)
+    held: bool = True
 
 
 @dataclass(slots=True)
@@ -159,6 +167,11 @@ class SpanTracker:
         self.unread: list[TaskGroup] = []
         #: groups read into the figures so far (what the tests and the bench count)
         self.groups_read = 0
+        #: the scheduler is closing (set before the last flush): it forgets every task it
+        #: still holds as it closes its clients' connections, after that flush (Dask's
+        #: spans then count them all "forgotten"), so the last flush writes each span's
+        #: tasks as forgotten, and the span done
+        self.closing = False
 
     # -- figures, kept by deltas ---------------------------------------------------------
 
@@ -229,6 +242,8 @@ class SpanTracker:
                 span = span.parent
         changed |= self.waiting
         self.waiting = set()
+        if self.closing:  # what the store holds of a span's states is final now
+            changed.update(span_id for span_id, t in self.written.items() if t.held)
         now = time()
         history = scheduler.total_nthreads_history
         out: dict[str, SpanTrack] = {}
@@ -258,12 +273,17 @@ class SpanTracker:
                     snapshot.span_metric_records(span_id, moved, cluster_id=self.cluster_id)
                 )
             written_at = track.written_at if track and track.done and not metrics_changed else now
-            out[span_id] = SpanTrack(dict(own), record.done, written_at)
+            held = not record.done or any(state != "forgotten" for state in record.states)
+            out[span_id] = SpanTrack(dict(own), record.done, written_at, held)
         return out
 
     def _record(self, span: Span, now: float, history: Any) -> SpanRecord:
         figures = self._subtree(span)
         done = figures.not_done == 0
+        states = figures.states
+        if self.closing:  # every task of a closed scheduler is forgotten
+            done = True
+            states = {"forgotten": sum(states.values())}
         # as Dask's Span: a start absorbs clock skew against the enqueue time, and a
         # span that runs has "now" for its stop
         start = max(figures.start, span.enqueued) if figures.start else 0.0
@@ -273,7 +293,7 @@ class SpanTracker:
             cluster_id=self.cluster_id,
             max_code_chars=self.max_code_chars,
             figures=snapshot.SpanSums(
-                states=figures.states,
+                states=states,
                 nbytes_total=figures.nbytes,
                 durations=figures.durations,
                 duration_s=figures.duration,

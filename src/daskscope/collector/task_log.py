@@ -24,7 +24,7 @@ from time import monotonic, thread_time
 from typing import TYPE_CHECKING, Any
 
 from daskscope.segment_repeats import RepeatFilter
-from daskscope.segments import Execution, encode_segment
+from daskscope.segments import RETRIED, Execution, encode_segment, execution
 
 if TYPE_CHECKING:
     from distributed.scheduler import TaskState
@@ -146,6 +146,36 @@ class TaskLog:
              trigger, trigger_group)
         )  # fmt: skip
         if len(rows) >= self.segment_executions:
+            self.seal()
+
+    def task_retried(
+        self, key: Any, ts: TaskState, message: Mapping[str, Any], computation_id: str | None
+    ) -> None:
+        """An attempt of ``ts`` failed and Dask runs it again (``retries=``): one row of
+        state :data:`~daskscope.segments.RETRIED` from the worker's task-erred
+        ``message`` (rare: off the per-task path). The task keeps its trigger for its
+        next attempt, and a failed attempt makes no other task ready."""
+        startstops = message.get("startstops")
+        if not startstops:
+            return
+        group = ts.group
+        _, trigger, trigger_group = self.triggers.get(key, _NO_TRIGGER)
+        self.rows.append(
+            execution(
+                key,
+                group.name,
+                ts.prefix.name,
+                message.get("worker"),
+                message.get("thread"),
+                startstops,
+                erred=RETRIED,
+                nbytes=None,
+                computation=computation_id,
+                span=group.span_id,
+                trigger=(trigger, trigger_group) if trigger_group is not None else None,
+            )
+        )
+        if len(self.rows) >= self.segment_executions:
             self.seal()
 
     # -- sealing and writing --------------------------------------------------------------

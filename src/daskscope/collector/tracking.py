@@ -107,13 +107,12 @@ class GroupUse:
     #: the group's cumulative figures when this use began (its growth since is ours)
     base_nbytes: int
     base_durations: dict[str, float]
-    #: True when the group was new: its own start time is this use's start
-    fresh: bool
     executed: int = 0
     erred: int = 0
+    #: when the first of its tasks' executions started computing, the last that ran
+    #: stopped, and the last failure's stop, each from the task's own execution (see
+    #: :meth:`WorkTracker.task_finished`), never Dask's TaskGroup start and stop
     first_start: float | None = None
-    #: when the last of its tasks that ran stopped computing, and the last failure's
-    #: stop (Dask keeps none for failed tasks in the group)
     last_stop: float = 0.0
     error_stop: float = 0.0
     #: the record as it stood when the group was handed to a later computation
@@ -143,6 +142,13 @@ class GroupUse:
     #: when its record was last handed to the sink, or a flush first saw it running
     #: (``time.monotonic``)
     written_at: float = 0.0
+    #: seconds by activity of its tasks' attempts that failed and ran again (Dask counts
+    #: them nowhere: :meth:`WorkTracker.attempt_retried`); None while there are none
+    retried: dict[str, float] | None = None
+    #: seconds by activity Dask added to the group again from the entries of earlier
+    #: executions a worker re-sent with a task's report (:meth:`WorkTracker._resent`):
+    #: not this use's; None while there are none
+    resent: dict[str, float] | None = None
 
     @property
     def ran(self) -> bool:
@@ -179,12 +185,6 @@ def _use_stop(use: GroupUse) -> float | None:
     if use.final is not None:
         return use.final.stopped_at
     return max(use.last_stop, use.error_stop) if use.ran else None
-
-
-def _first_start(kwargs: Mapping[str, Any]) -> float | None:
-    startstops = kwargs.get("startstops") or ()
-    starts = [ss["start"] for ss in startstops if ss.get("action") == "compute"]
-    return min(starts) if starts else None
 
 
 class WorkTracker:
@@ -236,13 +236,27 @@ class WorkTracker:
 
     def task_finished(self, ts: TaskState, kwargs: Mapping[str, Any]) -> GroupUse:
         use = self.current.get(ts.group) or self._adopt_now(ts.group)
-        if not use.ran and not use.fresh:
-            use.first_start = _first_start(kwargs)
-        # its own tasks' stop, not the group's: Dask's TaskGroup.stop takes in the tasks
-        # every computation ran in the group, this use's and later ones'
+        # The execution that just ended is the last "compute" entry. A worker that kept
+        # the task from an earlier computation (Dask keeps a group's released tasks, and
+        # the worker its own, while a dependent lives) sends that one's entries first,
+        # each shifted by the clock offset the worker estimated at the time: they may lie
+        # anywhere, even after this one (issue 25). Dask's TaskGroup start, stop and
+        # durations take them in (and its start and stop every computation's tasks in
+        # the group): never ours.
+        this = None
+        computes = 0
         for ss in kwargs.get("startstops") or ():
-            if ss["action"] == "compute" and ss["stop"] > use.last_stop:
-                use.last_stop = ss["stop"]
+            if ss["action"] == "compute":
+                this = ss
+                computes += 1
+        if this is not None:
+            if this["stop"] > use.last_stop:
+                use.last_stop = this["stop"]
+            first = use.first_start
+            if first is None or this["start"] < first:
+                use.first_start = this["start"]
+            if computes > 1:
+                self._resent(use, kwargs["startstops"])
         use.executed += 1
         use.settled = False
         self.dirty.add(use)
@@ -250,14 +264,48 @@ class WorkTracker:
 
     def task_erred(self, ts: TaskState, kwargs: Mapping[str, Any]) -> GroupUse:
         use = self.current.get(ts.group) or self._adopt_now(ts.group)
-        if not use.ran and not use.fresh:
-            use.first_start = _first_start(kwargs)
-        for ss in kwargs.get("startstops") or ():
+        # this attempt's entries: back from the end to its "compute" entry (as above)
+        for ss in reversed(kwargs.get("startstops") or ()):
             use.error_stop = max(use.error_stop, ss.get("stop") or 0.0)
+            if ss.get("action") == "compute":
+                first = use.first_start
+                if first is None or ss["start"] < first:
+                    use.first_start = ss["start"]
+                break
         use.erred += 1
         use.settled = False
         self.dirty.add(use)
         return use
+
+    def attempt_retried(self, ts: TaskState, startstops: Iterable[Mapping[str, Any]]) -> GroupUse:
+        """An attempt of ``ts`` failed and Dask runs it again: its actions' seconds count
+        for its group as Dask counts a finished task's (whole microseconds), though
+        Dask's own group drops them (rare: off the per-task path)."""
+        use = self.current.get(ts.group) or self._adopt_now(ts.group)
+        retried = use.retried
+        if retried is None:
+            retried = use.retried = {}
+        for ss in startstops:
+            seconds = max(round((ss["stop"] - ss["start"]) * 1e6), 0) / 1e6
+            retried[ss["action"]] = retried.get(ss["action"], 0.0) + seconds
+        use.settled = False
+        self.dirty.add(use)
+        return use
+
+    def _resent(self, use: GroupUse, startstops: list[Mapping[str, Any]]) -> None:
+        """A report that re-sent earlier executions' entries (rare): everything up to
+        the previous execution's "compute" entry and its "disk-write", which Dask just
+        added to the group's durations again (in whole microseconds, as Dask does)."""
+        computes = [i for i, ss in enumerate(startstops) if ss["action"] == "compute"]
+        end = computes[-2] + 1
+        while end < len(startstops) and startstops[end]["action"] == "disk-write":
+            end += 1
+        resent = use.resent
+        if resent is None:
+            resent = use.resent = {}
+        for ss in startstops[:end]:
+            seconds = max(round((ss["stop"] - ss["start"]) * 1e6), 0) / 1e6
+            resent[ss["action"]] = resent.get(ss["action"], 0.0) + seconds
 
     def task_forgotten(self, ts: TaskState) -> None:
         # the group's final states and its retirement are written at the next flush
@@ -341,7 +389,6 @@ class WorkTracker:
             computation,
             base_nbytes=0 if blank else tg.nbytes_total,
             base_durations={} if blank else snapshot.plain(tg.all_durations),
-            fresh=blank or not tg.start,
             lifetime=lifetime,
         )
         self.current[tg] = use
@@ -367,7 +414,6 @@ class WorkTracker:
             to,
             base_nbytes=tg.nbytes_total,
             base_durations=snapshot.plain(tg.all_durations),
-            fresh=False,
             lifetime=use.lifetime,
         )
         self.current[tg] = successor
@@ -380,14 +426,17 @@ class WorkTracker:
             return use.final
         tg = use.group
         durations = {}
+        resent = use.resent or {}
         for activity, seconds in tg.all_durations.items():
-            grown = seconds - use.base_durations.get(activity, 0.0)
-            if grown > 0:
+            grown = seconds - use.base_durations.get(activity, 0.0) - resent.get(activity, 0.0)
+            if grown > 1e-9:
                 durations[activity] = grown
+        for activity, seconds in (use.retried or {}).items():
+            durations[activity] = durations.get(activity, 0.0) + seconds
         if len(tg.dependencies) != use.dependency_count:
             use.dependencies = tuple(sorted(dep.name for dep in tg.dependencies))
             use.dependency_count = len(tg.dependencies)
-        started = tg.start if use.fresh else use.first_start
+        started = use.first_start
         stopped = _use_stop(use)
         return TaskGroupRecord(
             id=use.record_id,

@@ -18,7 +18,15 @@ from daskscope.model import WorkerSampleRecord, stable_id
 if TYPE_CHECKING:
     from distributed.scheduler import WorkerState
 
-__all__ = ["SKIPPED_METRICS", "flatten_metrics", "worker_sample"]
+__all__ = [
+    "MONITOR_GPU_METRICS",
+    "SKIPPED_METRICS",
+    "flatten_metrics",
+    "gpu_info",
+    "monitors_gpu",
+    "startup_gpu",
+    "worker_sample",
+]
 
 #: Heartbeat entries not copied into ``metrics``, with why: their keys are data, not
 #: metric names, so they grow with the work or the cluster.
@@ -29,6 +37,40 @@ SKIPPED_METRICS: dict[str, str] = {
     "bandwidth.workers": "one entry per peer worker",
     "bandwidth.types": "one entry per data type",
 }
+
+
+#: distributed's two shapes of a worker's GPU (NVML) figures. Its system monitor, on
+#: every worker of a machine where NVML works, puts these in the heartbeat metrics (the
+#: GPU's name only in ``get_monitor_info``); a worker built after NVML was initialised
+#: also has the ``gpu`` worker metric (``gpu.utilization``, ``gpu.memory-used``) and
+#: ``gpu`` startup information (``WorkerState.extra["gpu"]``: name, memory-total)
+MONITOR_GPU_METRICS = ("gpu_utilization", "gpu_memory_used", "gpu-memory-total")
+
+
+def gpu_info(name: Any, memory_total: Any) -> dict[str, Any] | None:
+    """A GPU's name and total memory in bytes as stored (None where not told; None
+    when neither is: distributed says -1 for an unknown total)."""
+    name = name if isinstance(name, str) and name else None
+    total: int | None = None
+    if isinstance(memory_total, Real) and not isinstance(memory_total, bool):
+        number = float(memory_total)
+        total = int(number) if math.isfinite(number) and number > 0 else None
+    return {"name": name, "memory_total": total} if name or total else None
+
+
+def startup_gpu(ws: WorkerState) -> dict[str, Any] | None:
+    """The GPU a worker told at its start (distributed's ``gpu`` startup information),
+    or None."""
+    found = (getattr(ws, "extra", None) or {}).get("gpu")
+    if not isinstance(found, Mapping):
+        return None
+    return gpu_info(found.get("name"), found.get("memory-total"))
+
+
+def monitors_gpu(ws: WorkerState) -> bool:
+    """The worker's system monitor reports a GPU in its heartbeats."""
+    metrics = ws.metrics
+    return any(name in metrics for name in MONITOR_GPU_METRICS)
 
 
 def flatten_metrics(metrics: Mapping[Any, Any], prefix: str = "") -> dict[str, float]:

@@ -8,7 +8,15 @@ back ends). Below the root span of the cluster:
   counts and group names;
 - Dask's span tree (``distributed.span``) with each span's totals over its subtree:
   seconds by activity (Dask's fine metrics), duration, active CPU, bytes, task states;
-- optionally a span per task group, below its Dask span (else its computation).
+- optionally a span per task group, below its Dask span (else its computation); a
+  group whose tasks all failed has no start in Dask's record (Dask dates a group by its
+  tasks that ended in memory), so it is placed by its executions in the task log (else
+  from its failures' times to its stop).
+
+A span with failed tasks has the status ERROR, its message the count and the first
+exception: a computation and a group by their own ``tasks_erred``, a Dask span by the
+failed tasks of the groups of its subtree (Dask's span states forget a failed task once
+it is released, so they are not read for this).
 
 Attribute names follow OpenTelemetry's style: lower case, dot-separated namespaces,
 snake_case words; times in seconds as doubles, byte counts as integers. Encodings: OTLP
@@ -20,12 +28,16 @@ and enums as numbers, as the OTLP specification asks).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import sqlalchemy as sa
 from google.protobuf import json_format  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import (
@@ -39,7 +51,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 from daskscope.analysis import elapsed
 from daskscope.export.common import ExportError, call_line
-from daskscope.store import Store, cluster_detail
+from daskscope.store import Store, cluster_detail, schema
+from daskscope.store.engine import as_engine
+from daskscope.store.task_scan import scan_segments
 
 __all__ = [
     "ID_FIELDS",
@@ -131,8 +145,101 @@ class _Trace:
         return span_id
 
 
-def _tasks_failed(erred: int) -> str | None:
-    return f"{erred} task{'s' if erred != 1 else ''} failed" if erred else None
+def _tasks_failed(erred: int, exception: str | None = None) -> str | None:
+    """The status message of a span with ``erred`` failed tasks (None: none failed)."""
+    if not erred:
+        return None
+    text = f"{erred} task{'s' if erred != 1 else ''} failed"
+    first = (exception or "").strip().splitlines()
+    return f"{text}: {first[0][:200]}" if first else text
+
+
+@dataclass
+class _Failures:
+    """Failed tasks by Dask span (the groups' ``tasks_erred``), and the first exception
+    (by time) of each group, computation and Dask span."""
+
+    by_span: dict[str, int] = dataclasses.field(default_factory=dict)
+    group_exception: dict[str, str] = dataclasses.field(default_factory=dict)
+    computation_exception: dict[str, str] = dataclasses.field(default_factory=dict)
+    span_exception: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _failures(store: Store, cluster_id: str, errors: Iterable[Mapping[str, Any]]) -> _Failures:
+    """The cluster's failures: its groups with failed tasks (their span and computation)
+    and the errors recorded (each with its group's id)."""
+    g = schema.task_groups.c
+    with as_engine(store).connect() as conn:
+        erred = conn.execute(
+            sa.select(g.id, g.span_id, g.computation_id, g.tasks_erred).where(
+                g.cluster_id == cluster_id, g.tasks_erred > 0
+            )
+        ).all()
+    found = _Failures()
+    owner = {gid: (span_id, computation_id) for gid, span_id, computation_id, _ in erred}
+    for _, span_id, _, n in erred:
+        if span_id is not None:
+            found.by_span[span_id] = found.by_span.get(span_id, 0) + int(n)
+    for e in sorted(errors, key=lambda e: e["at"]):
+        gid = e.get("group_id")
+        if gid is None or not e.get("exception"):
+            continue
+        found.group_exception.setdefault(gid, e["exception"])
+        span_id, computation_id = owner.get(gid, (None, None))
+        if span_id is not None:
+            found.span_exception.setdefault(span_id, e["exception"])
+        if computation_id is not None:
+            found.computation_exception.setdefault(computation_id, e["exception"])
+    return found
+
+
+def _unstarted_times(
+    store: Store,
+    cluster_id: str,
+    groups: list[Mapping[str, Any]],
+    computations: Mapping[str, Mapping[str, Any]],
+    errors: Iterable[Mapping[str, Any]],
+) -> dict[str, tuple[float, float | None]]:
+    """Where to place groups that ran tasks but have no start (all their tasks failed):
+    from their executions' first start to their last stop in the task log, else from
+    their first failure to their stop. Group id -> (start, stop)."""
+    if not groups:
+        return {}
+    wanted = {(g["computation_id"], g["name"]): g["id"] for g in groups}
+    starts = [
+        computations[g["computation_id"]]["started_at"]
+        for g in groups
+        if g["computation_id"] in computations
+    ]
+    stops = [g["stopped_at"] for g in groups if g["stopped_at"] is not None]
+    # the task log around them (clocks of workers and scheduler differ a little)
+    lo = min(starts) - 60.0 if len(starts) == len(groups) else None
+    hi = max(stops) + 60.0 if len(stops) == len(groups) else None
+    seen: dict[str, tuple[float, float]] = {}
+    names = sorted({g["name"] for g in groups})
+    for item in scan_segments(store, cluster_id, lo, hi):
+        seg = item.decoded
+        for row in np.flatnonzero(seg.naming(seg.group, names)).tolist():
+            c = int(seg.computation[row])
+            gid = wanted.get((seg.names[c] if c >= 0 else None, seg.names[int(seg.group[row])]))
+            if gid is None:
+                continue
+            first, last = float(seg.first[row]), float(seg.last[row])
+            was = seen.get(gid, (first, last))
+            seen[gid] = (min(was[0], first), max(was[1], last))
+    placed: dict[str, tuple[float, float | None]] = dict(seen)
+    failed_at: dict[str, float] = {}
+    for e in errors:
+        gid = e.get("group_id")
+        if gid is not None:
+            failed_at[gid] = min(failed_at.get(gid, e["at"]), e["at"])
+    for g in groups:
+        if g["id"] in placed:
+            continue
+        start = failed_at.get(g["id"], g["stopped_at"])
+        if start is not None:
+            placed[g["id"]] = (start, g["stopped_at"])
+    return placed
 
 
 def otlp_request(
@@ -147,6 +254,7 @@ def otlp_request(
     cluster = detail["cluster"]
     end = cluster["stopped_at"] or cluster["last_seen_at"]
     trace = _Trace(cluster_id, end)
+    failures = _failures(store, cluster_id, detail["errors"])
     root = trace.add(
         "cluster",
         cluster_id,
@@ -168,7 +276,10 @@ def otlp_request(
             "dask.cluster.compute_time": float(cluster["compute_seconds"]),
             "dask.cluster.bytes": cluster["bytes_processed"],
         },
-        error=_tasks_failed(cluster["tasks_erred"]),
+        error=_tasks_failed(
+            cluster["tasks_erred"],
+            min(detail["errors"], key=lambda e: e["at"])["exception"] if detail["errors"] else None,
+        ),
     )
     computation_spans: dict[str, bytes] = {}
     for comp in detail["computations"]:
@@ -188,22 +299,34 @@ def otlp_request(
                 "dask.computation.group_count": comp["task_groups_total"],
                 "dask.computation.groups": list(comp["task_groups"]),
             },
-            error=_tasks_failed(comp["tasks_erred"]),
+            error=_tasks_failed(
+                comp["tasks_erred"], failures.computation_exception.get(comp["id"])
+            ),
         )
-    dask_spans = _span_tree(trace, detail["spans"], root)
+    dask_spans = _span_tree(trace, detail["spans"], root, failures)
     if groups:
+        unstarted = _unstarted_times(
+            store,
+            cluster_id,
+            [g for g in detail["task_groups"] if g["started_at"] is None and g["tasks_erred"]],
+            {c["id"]: c for c in detail["computations"]},
+            detail["errors"],
+        )
         for group in detail["task_groups"]:
             parent = dask_spans.get(group["span_id"]) or computation_spans.get(
                 group["computation_id"]
             )
-            if group["started_at"] is None:
-                continue  # never ran: nothing to place in time
+            start, stop = group["started_at"], group["stopped_at"]
+            if start is None:
+                if group["id"] not in unstarted:
+                    continue  # never ran: nothing to place in time
+                start, stop = unstarted[group["id"]]
             trace.add(
                 "group",
                 group["id"],
                 f"task group {group['name']}",
-                group["started_at"],
-                group["stopped_at"],
+                start,
+                stop,
                 parent or root,
                 {
                     "dask.task_group.name": group["name"],
@@ -215,7 +338,9 @@ def otlp_request(
                     "dask.task_group.duration": float(group["duration_s"]),
                     **_activities("dask.task_group", group["durations"]),
                 },
-                error=_tasks_failed(group["tasks_erred"]),
+                error=_tasks_failed(
+                    group["tasks_erred"], failures.group_exception.get(group["id"])
+                ),
             )
     return ExportTraceServiceRequest(
         resource_spans=[
@@ -251,9 +376,14 @@ def _activities(prefix: str, durations: Mapping[str, float] | None) -> dict[str,
     }
 
 
-def _span_tree(trace: _Trace, spans: Iterable[Mapping[str, Any]], root: bytes) -> dict[str, bytes]:
-    """Dask's spans, parents before children; returns Dask span id -> OTLP span id."""
-    by_id = {s["span_id"]: s for s in spans}
+def _span_tree(
+    trace: _Trace, spans: Iterable[Mapping[str, Any]], root: bytes, failures: _Failures
+) -> dict[str, bytes]:
+    """Dask's spans, parents before children; returns Dask span id -> OTLP span id. A
+    span's failed tasks are those of its subtree's groups (``failures``)."""
+    spans = list(spans)
+    by_id = {row["span_id"]: row for row in spans}
+    erred, exception = _subtree_failures(spans, failures)
     placed: dict[str, bytes] = {}
 
     def place(span: Mapping[str, Any]) -> bytes:
@@ -264,7 +394,7 @@ def _span_tree(trace: _Trace, spans: Iterable[Mapping[str, Any]], root: bytes) -
         parent = place(parent_row) if parent_row is not None else root
         tags = [str(t) for t in span["name"]]
         start = span["started_at"] if span["started_at"] is not None else span["enqueued_at"]
-        erred = int((span["states"] or {}).get("erred", 0))
+        sid = span["span_id"]
         placed[span["span_id"]] = trace.add(
             "span",
             span["span_id"],
@@ -286,13 +416,46 @@ def _span_tree(trace: _Trace, spans: Iterable[Mapping[str, Any]], root: bytes) -
                 },
                 **_activities("dask.span", span["durations"]),
             },
-            error=_tasks_failed(erred),
+            error=_tasks_failed(erred.get(sid, 0), exception.get(sid)),
         )
         return placed[span["span_id"]]
 
     for span in spans:
         place(span)
     return placed
+
+
+def _subtree_failures(
+    spans: list[Mapping[str, Any]], failures: _Failures
+) -> tuple[dict[str, int], dict[str, str]]:
+    """Each span's failed tasks over its subtree, and the first exception found in it
+    (its own, else its first child's in order)."""
+    children: dict[str, list[str]] = {}
+    known = {row["span_id"] for row in spans}
+    for row in spans:
+        parent = row["parent_span_id"]
+        if parent in known:
+            children.setdefault(parent, []).append(row["span_id"])
+    erred: dict[str, int] = {}
+    exception: dict[str, str] = {}
+    for top in known:
+        if top in erred:
+            continue
+        pending = [(top, False)]
+        while pending:  # children first, without recursion (a tree may be deep)
+            sid, expanded = pending.pop()
+            if not expanded:
+                pending.append((sid, True))
+                pending.extend((c, False) for c in children.get(sid, ()) if c not in erred)
+                continue
+            below = children.get(sid, ())
+            erred[sid] = failures.by_span.get(sid, 0) + sum(erred[c] for c in below)
+            found = failures.span_exception.get(sid) or next(
+                (exception[c] for c in below if c in exception), None
+            )
+            if found is not None:
+                exception[sid] = found
+    return erred, exception
 
 
 def otlp_json(request: ExportTraceServiceRequest) -> dict[str, Any]:

@@ -11,12 +11,16 @@ stack weighs ``samples x interval`` seconds, so the weights of a profile add up 
 samples x interval.
 
 The file holds the whole cluster first, then one profile per computation (from the
-profile windows that overlap it: windows are a second or more, so a short computation
-shares its window's samples with its neighbours; the profile's name says so).
+profile windows that overlap it). A window is a second or more and holds the samples of
+every worker thread, so a window that overlaps several computations is in the profile
+of each: those profiles add up to more than the cluster's, and Dask does not record
+which sample belonged to which computation to split them. Each profile's name says how
+many of its windows it shares with other computations (their samples are in each).
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -138,8 +142,37 @@ def speedscope_file(
     }
 
 
-def _overlapping(windows: Iterable[Mapping[str, Any]], start: float, stop: float) -> list[Any]:
-    return [w["tree"] for w in windows if w["stopped_at"] >= start and w["started_at"] <= stop]
+def _overlapping(
+    windows: Iterable[Mapping[str, Any]], start: float, stop: float
+) -> list[Mapping[str, Any]]:
+    return [w for w in windows if w["stopped_at"] >= start and w["started_at"] <= stop]
+
+
+class _Overlaps:
+    """How many computations overlap a window (any of the cluster's, not only those
+    given a profile): those started by its end, less those stopped before its start."""
+
+    def __init__(self, computations: Iterable[Mapping[str, Any]], last_seen: float) -> None:
+        spans = [(c["started_at"], c["stopped_at"] or last_seen) for c in computations]
+        self.starts = sorted(start for start, _ in spans)
+        self.stops = sorted(stop for _, stop in spans)
+
+    def count(self, window: Mapping[str, Any]) -> int:
+        started = bisect.bisect_right(self.starts, window["stopped_at"])
+        ended = bisect.bisect_left(self.stops, window["started_at"])
+        return started - ended
+
+
+def _windows_text(windows: Sequence[Mapping[str, Any]], overlaps: _Overlaps) -> str:
+    """``(3 profile windows, 2 of them shared with other computations: …)``"""
+    text = f"{len(windows)} profile window{'s' if len(windows) != 1 else ''}"
+    shared = sum(overlaps.count(w) > 1 for w in windows)
+    if shared:
+        text += (
+            f", {'all' if shared == len(windows) else shared} of them shared with other "
+            "computations, whose samples they hold too"
+        )
+    return f"({text})"
 
 
 def speedscope_document(
@@ -173,20 +206,21 @@ def speedscope_document(
             "(a cluster shorter than that may have none)"
         )
     label = cluster["name"] or cluster_id
+    overlaps = _Overlaps(detail["computations"], cluster["last_seen_at"])
     profiles: list[NamedTree] = []
     if computation is None:
         profiles.append(NamedTree(f"cluster {label}", merge_trees(w["tree"] for w in windows)))
         longest = sorted(computations, key=_duration, reverse=True)[:MAX_COMPUTATION_PROFILES]
         computations = sorted(longest, key=lambda c: c["started_at"])
     for comp in computations:
-        trees = _overlapping(
+        found = _overlapping(
             windows, comp["started_at"], comp["stopped_at"] or cluster["last_seen_at"]
         )
-        if trees or computation is not None:
+        if found or computation is not None:
             line = call_line(comp)
             title = f"computation {comp['id']}" + (f": {line[:80]}" if line else "")
-            title += f" ({len(trees)} profile window{'s' if len(trees) != 1 else ''})"
-            profiles.append(NamedTree(title, merge_trees(trees)))
+            title += " " + _windows_text(found, overlaps)
+            profiles.append(NamedTree(title, merge_trees(w["tree"] for w in found)))
     return speedscope_file(
         profiles,
         name=f"daskscope profile of {label}",

@@ -44,15 +44,15 @@ def _groups(conn: sa.Connection, where: sa.ColumnElement[bool]) -> list[Row]:
 
 
 def _metrics(conn: sa.Connection, cluster_id: str, span_ids: set[str] | None) -> list[Row]:
-    """Fine metrics in seconds, summed by activity and prefix (of some spans only)."""
+    """Fine metrics in seconds, summed by context, activity and prefix (of some spans
+    only)."""
     m = s.span_metrics.c
     where = [m.cluster_id == cluster_id, m.unit == "seconds"]
     if span_ids is not None:
         where.append(m.span_id.in_(sorted(span_ids)))
     summed = sa.func.sum(m.value).label("value")
-    return _rows(
-        conn, sa.select(m.activity, m.prefix, summed).where(*where).group_by(m.activity, m.prefix)
-    )
+    keys = (m.context, m.activity, m.prefix)
+    return _rows(conn, sa.select(*keys, summed).where(*where).group_by(*keys))
 
 
 def _all_spans(conn: sa.Connection, cluster_id: str) -> list[Row]:

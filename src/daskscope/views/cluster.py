@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from daskscope.analysis import elapsed, span_tree
 from daskscope.analysis.code import code_frames, code_note
-from daskscope.analysis.graph import ACTIVITY_COLOURS
 from daskscope.analysis.workers import extra_metrics
+from daskscope.catalogue import task_action_colours
 from daskscope.format import MISSING, money_text
 from daskscope.store import Store, cluster_detail
 from daskscope.store.analytics import RUNNING_WITHIN
@@ -318,7 +318,7 @@ def cluster_view(
         events=[pick(Event, e) for e in detail["events"]],
         errors=[pick(TaskError, e) for e in detail["errors"]],
         profiles=[pick(ProfileWindow, p) for p in detail["profiles"]],
-        activity_colours=dict(ACTIVITY_COLOURS),
+        activity_colours=task_action_colours(),
     )
 
 

@@ -10,7 +10,9 @@ A side is named by a reference whose form says its kind:
 
 Both sides must be of the same kind. Every catalogue figure of the kind's scope is shown
 with its difference (b − a), ratio (b ÷ a) and, where the catalogue says which way is
-better, whether b is better or worse.
+better, whether b is better or worse, or the same within the noise
+(:func:`daskscope.analysis.compare.verdict`: the floors of the regression check, widened
+by the run-to-run noise of the history when both sides are runs of one recurring thing).
 """
 
 # ruff: noqa: RUF001, RUF002 (the typographic minus, times and sigma of the docs)
@@ -23,19 +25,23 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from daskscope import catalogue
+from daskscope.analysis import regression
 from daskscope.analysis.cluster import cluster_statistics
 from daskscope.analysis.compare import (
     compare_figures,
     compare_sums,
+    compute_by_prefix,
     match_prefixes,
     sum_by,
     tagged_totals,
+    verdict,
 )
 from daskscope.format import MISSING, value_text
 from daskscope.pricing import cost_rates
 from daskscope.store import Store, resolve_cluster_id
 from daskscope.store.compare import cluster_side, computation_side, run_side, span_side
 from daskscope.store.runs import resolve_run_id
+from daskscope.views.history import PREFIX_FIGURE, history_noise
 
 __all__ = [
     "REFERENCE_SYNTAX",
@@ -137,7 +143,9 @@ class FigureRow:
 
 @dataclass(frozen=True)
 class SumRow:
-    """Seconds of one activity (or task prefix) on both sides."""
+    """Seconds of one activity (or task prefix) on both sides; ``verdict`` as a
+    figure's for a task prefix's compute seconds (lower is better), None for an
+    activity."""
 
     key: str
     a: float | None
@@ -147,6 +155,7 @@ class SumRow:
     difference_text: str
     ratio: float | None
     ratio_text: str
+    verdict: str | None
 
 
 @dataclass(frozen=True)
@@ -164,17 +173,23 @@ class PrefixRow:
     b_bytes: float | None
     seconds_ratio: float | None
     ratio_text: str
+    verdict: str | None
 
 
 @dataclass(frozen=True)
 class CompareView:
     """Two things of one kind side by side: catalogue figures, fine metrics by activity
-    and by task prefix (seconds), task groups matched by prefix, the clusters' workers
-    and memory, and a unified diff of their code (empty: the same code)."""
+    and each task prefix's compute seconds (``thread-cpu`` + ``thread-noncpu``), task
+    groups matched by prefix, the clusters' workers and memory, and a unified diff of
+    their code (empty: the same code). ``same`` says when a change reads "same" (within
+    the noise); ``noise_runs``, how many runs of a recurring thing both sides belong to
+    widened it (0: none)."""
 
     kind: str
     a: Side
     b: Side
+    same: str
+    noise_runs: int
     figures: list[FigureRow]
     activities: list[SumRow]
     activities_source: str
@@ -213,9 +228,9 @@ def code_diff(a_code: Sequence[str], b_code: Sequence[str]) -> list[str]:
 
 
 def _figure_rows(figures: Sequence[catalogue.Figure], a: Mapping[str, Any],
-                 b: Mapping[str, Any]) -> list[FigureRow]:  # fmt: skip
+                 b: Mapping[str, Any], noise: Mapping[str, float]) -> list[FigureRow]:  # fmt: skip
     rows = []
-    for c in compare_figures(figures, a, b):
+    for c in compare_figures(figures, a, b, noise=noise):
         f: catalogue.Figure = c["figure"]
         diff_unit = "seconds" if f.unit == "timestamp" else f.unit
         rows.append(FigureRow(
@@ -229,7 +244,19 @@ def _figure_rows(figures: Sequence[catalogue.Figure], a: Mapping[str, Any],
     return rows
 
 
-def _sum_rows(a: Mapping[str, float], b: Mapping[str, float]) -> list[SumRow]:
+def _prefix_verdict(
+    prefix: str, a: float | None, b: float | None, noise: Mapping[str, float]
+) -> str | None:
+    """A task prefix's seconds judged as its task time is (lower is better)."""
+    f = catalogue.figure(PREFIX_FIGURE)
+    sigma = noise.get(f"{f.id}:{prefix}")
+    return verdict(a, b, f.better, unit=f.unit, relative_sigma=sigma)
+
+
+def _sum_rows(
+    a: Mapping[str, float], b: Mapping[str, float], noise: Mapping[str, float] | None = None
+) -> list[SumRow]:
+    """Rows by key; with ``noise``, the keys are task prefixes and get a verdict."""
     return [
         SumRow(
             key=r["key"],
@@ -240,6 +267,7 @@ def _sum_rows(a: Mapping[str, float], b: Mapping[str, float]) -> list[SumRow]:
             difference_text=difference_text(r["difference"], "seconds"),
             ratio=r["ratio"],
             ratio_text=ratio_text(r["ratio"]),
+            verdict=None if noise is None else _prefix_verdict(r["key"], r["a"], r["b"], noise),
         )
         for r in compare_sums(a, b)
     ]
@@ -257,14 +285,32 @@ def _activities(side: Mapping[str, Any]) -> dict[str, float]:
     return sums
 
 
+def _same_rule(recurring: tuple[str, str] | None, runs: int) -> str:
+    """When a change reads "same", in words."""
+    rule = (
+        f"a change reads “same” when |B − A| is at most the largest of "
+        f"{regression.MIN_CHANGE * 100:g} % of A, "
+        f"{regression.MIN_ABSOLUTE['seconds'] * 1000:g} ms for times"
+    )
+    if recurring is None or not runs:
+        return rule + " (no history shared by both sides to widen it)"
+    kind, name = recurring
+    return (
+        f"{rule} and {regression.K:g} × the run-to-run σ (1.4826 × MAD ÷ median, of A) "
+        f"of the last {runs} runs of {kind} “{name}”"
+    )
+
+
 def _resolve(store: Store, ref: Reference, account: str | None) -> tuple[Side, dict[str, Any]]:
     """The side's data (as :mod:`daskscope.store.compare` reads it, with ``row``, the
-    figures' row) and how it is described."""
+    figures' row, and ``recurring``, the history kind and name it is a run of, if any)
+    and how it is described."""
     if ref.kind == "run":
         run_id = resolve_run_id(store, ref.run or "", account=account)
         data = run_side(store, run_id)
         run = data["row"]
         data["row"] = {**(run["metrics"] or {}), "wall_time_s": run["wall_time_s"]}
+        data["recurring"] = ("run", run["name"]) if run["name"] else None
         title, url, started = (
             f"run {run['name']} ({run_id[:8]})",
             f"/runs/{run_id}",
@@ -276,6 +322,8 @@ def _resolve(store: Store, ref: Reference, account: str | None) -> tuple[Side, d
             data = cluster_side(store, cluster_id)
             rates = cost_rates(data["cluster"]["account"])
             data["row"] = {**data["cluster"], **cluster_statistics(data["cluster"], rates)}
+            name = data["cluster"]["name"]
+            data["recurring"] = ("cluster", name) if name else None
             title, url = f"cluster {cluster_id[:8]}", f"/clusters/{cluster_id}"
         elif ref.kind == "computation":
             data = computation_side(store, cluster_id, ref.part or "")
@@ -284,12 +332,14 @@ def _resolve(store: Store, ref: Reference, account: str | None) -> tuple[Side, d
                 None if comp["stopped_at"] is None else comp["stopped_at"] - comp["started_at"]
             )
             data["row"] = {**comp, "duration_s": duration}
+            data["recurring"] = None
             title = f"computation {comp['id'][:8]} of cluster {cluster_id[:8]}"
             url = f"/clusters/{cluster_id}/computations/{comp['id']}"
         else:
             data = span_side(store, cluster_id, ref.part or "")
             totals = tagged_totals(data["spans"])
             data["row"], data["code"] = totals, totals["code"]
+            data["recurring"] = ("span", ref.part or "")
             count = totals["spans"]
             title = (
                 f"span {ref.part!r} of cluster {cluster_id[:8]} ({count} span{'s' * (count != 1)})"
@@ -318,6 +368,11 @@ def compare_view(store: Store, a: str, b: str, *, account: str | None = None) ->
         )
     side_a, da = _resolve(store, ra, account)
     side_b, db = _resolve(store, rb, account)
+    noise: dict[str, float] = {}
+    runs = 0
+    recurring = da["recurring"] if da["recurring"] == db["recurring"] else None
+    if recurring is not None:
+        noise, runs = history_noise(store, *recurring, account=account)
     scope = _SCOPE[ra.kind]
     figures = [f for f in catalogue.figures(scope) if f.unit != "timestamp"]
     prefixes = match_prefixes(da["groups"], db["groups"])
@@ -330,13 +385,13 @@ def compare_view(store: Store, a: str, b: str, *, account: str | None = None) ->
     elif not diff:
         note = "the same code on both sides"
     return CompareView(
-        kind=ra.kind, a=side_a, b=side_b,
-        figures=_figure_rows(figures, da["row"], db["row"]),
+        kind=ra.kind, a=side_a, b=side_b, same=_same_rule(recurring, runs), noise_runs=runs,
+        figures=_figure_rows(figures, da["row"], db["row"], noise),
         activities=_sum_rows(_activities(da), _activities(db)),
         activities_source="fine metrics (seconds)" if has_metrics
         else "task groups' durations by action",
-        prefixes=_sum_rows(sum_by(da["metrics"] or [], "prefix"),
-                           sum_by(db["metrics"] or [], "prefix")) if has_metrics else [],
+        prefixes=_sum_rows(compute_by_prefix(da["metrics"] or []),
+                           compute_by_prefix(db["metrics"] or []), noise) if has_metrics else [],
         task_prefixes=[
             PrefixRow(
                 prefix=p["prefix"], status=p["status"],
@@ -344,12 +399,13 @@ def compare_view(store: Store, a: str, b: str, *, account: str | None = None) ->
                 a_seconds=p["a_duration_s"], b_seconds=p["b_duration_s"],
                 a_bytes=p["a_nbytes_total"], b_bytes=p["b_nbytes_total"],
                 seconds_ratio=p["duration_ratio"], ratio_text=ratio_text(p["duration_ratio"]),
+                verdict=_prefix_verdict(p["prefix"], p["a_duration_s"], p["b_duration_s"], noise),
             )
             for p in prefixes
         ],
         added_prefixes=[p["prefix"] for p in prefixes if p["status"] == "added"],
         removed_prefixes=[p["prefix"] for p in prefixes if p["status"] == "removed"],
-        cluster=_figure_rows(cluster_figures, da["cluster"] or {}, db["cluster"] or {}),
+        cluster=_figure_rows(cluster_figures, da["cluster"] or {}, db["cluster"] or {}, {}),
         code_diff=diff,
         code_note=note,
     )  # fmt: skip

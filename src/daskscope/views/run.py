@@ -27,10 +27,12 @@ if TYPE_CHECKING:
     from daskscope.store.runs import RunFilter
 
 __all__ = [
+    "DATASET_FIGURES",
     "EMPTY",
     "SECTION_FIGURES",
     "ChunkRow",
     "ChunkStat",
+    "DatasetRow",
     "FigureGroup",
     "RunFigure",
     "RunList",
@@ -172,6 +174,15 @@ class WorkerRow:
 
 
 @dataclass(frozen=True)
+class DatasetRow:
+    """One dataset's figures (workflow figures of its chunks, or of its partitions on the
+    dask-awkward path), in the columns of :data:`DATASET_FIGURES` the run has."""
+
+    name: str
+    figures: tuple[RunFigure, ...]
+
+
+@dataclass(frozen=True)
 class RunView:
     run: RunSummary
     figures: tuple[FigureGroup, ...]
@@ -183,6 +194,9 @@ class RunView:
     #: why there are no chunks / no sections (None when there are)
     chunks_why: str | None
     sections_why: str | None
+    #: per dataset, by name; ``datasets_why`` says why there are none (None when there are)
+    datasets: tuple[DatasetRow, ...] = ()
+    datasets_why: str | None = None
 
     def figure(self, key: str) -> RunFigure | None:
         """The figure ``key`` wherever it is grouped."""
@@ -243,6 +257,14 @@ _TRACKED = frozenset({"workers_avg", "workers_peak", "memory_peak_bytes", "memor
 _FROM_CHUNKS = frozenset({"processing_time_s", "chunk_cpu_seconds", "chunk_memory_peak_bytes"})
 NO_CHUNKS = "no @track_metrics chunk reached the collector"
 NO_SECTIONS = "no track_time/track_memory section ran"
+NO_DATASETS = "no chunk names a dataset (coffea's events.metadata['dataset'])"
+#: The per-dataset columns, in this order, of those a run has (workflow figure keys):
+#: the chunk path's, then the dask-awkward path's (uproot's report per dataset)
+DATASET_FIGURES = (
+    "num_chunks", "num_failed_attempts", "total_events", "bytes_read", "processing_time_s",
+    "chunk_cpu_seconds", "event_rate_per_busy_second_khz", "data_rate_per_busy_second_gbps",
+    "partitions", "partitions_failed", "read_time_s", "read_requests",
+)  # fmt: skip
 
 
 def _unit_of(key: str) -> str:
@@ -349,6 +371,31 @@ def _sections(sections: Mapping[str, Mapping[str, Any]]) -> tuple[SectionRow, ..
     )
 
 
+def _datasets(
+    info: Mapping[str, Any], chunks: Sequence[Chunk], facts: _Facts
+) -> tuple[DatasetRow, ...]:
+    given = info.get("datasets")
+    if given is None and info.get("path") != "dask-awkward":
+        # a run stored before runs kept them: made from its chunks, as the collector does
+        from daskscope.workflow.metrics import dataset_metrics
+
+        given = dataset_metrics(list(chunks))
+    if not isinstance(given, Mapping):
+        return ()
+    present = {k for figures in given.values() for k in figures}
+    keys = [k for k in DATASET_FIGURES if k in present]
+    keys += sorted(present - set(DATASET_FIGURES))
+    return tuple(
+        DatasetRow(str(name), tuple(_figure(k, given[name], facts) for k in keys))
+        for name in sorted(given)
+    )
+
+
+def _no_datasets(info: Mapping[str, Any], facts: _Facts) -> str:
+    # the dask-awkward path has its datasets from uproot's report
+    return facts.why("partitions") if info.get("path") == "dask-awkward" else NO_DATASETS
+
+
 def _chunk_stats(chunks: Sequence[Chunk]) -> tuple[ChunkStat, ...]:
     stats = []
     for key in _CHUNK_FIGURES:
@@ -414,6 +461,7 @@ def _view(row: Mapping[str, Any], chunks: Sequence[Chunk]) -> RunView:
     info = row.get("info") or {}
     facts = _Facts(row["backend"], info, len(chunks))
     sections = row.get("sections") or {}
+    datasets = _datasets(info, chunks, facts)
     return RunView(
         run=_summary(row),
         figures=_groups(row.get("metrics") or {}, facts),
@@ -424,6 +472,8 @@ def _view(row: Mapping[str, Any], chunks: Sequence[Chunk]) -> RunView:
         coffea_report=row.get("coffea_report"),
         chunks_why=None if chunks else facts.why("processing_time_s"),
         sections_why=None if sections else NO_SECTIONS,
+        datasets=datasets,
+        datasets_why=None if datasets else _no_datasets(info, facts),
     )
 
 

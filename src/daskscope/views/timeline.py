@@ -7,9 +7,9 @@ bins per thread, each with its busy seconds by activity and the group that compu
 most in it. Zooming in asks for a narrower window, until the tasks themselves come back.
 
 Colours: compute is coloured by the task's prefix, as Dask's task stream colours it (so
-a loop's hundred groups of the same prefix read as one colour), the other activities as
-the task stream and the computation graph colour them (transfer red, disk orange,
-deserialisation grey).
+a loop's hundred groups of the same prefix read as one colour), the other activities in
+their colours of the metric catalogue (``daskscope.catalogue.TASK_ACTIONS``), as every
+page draws them.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import numpy as np
 import sqlalchemy as sa
 from dask.utils import key_split
 
-from daskscope.analysis.graph import ACTIVITY_COLOURS, OTHER_COLOUR
 from daskscope.analysis.timeline import Interval, clipped_seconds, idle_gaps, spread
+from daskscope.catalogue import task_action_colours
 from daskscope.store import Store
 from daskscope.store import schema as s
 from daskscope.store.series import span_tree_rows
@@ -59,7 +59,6 @@ __all__ = [
     "TimelineTotals",
     "TimelineView",
     "UtilisationBin",
-    "activity_colour",
     "prefix_colour",
     "span_of_tag",
     "task_detail_view",
@@ -78,8 +77,7 @@ UTILISATION_BINS = 100
 LISTED = 10
 
 #: Compute colours, one per task prefix (by a hash of its name, stable across pages and
-#: windows); none of them red, orange or grey, which mean transfer, disk and
-#: deserialisation
+#: windows); none of them a colour of the catalogue's activities or task actions
 PREFIX_PALETTE = (
     "#1f77b4", "#2ca02c", "#9467bd", "#17becf", "#8c564b", "#e377c2", "#bcbd22",
     "#393b79", "#637939", "#7b4173", "#3182bd", "#31a354", "#756bb1", "#6baed6",
@@ -91,11 +89,6 @@ COMPUTE = "compute"
 def prefix_colour(prefix: str) -> str:
     """The compute colour of a task prefix: the same on every page and in every window."""
     return PREFIX_PALETTE[zlib.crc32(prefix.encode()) % len(PREFIX_PALETTE)]
-
-
-def activity_colour(action: str) -> str:
-    """The colour of an activity other than compute (the computation graph's)."""
-    return ACTIVITY_COLOURS.get(action, OTHER_COLOUR)
 
 
 @dataclass(frozen=True)
@@ -499,7 +492,8 @@ class _Parts:
 
 def _activity_keys(seconds: dict[str, float]) -> list[ActivityKey]:
     order = sorted(seconds, key=lambda a: (a != COMPUTE, -seconds[a], a))
-    return [ActivityKey(a, None if a == COMPUTE else activity_colour(a), seconds[a]) for a in order]
+    colours = task_action_colours(order)
+    return [ActivityKey(a, None if a == COMPUTE else colours[a], seconds[a]) for a in order]
 
 
 def _gaps(

@@ -1,6 +1,7 @@
 """Workers over time, as the cluster page draws them (``/api/v1/clusters/{id}/workers``):
 per worker Dask's memory split against its limit, CPU, tasks, network and disk I/O and
-GPU figures when recorded; the cluster's memory summed; departures with their reason.
+GPU figures when recorded (in either of distributed's namings, with the GPU's name and
+total memory); the cluster's memory summed; departures with their reason.
 
 Labels and units come from the metric catalogue (``figures``), so the page's axes and
 legends say what the CLI and the docs say.
@@ -23,6 +24,7 @@ __all__ = [
     "MAX_POINTS_PER_WORKER",
     "Departure",
     "FigureLabel",
+    "GpuDevice",
     "MemoryTotals",
     "WorkerEvent",
     "WorkerSeries",
@@ -31,8 +33,15 @@ __all__ = [
 ]
 
 MAX_POINTS_PER_WORKER = 2000
-#: GPU figures of the samples' ``metrics`` (distributed's NVML metric): name -> series
-GPU_METRICS = {"gpu.utilization": "gpu_utilization", "gpu.memory-used": "gpu_memory_used"}
+#: GPU figures of the samples' ``metrics``: series -> the names distributed gives them,
+#: the first found in a sample taken: its ``gpu`` worker metric (a worker built after
+#: NVML was initialised), then its system monitor's (every worker where NVML works)
+GPU_METRICS = {
+    "gpu_utilization": ("gpu.utilization", "gpu_utilization"),
+    "gpu_memory_used": ("gpu.memory-used", "gpu_memory_used"),
+}
+#: the system monitor's total memory of the GPU, in every heartbeat
+_GPU_MEMORY_TOTAL = "gpu-memory-total"
 #: Sample columns kept per worker: column -> series name
 _COLUMNS = {
     "memory": "memory",
@@ -124,10 +133,21 @@ class FigureLabel:
     unit: str
 
 
+@dataclass(frozen=True)
+class GpuDevice:
+    """The GPU a worker has: its name and total memory, as the worker told at its start
+    (distributed's ``gpu`` startup information) or its system monitor tells (asked once,
+    and its heartbeats' total); None where not told."""
+
+    name: str | None
+    memory_total: int | None
+
+
 #: GPU figures have no column (nor catalogue entry): labels of distributed's NVML names
 _GPU_LABELS = {
     "gpu_utilization": FigureLabel("GPU utilisation", "percent"),
     "gpu_memory_used": FigureLabel("GPU memory used", "bytes"),
+    "gpu_memory_total": FigureLabel("GPU memory total", "bytes"),
 }
 
 
@@ -140,6 +160,8 @@ class WorkersView:
     events: list[WorkerEvent]
     departures: list[Departure]
     gpu_recorded: bool
+    #: by worker address: the GPU of each worker that has one recorded
+    gpus: dict[str, GpuDevice]
     #: catalogue labels and units by sample column
     figures: dict[str, FigureLabel]
 
@@ -157,6 +179,7 @@ def workers_view(store: Store, cluster_id: str) -> WorkersView:
         if e["kind"] == "worker-removed" and e["worker"] is not None
     ]
     totals = _thin(memory_over_time(samples))
+    gpus = _gpus(events, by_worker)
     return WorkersView(
         cluster_id=cluster_id,
         workers=workers,
@@ -164,6 +187,7 @@ def workers_view(store: Store, cluster_id: str) -> WorkersView:
         events=[WorkerEvent(e["at"], e["kind"], e["worker"], e["detail"] or {}) for e in events],
         departures=departures,
         gpu_recorded=any(s.gpu_utilization or s.gpu_memory_used for s in workers.values()),
+        gpus=gpus,
         figures={**{k: _label(k) for k in _FIGURES}, **_GPU_LABELS},
     )
 
@@ -182,10 +206,43 @@ def _series(rows: Sequence[Mapping[str, Any]]) -> WorkerSeries:
     for column, name in _COLUMNS.items():
         out[name] = [r[column] for r in rows]
     out["tasks"] = [int(r["executing"]) + int(r["processing"]) for r in rows]
-    for metric, name in GPU_METRICS.items():
-        values = [(r["metrics"] or {}).get(metric) for r in rows]
+    for name, metrics in GPU_METRICS.items():
+        values = [_first(r["metrics"], metrics) for r in rows]
         out[name] = values if any(v is not None for v in values) else None
     return WorkerSeries(**_thin(out))
+
+
+def _first(metrics: Mapping[str, Any] | None, names: Sequence[str]) -> Any:
+    for name in names:
+        value = (metrics or {}).get(name)
+        if value is not None:
+            return value
+    return None
+
+
+def _gpus(
+    events: Sequence[Mapping[str, Any]], by_worker: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> dict[str, GpuDevice]:
+    """Each worker's GPU: its latest arrival's (the recorder writes what the worker
+    told into it), else the total memory its system monitor reports."""
+    told: dict[str, Mapping[str, Any]] = {}
+    for event in events:  # in time order: a worker's latest arrival wins
+        gpu = (event["detail"] or {}).get("gpu") if event["kind"] == "worker-added" else None
+        if event["worker"] is not None and isinstance(gpu, Mapping):
+            told[event["worker"]] = gpu
+    out: dict[str, GpuDevice] = {}
+    for worker in sorted(set(told) | set(by_worker)):
+        gpu = told.get(worker, {})
+        total = gpu.get("memory_total")
+        if total is None:
+            totals = [
+                (r["metrics"] or {}).get(_GPU_MEMORY_TOTAL) for r in by_worker.get(worker, ())
+            ]
+            total = next((t for t in reversed(totals) if t is not None and t > 0), None)
+        name = gpu.get("name")
+        if name is not None or total is not None:
+            out[worker] = GpuDevice(name, int(total) if total is not None else None)
+    return out
 
 
 def _thin(series: dict[str, Any]) -> dict[str, Any]:

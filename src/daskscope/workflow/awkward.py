@@ -23,11 +23,12 @@ from daskscope.collector.dask_adapter import IDLE_KEY
 from daskscope.collector.snapshot import metric_parts
 from daskscope.workflow.collector import MetricsCollector
 from daskscope.workflow.metrics import (
+    DerivedMetric,
     apply_derived,
-    derived_metrics,
     parse_fine_metrics,
     workflow_metrics,
 )
+from daskscope.workflow.run import WorkflowRun
 from daskscope.workflow.uproot_report import (
     NO_ENTRY_RANGES,
     per_dataset,
@@ -36,12 +37,15 @@ from daskscope.workflow.uproot_report import (
 )
 
 __all__ = [
+    "HANDED_OVER",
     "NO_CHUNKS",
     "NO_ENTRY_RANGES",
     "NO_GRAPH",
     "NO_REPORT",
     "AwkwardMetricsCollector",
     "classify_layers",
+    "reads_with_uproot_dask",
+    "refresh_run",
     "report_figures",
     "report_rows",
     "split_by_kind",
@@ -60,11 +64,21 @@ NO_CHUNKS = (
 NO_REPORT = (
     "no uproot report: pass uproot_options={'allow_read_errors_with_report': True} to "
     "apply_to_fileset and give the computed report to set_uproot_report() (or use "
-    "collector.compute(out, report))"
+    "collector.compute(out, report); a plain MetricsCollector takes it in "
+    "set_coffea_report())"
 )
 NO_GRAPH = (
     "the graph was not shown to the collector: call collector.watch(out, report) before "
     "dask.compute, or use collector.compute(out, report)"
+)
+#: What a plain ``MetricsCollector`` says when it finds itself on this path
+HANDED_OVER = (
+    "this run is coffea's dask-awkward path (process() builds a graph on the client, so "
+    "there are no per-chunk records): measured as AwkwardMetricsCollector measures it — "
+    "speedup and efficiency from the span's task seconds, events and bytes from uproot's "
+    "report. Pass uproot_options={'allow_read_errors_with_report': True} to "
+    "apply_to_fileset and give the computed report to set_coffea_report(); or use "
+    "daskscope.workflow.awkward.AwkwardMetricsCollector and collector.compute(out, report)"
 )
 
 
@@ -181,8 +195,11 @@ class AwkwardMetricsCollector(MetricsCollector):
 
     ``collector.compute`` is ``dask.compute`` that first shows the graph to the collector
     (``watch``) and then takes uproot's report from the results (``set_uproot_report``);
-    both can be called by hand around a plain ``dask.compute``.
+    both can be called by hand around a plain ``dask.compute``. A plain
+    ``MetricsCollector`` that finds itself on this path hands over to these figures.
     """
+
+    dask_awkward_path = True
 
     def __init__(self, client: Any = None, **kwargs: Any) -> None:
         if client is None and kwargs.get("enabled", True) and "backend" not in kwargs:
@@ -191,16 +208,11 @@ class AwkwardMetricsCollector(MetricsCollector):
                 "that runs dask.compute (AwkwardMetricsCollector(client, ...))"
             )
         super().__init__(client, **kwargs)
-        self._kinds: dict[str, str] = {}
-        self._rows: list[dict[str, Any]] | None = None
 
     def watch(self, *collections: Any) -> None:
         """Learn which task prefixes read, process and aggregate, from the graphs of the
         collections about to be computed (the outputs and the report)."""
-        rank = {kind: i for i, kind in enumerate(KINDS)}
-        for prefix, kind in classify_layers(collections).items():
-            if prefix not in self._kinds or rank[kind] < rank[self._kinds[prefix]]:
-                self._kinds[prefix] = kind
+        self._watch(*collections)
 
     def compute(self, *collections: Any, **kwargs: Any) -> tuple[Any, ...]:
         """``dask.compute(*collections, **kwargs)``, measured: the graph is watched and
@@ -220,15 +232,6 @@ class AwkwardMetricsCollector(MetricsCollector):
         figures are refreshed and the run is written to the store again."""
         self._set_rows(report_rows(report))
 
-    def _set_rows(self, rows: list[dict[str, Any]]) -> None:
-        self._rows = rows
-        if self.run is not None:
-            self._refresh()
-            if self.store and self._store_thread is not None:
-                # the first write must not land after this one
-                self._store_thread.join()
-                self._store_in_background()
-
     @property
     def not_measured(self) -> dict[str, str]:
         """``{metric key: why it is absent}`` for the figures this path lacks."""
@@ -239,95 +242,111 @@ class AwkwardMetricsCollector(MetricsCollector):
         """uproot's report, one plain row per partition (see ``report_rows``)."""
         return list(self._finished().info.get("partitions", []))
 
-    def _refresh(self) -> None:
-        run = self.run
-        assert run is not None
-        missing: dict[str, str] = dict.fromkeys(
-            ("processing_time_s", "chunk_cpu_seconds", "chunk_memory_peak_bytes"), NO_CHUNKS
-        )
-        figures: dict[str, Any] = {}
-        if self._rows is None:
-            for key in ("total_events", "bytes_read", "num_chunks", "partitions"):
-                missing[key] = NO_REPORT
-            run.info.pop("partitions", None)
-        else:
-            figures, lacking = report_figures(self._rows)
-            missing.update(lacking)
-            figures["num_chunks"] = figures["partitions"]
-            run.info["partitions"] = self._rows
-            run.info["datasets"] = per_dataset(self._rows)
-            run.info["read_failures"] = [r for r in self._rows if r["exception"] is not None]
-        # chunk records cannot exist here (process() ran on the client): none are used
-        run.chunks = []
-        run.sections = {}
-        report = {
-            "entries": figures.get("total_events"),
-            "bytesread": figures.get("bytes_read"),
-            "chunks": figures.get("num_chunks"),
-        }
-        metrics = workflow_metrics(
-            wall_time_s=run.wall_time_s,
-            chunks=[],
-            report={k: v for k, v in report.items() if v is not None},
-            span_metrics=run.span_metrics,
-            parser=parse_fine_metrics if run.span_metrics else None,
-            tracking=run.tracking_data,
-            info=run.info,
-        )
-        metrics.update(figures)
-        missing.update(self._fine_figures(metrics, run.span_metrics, run.info))
-        for key in missing:
-            metrics.pop(key, None)
-        run.info["not_measured"] = missing
-        run.info["prefix_kinds"] = dict(sorted(self._kinds.items()))
-        run.info["processor_prefixes"] = sorted(p for p, k in self._kinds.items() if k == PROCESSOR)
-        apply_derived(metrics, run.tracking_data, [*derived_metrics(), *self._derived])
-        run.metrics = metrics
 
-    def _fine_figures(
-        self,
-        metrics: dict[str, Any],
-        span_metrics: Mapping[tuple[Hashable, ...], float],
-        info: dict[str, Any],
-    ) -> dict[str, str]:
-        """Add the figures made of fine metrics; return the ones that are missing."""
-        missing: dict[str, str] = {}
-        split_keys = [
-            f"{k}_{u}" for k in KINDS for u in ("seconds", "cpu_seconds", "noncpu_seconds")
-        ]
-        for key in split_keys:
-            metrics.pop(key, None)  # parse_fine_metrics' two-way split does not apply
-        if not span_metrics:
-            why = "no fine metrics of the run's span (no tasks ran in it)"
-            return dict.fromkeys(["cpu_seconds", "event_rate_aggregated_khz", *split_keys], why)
-        if self._kinds:
-            split, unknown = split_by_kind(span_metrics, self._kinds)
-            metrics.update(split)
-            info["unclassified_prefixes"] = unknown
-            ran = {metric_parts(tuple(k))[1] for k in span_metrics}
-            if not ran & {p for p, k in self._kinds.items() if k == READ}:
-                why = "uproot's read ran inside other tasks (fused): its time is in processor_*"
-                for key in split_keys[:3]:
-                    metrics.pop(key, None)
-                    missing[key] = why
-        else:
-            read = _read_by_name(span_metrics)
-            if read is not None:
-                metrics.update(read)
-            missing.update(dict.fromkeys(split_keys[3:], NO_GRAPH))
-        events, cpu = metrics.get("total_events"), metrics.get("cpu_seconds")
-        if events is not None and cpu:
-            metrics["event_rate_aggregated_khz"] = events / cpu / 1e3
-        else:
-            metrics.pop("event_rate_aggregated_khz", None)
-        # Σ task seconds from the fine metrics stands in for Σ chunk seconds
-        wall, busy, cores = (
-            metrics.get("wall_time_s"),
-            metrics.get("execute_seconds"),
-            metrics.get("cores"),
-        )
-        if wall and busy is not None:
-            metrics["speedup"] = busy / wall
-            if cores:
-                metrics["parallel_efficiency"] = busy / (wall * cores)
-        return missing
+# -- the figures of a run on this path ---------------------------------------------------
+
+
+def reads_with_uproot_dask(span_metrics: Mapping[tuple[Hashable, ...], float]) -> bool:
+    """Whether uproot's dask read (``from-uproot`` tasks) ran in the span."""
+    return any(metric_parts(tuple(k))[1] == _READ_PREFIX for k in span_metrics)
+
+
+def refresh_run(
+    run: WorkflowRun,
+    *,
+    kinds: Mapping[str, str],
+    rows: list[dict[str, Any]] | None,
+    derived: Iterable[DerivedMetric] = (),
+) -> None:
+    """The run's figures on the dask-awkward path (``docs/workflow.md``): uproot's report
+    ``rows`` (None: not given), the span's fine metrics split by the graphs' prefix
+    ``kinds``; ``run.info["not_measured"]`` says why each absent figure is absent."""
+    missing: dict[str, str] = dict.fromkeys(
+        ("processing_time_s", "chunk_cpu_seconds", "chunk_memory_peak_bytes"), NO_CHUNKS
+    )
+    figures: dict[str, Any] = {}
+    if rows is None:
+        for key in ("total_events", "bytes_read", "num_chunks", "partitions"):
+            missing[key] = NO_REPORT
+        for key in ("partitions", "datasets", "read_failures"):
+            run.info.pop(key, None)
+    else:
+        figures, lacking = report_figures(rows)
+        missing.update(lacking)
+        figures["num_chunks"] = figures["partitions"]
+        run.info["partitions"] = rows
+        run.info["datasets"] = per_dataset(rows)
+        run.info["read_failures"] = [r for r in rows if r["exception"] is not None]
+    # chunk records cannot exist here (process() ran on the client): none are used
+    run.chunks = []
+    run.sections = {}
+    report = {
+        "entries": figures.get("total_events"),
+        "bytesread": figures.get("bytes_read"),
+        "chunks": figures.get("num_chunks"),
+    }
+    metrics = workflow_metrics(
+        wall_time_s=run.wall_time_s,
+        chunks=[],
+        report={k: v for k, v in report.items() if v is not None},
+        span_metrics=run.span_metrics,
+        parser=parse_fine_metrics if run.span_metrics else None,
+        tracking=run.tracking_data,
+        info=run.info,
+    )
+    metrics.update(figures)
+    missing.update(_fine_figures(metrics, run.span_metrics, run.info, kinds))
+    for key in missing:
+        metrics.pop(key, None)
+    run.info["not_measured"] = missing
+    run.info["prefix_kinds"] = dict(sorted(kinds.items()))
+    run.info["processor_prefixes"] = sorted(p for p, k in kinds.items() if k == PROCESSOR)
+    apply_derived(metrics, run.tracking_data, derived)
+    run.metrics = metrics
+
+
+def _fine_figures(
+    metrics: dict[str, Any],
+    span_metrics: Mapping[tuple[Hashable, ...], float],
+    info: dict[str, Any],
+    kinds: Mapping[str, str],
+) -> dict[str, str]:
+    """Add the figures made of fine metrics; return the ones that are missing."""
+    missing: dict[str, str] = {}
+    split_keys = [f"{k}_{u}" for k in KINDS for u in ("seconds", "cpu_seconds", "noncpu_seconds")]
+    for key in split_keys:
+        metrics.pop(key, None)  # parse_fine_metrics' two-way split does not apply
+    if not span_metrics:
+        why = "no fine metrics of the run's span (no tasks ran in it)"
+        return dict.fromkeys(["cpu_seconds", "event_rate_aggregated_khz", *split_keys], why)
+    if kinds:
+        split, unknown = split_by_kind(span_metrics, kinds)
+        metrics.update(split)
+        info["unclassified_prefixes"] = unknown
+        ran = {metric_parts(tuple(k))[1] for k in span_metrics}
+        if not ran & {p for p, k in kinds.items() if k == READ}:
+            why = "uproot's read ran inside other tasks (fused): its time is in processor_*"
+            for key in split_keys[:3]:
+                metrics.pop(key, None)
+                missing[key] = why
+    else:
+        read = _read_by_name(span_metrics)
+        if read is not None:
+            metrics.update(read)
+        missing.update(dict.fromkeys(split_keys[3:], NO_GRAPH))
+    events, cpu = metrics.get("total_events"), metrics.get("cpu_seconds")
+    if events is not None and cpu:
+        metrics["event_rate_aggregated_khz"] = events / cpu / 1e3
+    else:
+        metrics.pop("event_rate_aggregated_khz", None)
+    # Σ task seconds from the fine metrics stands in for Σ chunk seconds
+    wall, busy, cores = (
+        metrics.get("wall_time_s"),
+        metrics.get("execute_seconds"),
+        metrics.get("cores"),
+    )
+    if wall and busy is not None:
+        metrics["speedup"] = busy / wall
+        if cores:
+            metrics["parallel_efficiency"] = busy / (wall * cores)
+    return missing

@@ -12,6 +12,7 @@ Imports nothing heavy: this module runs inside Dask workers and pool children.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -123,15 +124,23 @@ class Chunk:
 
 
 def plain(value: Any) -> Any:
-    """Something msgpack and JSON both carry: containers of str, numbers, bools, None."""
-    if value is None or isinstance(value, (str, bool, int, float)):
+    """Something msgpack and JSON both carry: containers of str, numbers, bools, None,
+    of exactly those types (a numpy scalar becomes its Python number, a tuple a list), so
+    that a saved or stored run reads back with the same types. A float that is not a
+    number (NaN, ±inf) becomes None: JSON has no such number."""
+    if value is None or type(value) in (str, bool, int):
         return value
+    if type(value) is float:
+        return value if math.isfinite(value) else None
     if isinstance(value, dict):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
+    for base in (int, float, str):  # subclasses: numpy's float64, an IntEnum, ...
+        if isinstance(value, base):
+            return plain(base(value))
     try:  # numpy scalars
-        return value.item()
+        return plain(value.item())
     except Exception:
         return str(value)
 

@@ -16,7 +16,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from daskscope.workflow import delivery, route, tracking
 from daskscope.workflow.backends.base import Backend
@@ -24,6 +24,7 @@ from daskscope.workflow.chunk import Chunk
 from daskscope.workflow.metrics import (
     DerivedMetric,
     aggregate_sections,
+    dataset_metrics,
     derived_metrics,
     workflow_metrics,
 )
@@ -60,7 +61,15 @@ class MetricsCollector:
     executor of the run; a ``DaskExecutor`` gives the client, a ``FuturesExecutor`` the
     number of cores (its ``workers``). ``backend_options``: constructor arguments of a
     registered third-party backend.
+
+    On coffea's dask-awkward path (``process()`` builds a graph on the client, no chunks)
+    the run is handed over to that path's measurement
+    (:class:`~daskscope.workflow.awkward.AwkwardMetricsCollector`'s figures), with a
+    warning saying what to pass for the rest.
     """
+
+    #: always measured as coffea's dask-awkward path (``AwkwardMetricsCollector``)
+    dask_awkward_path: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -116,6 +125,11 @@ class MetricsCollector:
         self._parent: MetricsCollector | None = None
         self._open = False
         self._listener: Any = None
+        # coffea's dask-awkward path: graphs built by tracked calls, the task prefixes of
+        # the graphs seen ({prefix: read | processor | overhead}), uproot's report rows
+        self._graphs_built = 0
+        self._kinds: dict[str, str] = {}
+        self._rows: list[dict[str, Any]] | None = None
 
     # -- the run ------------------------------------------------------------------------
 
@@ -244,12 +258,26 @@ class MetricsCollector:
 
     def _receive(self, record: dict[str, Any]) -> None:
         """A record that reached this process directly: ours, and our parents' too."""
-        self._add_chunk(record)
-        parent = self._parent
-        while parent is not None:
-            if parent._open:
-                parent._add_chunk(record)
-            parent = parent._parent
+        note = delivery.NOTE_KEY in record
+        collector: MetricsCollector | None = self
+        while collector is not None:
+            if collector is self or collector._open:
+                (collector._note if note else collector._add_chunk)(record)
+            collector = collector._parent
+
+    def _note(self, record: Mapping[str, Any]) -> None:
+        # A tracked call built a graph on the client (coffea's dask-awkward path): this
+        # run has no chunks; the graph's layers tell read, processor and overhead apart
+        self._graphs_built += 1
+        self._watch(record.get("output"))
+
+    def _watch(self, *collections: Any) -> None:
+        from daskscope.workflow.awkward import KINDS, classify_layers
+
+        rank = {kind: i for i, kind in enumerate(KINDS)}
+        for prefix, kind in classify_layers(collections).items():
+            if prefix not in self._kinds or rank[kind] < rank[self._kinds[prefix]]:
+                self._kinds[prefix] = kind
 
     def _add_chunk(self, record: Mapping[str, Any]) -> None:
         chunk = Chunk.from_wire(record)
@@ -268,11 +296,26 @@ class MetricsCollector:
             self._changed_after_exit()
         return output
 
-    def set_coffea_report(self, report: Mapping[str, Any]) -> None:
-        """Use coffea's report (``savemetrics=True``) for events, bytes and chunks."""
-        from daskscope.workflow.coffea import report_to_plain
+    def set_coffea_report(self, report: Any) -> None:
+        """Use coffea's report (``savemetrics=True``) for events, bytes and chunks.
 
+        Given uproot's computed report of coffea's dask-awkward path
+        (``allow_read_errors_with_report=True``) instead, the run is measured as that
+        path (events, bytes and partitions from the report); a report still lazy is a
+        TypeError saying to compute it."""
+        from daskscope.workflow.coffea import is_coffea_report, report_to_plain
+
+        if not is_coffea_report(report):
+            from daskscope.workflow.uproot_report import report_rows
+
+            self._set_rows(report_rows(report))
+            return
         self._report = report_to_plain(report)
+        self._changed_after_exit()
+
+    def _set_rows(self, rows: list[dict[str, Any]]) -> None:
+        # uproot's report, one row per partition (the dask-awkward path)
+        self._rows = rows
         self._changed_after_exit()
 
     def _changed_after_exit(self) -> None:
@@ -293,15 +336,36 @@ class MetricsCollector:
             prefixes |= processor_prefixes(self.processor_instance)
         return prefixes
 
+    def _dask_awkward(self, run: WorkflowRun) -> bool:
+        """Whether this run is coffea's dask-awkward path: a tracked ``process()`` built a
+        graph, uproot's report was given, or no chunk came and uproot's dask read ran in
+        the span."""
+        if self.dask_awkward_path or self._graphs_built or self._rows is not None:
+            return True
+        from daskscope.workflow.awkward import reads_with_uproot_dask
+
+        return not self._chunks and reads_with_uproot_dask(run.span_metrics)
+
     def _refresh(self) -> None:
         run = self.run
         assert run is not None
+        if self._dask_awkward(run):
+            from daskscope.workflow.awkward import HANDED_OVER, refresh_run
+
+            if not self.dask_awkward_path and run.info.get("path") != "dask-awkward":
+                logger.warning("daskscope: %s", HANDED_OVER)
+                run.info["path_note"] = HANDED_OVER
+            run.info["path"] = "dask-awkward"
+            derived = [*derived_metrics(), *self._derived]
+            refresh_run(run, kinds=self._kinds, rows=self._rows, derived=derived)
+            return
         run.chunks = sorted(self._chunks.values(), key=lambda c: (c.started_at or 0, c.chunk_id))
         run.coffea_report = self._report
         self._settle_cores(run)
         prefixes = self._processor_prefixes()
         run.info["processor_prefixes"] = sorted(prefixes)
         run.sections = aggregate_sections(run.chunks)
+        run.info["datasets"] = dataset_metrics(run.chunks)
         run.metrics = workflow_metrics(
             wall_time_s=run.wall_time_s,
             chunks=run.chunks,

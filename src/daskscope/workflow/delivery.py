@@ -14,14 +14,17 @@ by the first channel that applies:
 4. without a route, in a child process started under a local collector: injected into
    the output under :data:`INJECT_KEY`, which ``extract_metrics_from_output`` removes.
 
-Every channel carries :meth:`Chunk.to_wire`. Imports nothing heavy (runs in workers).
+Every channel carries :meth:`Chunk.to_wire`. A chunk no collector could take (none
+active: no route, not in a collector's span, no local collector) is not measured at all
+(:func:`receivable`). Imports nothing heavy (runs in workers).
 """
 
 from __future__ import annotations
 
 import contextvars
 import os
-from collections.abc import Callable, MutableMapping
+import sys
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 from daskscope.workflow.chunk import Chunk
@@ -30,13 +33,21 @@ __all__ = [
     "CHUNK_TOPIC",
     "COLLECTOR_ENV",
     "INJECT_KEY",
+    "NOTE_KEY",
+    "WORKFLOW_SPAN",
     "deliver",
     "local_collectors",
     "local_receiver",
+    "note_graph",
+    "receivable",
 ]
 
 #: Dask event-log topic of chunk records
 CHUNK_TOPIC = "daskscope-chunk"
+#: The first tag of every collector's span (``distributed.span``)
+WORKFLOW_SPAN = "daskscope-workflow"
+#: A record under this key is a note to the collector, not a chunk
+NOTE_KEY = "__daskscope_note__"
 #: Output key under which chunk records ride along where no other channel exists
 INJECT_KEY = "__daskscope_chunks__"
 #: Set by a local collector for the processes it starts: they inject their records
@@ -50,6 +61,57 @@ local_receiver: contextvars.ContextVar[Callable[[dict[str, Any]], None] | None] 
 local_collectors: dict[str, Callable[[dict[str, Any]], None]] = {}
 
 
+def _worker() -> Any:
+    """The Dask worker running this code, or None."""
+    if "distributed" not in sys.modules:  # never imported: not a worker
+        return None
+    try:
+        from distributed import get_worker
+
+        return get_worker()
+    except (ImportError, ValueError):
+        return None
+
+
+def _in_workflow_span(worker: Any) -> bool:
+    # The task's own span annotation (distributed keeps it on the worker's TaskState):
+    # a collector's work runs under a span tagged WORKFLOW_SPAN
+    key = worker.get_current_task()
+    ts = worker.state.tasks.get(key) if key is not None else None
+    span = ((getattr(ts, "annotations", None) or {}) if ts is not None else {}).get("span")
+    return isinstance(span, Mapping) and WORKFLOW_SPAN in (span.get("name") or ())
+
+
+def receivable(route: Any) -> bool:
+    """Whether a chunk measured here can reach a collector: the processor's route names
+    one, or this Dask task runs in a collector's span, or (not on Dask) this thread has a
+    local collector or this process was started under one. Otherwise nothing is measured
+    and nothing is sent (the scheduler's event log stays as it was)."""
+    if route is not None:
+        return True
+    worker = _worker()
+    if worker is not None:
+        try:
+            return _in_workflow_span(worker)
+        except Exception:  # no telling: send, the scheduler drops what no run takes
+            return True
+    return local_receiver.get() is not None or bool(os.environ.get(COLLECTOR_ENV))
+
+
+def note_graph(route: Any, output: Any) -> None:
+    """Tell the collector that a tracked call built a graph instead of processing a chunk
+    (coffea's dask-awkward path runs ``process()`` once on the client): it measures the
+    run as that path, and learns the graph's layers from ``output``. Never raises."""
+    try:
+        named = route.get("collector_id") if isinstance(route, Mapping) else None
+        receive = local_collectors.get(named) if named else None
+        receive = receive or local_receiver.get()
+        if receive is not None:
+            receive({NOTE_KEY: "graph", "output": output})
+    except Exception:
+        pass
+
+
 def deliver(chunk: Chunk, out: Any, route: Any = None) -> Any:
     """Send one chunk to its collector; returns the (maybe annotated) output."""
     if chunk.collector_id is not None:
@@ -57,16 +119,7 @@ def deliver(chunk: Chunk, out: Any, route: Any = None) -> Any:
         if receive is not None:  # the collector lives in this process
             receive(chunk.to_wire())
             return out
-    try:
-        import sys
-
-        if "distributed" not in sys.modules:
-            raise ImportError
-        from distributed import get_worker
-
-        worker = get_worker()
-    except (ImportError, ValueError):
-        worker = None
+    worker = _worker()
     if worker is not None:
         key = worker.get_current_task()
         ts = worker.state.tasks.get(key) if key is not None else None

@@ -13,12 +13,13 @@ from typing import Any
 
 from daskscope.collector.dask_adapter import IDLE_KEY
 from daskscope.collector.snapshot import metric_parts
-from daskscope.workflow.chunk import Chunk
+from daskscope.workflow.chunk import Chunk, plain
 
 __all__ = [
     "aggregate_sections",
     "apply_derived",
     "chunk_attempts",
+    "dataset_metrics",
     "derived_metrics",
     "parse_fine_metrics",
     "register_derived_metric",
@@ -245,8 +246,8 @@ def workflow_metrics(
             out["speedup"] = processing / wall
             if cores:
                 out["parallel_efficiency"] = processing / (wall * cores)
-    if events is not None and processing:
-        out["event_rate_per_busy_second_khz"] = events / processing / 1e3
+    if processing:
+        out.update(_busy_rates(events, nbytes, processing))
 
     if span_metrics and parser is not None:
         out.update(parser(span_metrics, set(processor_prefixes)))
@@ -266,6 +267,58 @@ def workflow_metrics(
     return out
 
 
+def _busy_rates(events: Any, nbytes: Any, processing: float) -> dict[str, float]:
+    # per second a chunk was running (Σ chunk wall), not per second of the run
+    out = {}
+    if events is not None:
+        out["event_rate_per_busy_second_khz"] = events / processing / 1e3
+    if nbytes is not None:
+        out["data_rate_per_busy_second_gbps"] = nbytes * 8 / processing / 1e9
+    return out
+
+
+#: per dataset: (figure, the chunk field summed over its chunks)
+_DATASET_SUMS = (
+    ("total_events", "events"),
+    ("bytes_read", "bytes_read"),
+    ("processing_time_s", "wall_s"),
+    ("chunk_cpu_seconds", "cpu_s"),
+)
+
+
+def dataset_metrics(chunks: list[Chunk]) -> dict[str, dict[str, Any]]:
+    """Per dataset named by the chunks (coffea's ``events.metadata["dataset"]``), the
+    workflow figures of its chunks: chunks done and failed attempts, events and bytes
+    read (Σ over the chunks that succeeded; absent when one lacks it), processing and CPU
+    seconds (Σ chunk ``wall_s``/``cpu_s``) and the per-busy-second rates made of them.
+    Datasets processed side by side share the run's wall time, so no wall-time rate."""
+    by: dict[str, list[Chunk]] = {}
+    for chunk in chunks:
+        if chunk.dataset is not None:
+            by.setdefault(str(chunk.dataset), []).append(chunk)
+    out: dict[str, dict[str, Any]] = {}
+    for name, attempts in sorted(by.items()):
+        done = [c for c in attempts if c.ok]
+        figures: dict[str, Any] = {
+            "num_chunks": len(done),
+            "num_failed_attempts": len(attempts) - len(done),
+        }
+        if not done:  # every attempt failed: nothing of it was processed
+            figures["total_events"] = 0
+            out[name] = figures
+            continue
+        for key, field in _DATASET_SUMS:
+            total = _sum(done, field)
+            if total is not None:
+                figures[key] = total
+        processing = figures.get("processing_time_s")
+        if processing:
+            events, nbytes = figures.get("total_events"), figures.get("bytes_read")
+            figures.update(_busy_rates(events, nbytes, processing))
+        out[name] = figures
+    return out
+
+
 def apply_derived(
     metrics: dict[str, Any], tracking: Mapping[str, Any], derived: Iterable[DerivedMetric]
 ) -> None:
@@ -277,7 +330,10 @@ def apply_derived(
         except Exception:
             logger.warning("daskscope: derived metric %r failed; skipped", fn, exc_info=True)
             continue
-        metrics.update({k: v for k, v in (extra or {}).items() if v is not None})
+        # plain values (a tuple is a list, numpy's numbers are Python's) so that the run
+        # reads back alike from a saved file or the store; NaN is not a number: absent
+        values = {str(k): plain(v) for k, v in (extra or {}).items()}
+        metrics.update({k: v for k, v in values.items() if v is not None})
 
 
 def worker_metrics(metrics: Mapping[str, Any], tracking: Mapping[str, Any]) -> dict[str, Any]:

@@ -2,11 +2,13 @@
 
 JSON has no tuple keys, so span metrics are stored as ``[[key parts], value]`` pairs and
 rebuilt as tuples on load; times are epoch seconds written with full float precision.
+The file is strict JSON: no ``NaN`` or ``Infinity`` tokens.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -90,9 +92,21 @@ def save_run(run: WorkflowRun, path: str | os.PathLike[str]) -> Path:
     target = resolve_path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(run_to_dict(run), indent=1))
+    # strict JSON: a run holds plain values (chunk fields and derived metrics are made
+    # plain when measured); a float that is not a number elsewhere is written as null
+    tmp.write_text(json.dumps(_finite(run_to_dict(run)), indent=1, allow_nan=False))
     tmp.replace(target)  # never leave half a file behind
     return target
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def load_run(path: str | os.PathLike[str]) -> WorkflowRun:

@@ -33,7 +33,7 @@ def _view(run: WorkflowRun | RunView) -> RunView:
 
 
 def summary_tables(run: WorkflowRun | RunView) -> list[Table]:
-    """The figures by group, the chunks' distribution and the sections."""
+    """The figures by group, the datasets, the chunks' distribution and the sections."""
     view = _view(run)
     tables = []
     for group in view.figures:
@@ -45,9 +45,23 @@ def summary_tables(run: WorkflowRun | RunView) -> list[Table]:
         for figure in group.figures:
             table.add_row(Text(figure.label), _cell(figure))
         tables.append(table)
+    tables.append(_dataset_table(view))
     tables.append(_chunk_stats(view))
     tables.append(_section_table(view))
     return tables
+
+
+def _dataset_table(view: RunView) -> Table:
+    table = Table(title="Datasets", title_justify="left")
+    table.add_column("dataset")
+    if view.datasets_why:
+        table.add_row(_missing(view.datasets_why))
+        return table
+    for figure in view.datasets[0].figures:
+        table.add_column(figure.label, justify="right")
+    for row in view.datasets:
+        table.add_row(Text(row.name), *(_cell(f) for f in row.figures))
+    return table
 
 
 def _chunk_stats(view: RunView) -> Table:

@@ -21,7 +21,14 @@ from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any, TypeVar
 
 from daskscope.workflow.chunk import Chunk, plain
-from daskscope.workflow.delivery import CHUNK_TOPIC, COLLECTOR_ENV, INJECT_KEY, deliver
+from daskscope.workflow.delivery import (
+    CHUNK_TOPIC,
+    COLLECTOR_ENV,
+    INJECT_KEY,
+    deliver,
+    note_graph,
+    receivable,
+)
 from daskscope.workflow.probes import describe_events, maxrss, peak, rss
 
 __all__ = [
@@ -29,6 +36,7 @@ __all__ = [
     "COLLECTOR_ENV",
     "INJECT_KEY",
     "ChunkContext",
+    "DetachedChunk",
     "current_chunk",
     "is_enabled",
     "set_enabled",
@@ -47,6 +55,8 @@ FLAG_ATTRS = ("_daskscope_collect_metrics", "_roastcoffea_collect_metrics")
 #: Processor attributes holding the running chunk's custom fields (a mapping)
 FIELDS_ATTRS = ("_daskscope_current_chunk", "_roastcoffea_current_chunk")
 _ERROR_CHARS = 2000
+#: Section values that are the highest seen over the section's calls, not a sum
+_PEAKS = frozenset({"memory_after_bytes"})
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -92,15 +102,38 @@ class ChunkContext:
         self.events = int(n)
 
     def _section(self, name: str, kind: str, **values: float) -> None:
+        # A section repeated within the chunk: times and deltas add up, peaks are maxima
         entry = self.sections.setdefault(name, {"kind": kind, "count": 0})  # type: ignore[dict-item]
         entry["count"] += 1
         for key, value in values.items():
-            entry[key] = entry.get(key, 0) + value
+            if key in _PEAKS:
+                entry[key] = max(entry.get(key, value), value)
+            else:
+                entry[key] = entry.get(key, 0) + value
 
 
-def current_chunk() -> ChunkContext | None:
-    """The chunk of the innermost ``@track_metrics`` call in this thread, if any."""
-    return _current.get()
+class DetachedChunk(ChunkContext):
+    """What :func:`current_chunk` gives outside a measured chunk (collection off, no
+    collector, or outside ``@track_metrics``): it takes what it is given and keeps
+    nothing, so the user's code runs the same with metrics off. It is falsy."""
+
+    __slots__ = ()
+
+    def set(self, name: str, value: Any) -> None:
+        return None
+
+    def report_events(self, n: int) -> None:
+        return None
+
+    def __bool__(self) -> bool:
+        return False
+
+
+def current_chunk() -> ChunkContext:
+    """The chunk of the innermost ``@track_metrics`` call in this thread; outside one, a
+    fresh :class:`DetachedChunk` (falsy; what it is given is dropped)."""
+    chunk = _current.get()
+    return chunk if chunk is not None else DetachedChunk()
 
 
 class ChunkFields(MutableMapping):  # type: ignore[type-arg]
@@ -222,6 +255,10 @@ def track_metrics(func: F) -> F:
     times, the sections inside, and the fields set on :func:`current_chunk`. The return
     value is unchanged, except in a process-pool child of a local collector, where the
     record rides along in the output (see :data:`INJECT_KEY`).
+
+    A call that no collector could receive (none active) is not measured at all; a call
+    given a lazy (dask) input builds a graph, not a chunk (coffea's dask-awkward path):
+    it is not measured either, and the collector is shown the graph it returned.
     """
     index = _events_arg_index(func)
 
@@ -242,6 +279,16 @@ def track_metrics(func: F) -> F:
                 _refuse_dask_without_client(route)
             attach_fields(owner)
         events = args[index] if len(args) > index else None
+        if getattr(type(events), "__dask_graph__", None) is not None:
+            # coffea's dask-awkward path: process() builds a graph here, on the client;
+            # there is no chunk to measure. The collector learns the graph instead.
+            out = func(*args, **kwargs)
+            note_graph(route, out)
+            return out
+        if not receivable(route):
+            # no collector could take the record (none active): measure nothing, send
+            # nothing
+            return func(*args, **kwargs)
         return _run_chunk(func, args, kwargs, events, route)
 
     wrapper.__daskscope_tracked__ = True  # type: ignore[attr-defined]

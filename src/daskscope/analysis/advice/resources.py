@@ -339,9 +339,11 @@ def workers_lost(facts: AdviceFacts) -> Iterator[Advice]:
     scopes=("cluster", "computation", "run"),
     explanation=(
         "Failed tasks (processing→erred) from the errors table, one piece of advice per "
-        "task prefix with its most frequent exception. The count is the cluster's (or "
-        "the computation's) own `tasks_erred` when the errors table, which keeps only "
-        "`daskscope.max-errors`, holds fewer. Warning."
+        "task prefix with its most frequent exception. Beside the failures recorded (the "
+        "errors table keeps only `daskscope.max-errors`), the prefix's own `tasks_erred` "
+        "in the scope: the cluster's (or the computation's) task prefix row, or the "
+        "scope's `tasks_erred` when the failures are all of one prefix; for a run "
+        "without computations of its own, not known. Warning."
     ),
 )
 def errors(facts: AdviceFacts) -> Iterator[Advice]:
@@ -352,12 +354,15 @@ def errors(facts: AdviceFacts) -> Iterator[Advice]:
     for e in rows:
         by_prefix.setdefault(e["prefix"], []).append(e)
     recorded_total = _recorded_erred(facts)
+    by_prefix_erred = _erred_by_prefix(facts)
     for prefix, errs in sorted(by_prefix.items()):
         kinds = Counter(_exception_type(e.get("exception") or "") for e in errs)
         kind, seen = kinds.most_common(1)[0]
         first = next(e for e in errs if _exception_type(e.get("exception") or "") == kind)
         message = _first_line(first.get("exception") or "") or "no message"
-        erred = recorded_total if len(by_prefix) == 1 and recorded_total > len(errs) else None
+        erred = by_prefix_erred.get(prefix)
+        if erred is None and len(by_prefix) == 1 and recorded_total:
+            erred = recorded_total
         yield Advice(
             rule="errors",
             title=f"Tasks failed: {kind}",
@@ -383,6 +388,22 @@ def _scoped_errors(facts: AdviceFacts) -> list[Row]:
         return [e for e in rows if e.get("group_id") in groups]
     window = _window(facts)
     return [e for e in rows if _within(e["at"], window)]
+
+
+def _erred_by_prefix(facts: AdviceFacts) -> dict[str, int]:
+    """Each task prefix's failed tasks in the scope, from its prefix row: the cluster's,
+    or (for a computation, and a run with computations of its own) those of the scope's
+    groups; none for a run without (the rows would be the whole cluster's)."""
+    if facts.scope == "run":
+        known = {c["id"] for c in facts.detail.get("computations", ())}
+        ran = (facts.run or {}).get("run", {}).get("computation_ids") or ()
+        if not known.intersection(ran):
+            return {}
+    return {
+        p["name"]: int(p["tasks_erred"])
+        for p in facts.detail.get("task_prefixes", ())
+        if p.get("tasks_erred") is not None
+    }
 
 
 def _recorded_erred(facts: AdviceFacts) -> int:

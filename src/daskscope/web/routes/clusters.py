@@ -15,7 +15,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from daskscope.analysis.flamegraph import INNERMOST_COUNTED, icicle, merge_trees
 from daskscope.store import profile_trees
-from daskscope.store.groups import find_computation
+from daskscope.store.groups import computation_fingerprint, find_computation
+from daskscope.store.queries import MAX_PAGE
 from daskscope.views import (
     ClusterView,
     ComputationGraph,
@@ -24,13 +25,17 @@ from daskscope.views import (
     to_data,
     to_json,
 )
-from daskscope.views.computation import MAX_GRAPH_GROUPS
+from daskscope.views.computation import FOLD_ABOVE, MAX_GRAPH_GROUPS
+from daskscope.views.computation_page import cached_critical_path_view
+from daskscope.views.critical_path import AmbiguousComputation, TooLarge
 from daskscope.views.fine_metrics import FineMetricsView, fine_metrics_view
 from daskscope.views.groups import GroupPage, SpanScope, group_page_view, span_scope_view
 from daskscope.views.workers import WorkersView, workers_view
-from daskscope.web.errors import NotFound
+from daskscope.web.errors import BadRequest, NotFound
 from daskscope.web.render import page
 from daskscope.web.routes.common import (
+    Limit,
+    Offset,
     described,
     json_response,
     label,
@@ -44,7 +49,7 @@ pages = APIRouter(include_in_schema=False)
 api = APIRouter(tags=["clusters"])
 
 DEFAULT_GROUP_PAGE = 1000
-MAX_GROUP_PAGE = 10_000
+MAX_GROUP_PAGE = MAX_PAGE
 
 
 def _tagged_response(request: Request, view: Any) -> Response:
@@ -117,11 +122,50 @@ def workers_json(request: Request, cluster_id: str) -> Response:
     response_class=Response,
     responses=described(ComputationGraph),
 )
-def graph_json(request: Request, cluster_id: str, computation_id: str) -> Response:
+def graph_json(
+    request: Request,
+    cluster_id: str,
+    computation_id: str,
+    fold: Literal["auto", "prefix", "span", "none"] = Query(
+        "auto",
+        description="One node per task prefix or span (opened ones as their groups), "
+        f"none (the {MAX_GRAPH_GROUPS} longest groups), or auto (by prefix past "
+        f"{FOLD_ABOVE} groups).",
+    ),
+    open: str | None = Query(
+        None,
+        max_length=2000,
+        description='Folds drawn as their groups, comma-separated: "prefix:NAME", '
+        '"span:ID" (the last 3 count).',
+    ),
+    path: bool = Query(
+        False,
+        description="Highlight the critical path (nodes count its groups, edges its "
+        "steps) and size nodes by their longest task.",
+    ),
+) -> Response:
+    """Past a hundred groups, folded: each node says how many groups it holds, and
+    ``groups_folded`` how many are in folds; nothing is left uncounted."""
     store = store_of(request)
     cluster_id = visible_cluster_id(request, cluster_id)
     url = f"{_groups_url(cluster_id)}?computation={quote(computation_id)}"
-    graph = computation_view(store, cluster_id, computation_id, all_groups_url=url)
+    critical: dict[str, Any] = {}
+    # one fingerprint of what the graph and the path read (views/memo.py)
+    fingerprint = computation_fingerprint(store, cluster_id, computation_id)
+    if path:
+        try:
+            view = cached_critical_path_view(
+                store, cluster_id, computation_id, fingerprint=fingerprint
+            )
+        except (TooLarge, AmbiguousComputation) as exc:
+            raise BadRequest(str(exc)) from None
+        if view is not None:
+            critical = {"path": view.path, "sizes": {g.name: g.longest_s for g in view.groups}}
+    opened = [f for f in (open or "").split(",") if f]
+    graph = computation_view(
+        store, cluster_id, computation_id, all_groups_url=url, fold=fold, opened=opened,
+        fingerprint=fingerprint, **critical,
+    )  # fmt: skip
     if graph is None:
         raise NotFound(f"cluster {cluster_id} has no computation {computation_id!r}")
     return _tagged_response(request, graph)
@@ -140,10 +184,8 @@ def _groups_url(cluster_id: str) -> str:
 def task_groups_json(
     request: Request,
     cluster_id: str,
-    offset: int = Query(0, ge=0, description="Groups to skip (the order is stable)."),
-    limit: int = Query(
-        DEFAULT_GROUP_PAGE, ge=1, le=MAX_GROUP_PAGE, description="Groups in this page."
-    ),
+    offset: Offset = 0,
+    limit: Limit = DEFAULT_GROUP_PAGE,
     computation: str | None = Query(None, description="Only this computation's groups."),
     span: str | None = Query(
         None, description="Only the groups that ran in this span or the spans below it."

@@ -23,7 +23,13 @@ from daskscope.views.history import (
 )
 from daskscope.web.errors import BadRequest, NotFound
 from daskscope.web.render import page
-from daskscope.web.routes.common import account_scope, described, store_of, view_response
+from daskscope.web.routes.common import (
+    Offset,
+    account_scope,
+    described,
+    store_of,
+    view_response,
+)
 
 __all__ = ["api", "pages"]
 
@@ -58,9 +64,12 @@ def _compare(request: Request, a: str, b: str) -> CompareView:
         return compare_view(store_of(request), a, b, account=account_scope(request))
 
 
-def _history(request: Request, kind: str, name: str) -> HistoryView:
+def _history(request: Request, kind: str, name: str, offset: int) -> HistoryView:
+    """The newest runs after the ``offset`` newest (``offset=200``: the page before)."""
     with _answered():
-        return history_view(store_of(request), kind, name, account=account_scope(request))
+        return history_view(
+            store_of(request), kind, name, account=account_scope(request), offset=offset
+        )
 
 
 @pages.get("/compare", response_class=HTMLResponse)
@@ -70,8 +79,10 @@ def compare_page(request: Request, a: str = _A, b: str = _B) -> HTMLResponse:
 
 
 @pages.get("/history", response_class=HTMLResponse)
-def history_page(request: Request, kind: str = _KIND, name: str = _NAME) -> HTMLResponse:
-    view = _history(request, kind, name)
+def history_page(
+    request: Request, kind: str = _KIND, name: str = _NAME, offset: Offset = 0
+) -> HTMLResponse:
+    view = _history(request, kind, name, offset)
     return page(request, "history.html", title=f"History of {name}", view=view, data=to_data(view))
 
 
@@ -96,8 +107,10 @@ def compare_json(request: Request, a: str = _A, b: str = _B) -> Response:
 
 @api.get("/history", summary="Each figure of a recurring thing over its runs, with checks",
          responses=described(HistoryView))  # fmt: skip
-def history_json(request: Request, kind: str = _KIND, name: str = _NAME) -> Response:
-    return view_response(_history(request, kind, name))
+def history_json(
+    request: Request, kind: str = _KIND, name: str = _NAME, offset: Offset = 0
+) -> Response:
+    return view_response(_history(request, kind, name, offset))
 
 
 @api.get("/regressions", summary="Figures of recurring things that regressed",

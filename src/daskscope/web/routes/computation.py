@@ -1,25 +1,40 @@
 """The computation page (``/clusters/{id}/computations/{cid}``): its code, figures,
 task-group graph with the critical path, and what-if estimates; and its JSON
 (``/api/v1/clusters/{id}/computations/{cid}/critical-path``). Both render
-:mod:`daskscope.views.critical_path`."""
+:mod:`daskscope.views.critical_path`, one page of its groups at a time
+(:mod:`daskscope.views.computation_page`): bounded at 10,000 groups."""
 
 from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import quote
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from daskscope.store import schema as s
+from daskscope.store.groups import ComputationState, computation_fingerprint
 from daskscope.views import to_data
+from daskscope.views.computation_page import (
+    GROUP_SORTS,
+    MAX_PAGE_GROUPS,
+    PAGE_GROUPS,
+    CriticalPathPage,
+    cached_critical_path_view,
+    critical_path_page,
+    group_totals,
+)
 from daskscope.views.critical_path import (
     MAX_THREADS,
+    AmbiguousComputation,
     CriticalPathView,
     TooLarge,
-    critical_path_view,
 )
 from daskscope.web.errors import BadRequest, NotFound
 from daskscope.web.render import page
 from daskscope.web.routes.common import (
+    Offset,
     described,
     label,
     store_of,
@@ -42,38 +57,107 @@ _THREADS = Query(
 
 def _view(
     request: Request, cluster_id: str, computation_id: str, threads: int | None
-) -> CriticalPathView:
+) -> tuple[CriticalPathView, ComputationState | None]:
+    """The view, and the fingerprint it is kept under (None: not kept)."""
     cluster_id = visible_cluster_id(request, cluster_id)
+    store = store_of(request)
+    fingerprint = computation_fingerprint(store, cluster_id, computation_id)
     try:
-        view = critical_path_view(store_of(request), cluster_id, computation_id, threads=threads)
+        view = cached_critical_path_view(
+            store, cluster_id, computation_id, threads=threads, fingerprint=fingerprint
+        )
     except TooLarge as exc:
         raise BadRequest(
             str(exc), hint="Its task groups are listed on the cluster's page."
         ) from None
+    except AmbiguousComputation as exc:
+        raise BadRequest(str(exc), hint="The cluster's page lists its computations.") from None
     if view is None:
         raise NotFound(
             f"cluster {cluster_id} has no computation {computation_id!r}",
             hint="The cluster's page lists its computations.",
         )
-    return view
+    return view, fingerprint
+
+
+_QUERY = Query(
+    None, max_length=200, description="Only the groups whose name holds this (any case)."
+)
+Sort = Annotated[str, Query(description="Groups by " + ", ".join(GROUP_SORTS) + ".")]
+
+
+def _paged(
+    request: Request,
+    view: CriticalPathView,
+    fingerprint: ComputationState | None,
+    *,
+    q: str | None,
+    sort: str,
+    offset: int,
+    limit: int = PAGE_GROUPS,
+) -> CriticalPathPage:
+    if sort not in GROUP_SORTS:
+        raise BadRequest(f"sort must be one of {', '.join(GROUP_SORTS)}, not {sort!r}")
+    totals = group_totals(store_of(request), view.cluster_id, view.computation_id, fingerprint)
+    return critical_path_page(view, totals, query=q, sort=sort, offset=offset, limit=limit)
+
+
+def _link(request: Request) -> Any:
+    """The page's address with some of its parameters changed (None removes one)."""
+
+    def link(**changes: Any) -> str:
+        params = dict(request.query_params)
+        for key, value in changes.items():
+            if value is None or value == "":
+                params.pop(key, None)
+            else:
+                params[key] = str(value)
+        query = "&".join(f"{quote(k)}={quote(v)}" for k, v in params.items())
+        return f"{request.url.path}{'?' + query if query else ''}"
+
+    return link
 
 
 @pages.get("/clusters/{cluster_id}/computations/{computation_id}", response_class=HTMLResponse)
 def computation_page(
-    request: Request, cluster_id: str, computation_id: str, threads: int | None = _THREADS
+    request: Request,
+    cluster_id: str,
+    computation_id: str,
+    threads: int | None = _THREADS,
+    q: str | None = _QUERY,
+    sort: Sort = "start",
+    offset: Offset = 0,
 ) -> HTMLResponse:
-    view = _view(request, cluster_id, computation_id, threads)
+    view, fingerprint = _view(request, cluster_id, computation_id, threads)
+    paged = _paged(request, view, fingerprint, q=q, sort=sort, offset=offset)
     with store_of(request).engine.connect() as conn:
         name = conn.execute(
             sa.select(s.clusters.c.name).where(s.clusters.c.id == view.cluster_id)
         ).scalar_one()
+    base = f"/api/v1/clusters/{quote(view.cluster_id)}/computations/{quote(view.computation_id)}"
+    # what the page's script draws: the what-if chart, and the graph from its route
+    script = {
+        "cluster_id": view.cluster_id,
+        "computation_id": view.computation_id,
+        "graph_url": f"{base}/graph?path=1",
+        **{
+            k: getattr(view, k)
+            for k in (
+                "estimates", "requested", "measured_wall_s", "measured_threads",
+                "critical_path_s", "model",
+            )
+        },
+    }  # fmt: skip
     return page(
         request,
         "computation.html",
         title=f"Computation · {name}",
         name=name,
         label=label,
-        data=to_data(view),
+        data=to_data(paged),
+        script_data=to_data(script),
+        link=_link(request),
+        sorts=list(GROUP_SORTS),
     )
 
 
@@ -81,12 +165,25 @@ def computation_page(
     "/clusters/{cluster_id}/computations/{computation_id}/critical-path",
     summary="A computation's critical path and its wall time on more or fewer threads",
     response_class=Response,
-    responses=described(CriticalPathView),
+    responses=described(CriticalPathPage),
 )
 def critical_path_json(
-    request: Request, cluster_id: str, computation_id: str, threads: int | None = _THREADS
+    request: Request,
+    cluster_id: str,
+    computation_id: str,
+    threads: int | None = _THREADS,
+    q: str | None = _QUERY,
+    sort: Sort = "start",
+    offset: Offset = 0,
+    limit: int = Query(
+        PAGE_GROUPS, ge=1, le=MAX_PAGE_GROUPS, description="Groups listed (a page of them)."
+    ),
 ) -> Response:
-    """The same JSON as ``daskscope critical-path ID COMPUTATION --json``. Task groups
-    are stages that wait for the groups they depend on; estimates come from the recorded
-    task durations (see docs/metrics.md, "Critical path and what-if")."""
-    return view_response(_view(request, cluster_id, computation_id, threads))
+    """``daskscope critical-path ID COMPUTATION --json`` with one page of its groups
+    (``q``, ``sort``, ``offset``, ``limit``; ``groups_matched`` of ``groups_total``), the
+    edges between those, at most 1,000 of the path's groups (``path_total``) and the
+    groups' totals summed by the database (``group_totals``). Estimates come from the
+    recorded task durations (see docs/metrics.md, "Critical path and what-if")."""
+    view, fingerprint = _view(request, cluster_id, computation_id, threads)
+    paged = _paged(request, view, fingerprint, q=q, sort=sort, offset=offset, limit=limit)
+    return view_response(paged)

@@ -75,7 +75,7 @@
   }
 
   function toggleComputation(id) {
-    ds.state.set({ computation: id });
+    ds.state.set({ computation: id, fold: null, open: null }); // the graph's state was the other's
     window.dsComputations.show(id);
   }
 

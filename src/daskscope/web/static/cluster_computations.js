@@ -12,58 +12,15 @@ window.dsComputations = (() => {
     return `${ds.utc(comp.started_at, true)} · ${ds.count(comp.tasks_executed)} tasks${first}`;
   }
 
-  async function drawGraph(computationId) {
+  // Its task-group graph (static/group_graph.js): folded past 100 groups, the fold and
+  // the opened folds in the URL (?fold=, ?open=)
+  function drawGraph(computationId) {
     const div = document.getElementById(`graph-${computationId}`);
-    const g = await ds.json(`${base}/computations/${encodeURIComponent(computationId)}/graph`);
-    if (g.groups_not_drawn > 0) {
-      // Say what is missing: only the longest groups are drawn.
-      const note = document.getElementById(`graph-note-${computationId}`);
-      note.replaceChildren(
-        `${ds.num(g.groups_not_drawn)} more groups not drawn: the ${ds.num(g.groups_drawn)} longest of ${ds.num(g.groups_total)} are shown (arrows only between them). All groups: `,
-        Object.assign(document.createElement("a"), { href: g.all_groups_url, textContent: "the task-groups list" }), ".");
-      note.hidden = false;
-    }
-    const pos = Object.fromEntries(g.nodes.map((n) => [n.name, n]));
-    const showLabels = g.nodes.length <= 60;
-    const arrows = g.edges.length <= 400;
-    const annotations = arrows ? g.edges.map((e) => ({
-      x: pos[e.target].x, y: pos[e.target].y, ax: pos[e.source].x, ay: pos[e.source].y,
-      xref: "x", yref: "y", axref: "x", ayref: "y", showarrow: true, arrowhead: 2, arrowsize: 1,
-      arrowwidth: 1, arrowcolor: "#9aa3b5", standoff: pos[e.target].size / 2 + 2, startstandoff: pos[e.source].size / 2,
-      text: "",
-    })) : [];
-    const lines = { x: [], y: [] };
-    if (!arrows) {
-      for (const e of g.edges) {
-        lines.x.push(pos[e.source].x, pos[e.target].x, null);
-        lines.y.push(pos[e.source].y, pos[e.target].y, null);
-      }
-    }
-    const nodes = {
-      type: "scatter", mode: showLabels ? "markers+text" : "markers", name: "task groups",
-      x: g.nodes.map((n) => n.x), y: g.nodes.map((n) => n.y),
-      text: g.nodes.map((n) => ds.text(n.prefix)), textposition: "bottom center", textfont: { size: 10 },
-      marker: {
-        size: g.nodes.map((n) => n.size), color: g.nodes.map((n) => n.colour), opacity: 1,
-        line: { color: g.nodes.map((n) => (n.failed ? "#d50000" : "#444")), width: g.nodes.map((n) => (n.failed ? 4 : 1)) },
-      },
-      hovertext: g.nodes.map((n) => [
-        `<b>${ds.text(n.name)}</b>`, `tasks: ${ds.num(n.tasks_executed)} of ${ds.num(n.tasks_total)} done, ${ds.num(n.tasks_erred)} failed`,
-        `memory: ${ds.bytes(n.nbytes_total)}`, `time: ${ds.duration(n.duration_s)}`,
-        ...Object.entries(n.durations).map(([k, v]) => `  ${ds.text(k)}: ${ds.duration(v)}`),
-      ].join("<br>")),
-      hoverinfo: "text",
-    };
-    const traces = arrows ? [nodes] : [{ type: "scatter", mode: "lines", x: lines.x, y: lines.y, hoverinfo: "skip", line: { color: "#c0c6d2", width: 1 }, showlegend: false }, nodes];
-    await Plotly.newPlot(div, traces, ds.layout({
-      showlegend: false, dragmode: "pan", annotations, hovermode: "closest",
-      xaxis: { visible: false, zeroline: false }, yaxis: { visible: false, zeroline: false },
-      margin: { l: 20, r: 20, t: 20, b: 20 },
-    }), { ...ds.config, scrollZoom: true });
-    div.dataset.nodes = String(g.nodes.length);
-    div.dataset.notDrawn = String(g.groups_not_drawn);
-    div.dataset.failed = String(g.nodes.filter((n) => n.failed).length);
-    div.dataset.ready = "1";
+    return window.dsGroupGraph.draw(div, {
+      url: `${base}/computations/${encodeURIComponent(computationId)}/graph`,
+      tools: document.getElementById(`graph-tools-${computationId}`),
+      note: document.getElementById(`graph-note-${computationId}`),
+    });
   }
 
   const rowOf = (id) => document.querySelector(`tr.computation[data-id="${CSS.escape(id)}"]`);
@@ -85,6 +42,8 @@ window.dsComputations = (() => {
       if (open && !div.dataset.ready && !div.dataset.drawing) {
         div.dataset.drawing = "1";
         drawGraph(row.dataset.id);
+      } else if (open && div.dataset.ready) {
+        window.dsGroupGraph.sync(div); // drawn before, for another fold
       }
     }
   }
@@ -162,9 +121,10 @@ window.dsComputations = (() => {
       s.append(i, activity);
       legend.append(s);
     }
+    const tools = Object.assign(document.createElement("div"), { className: "graph-tools", id: `graph-tools-${comp.id}` });
     const note = Object.assign(document.createElement("p"), { className: "muted graph-note", id: `graph-note-${comp.id}`, hidden: true });
     const graph = Object.assign(document.createElement("div"), { className: "chart graph", id: `graph-${comp.id}` });
-    cell.append(legend, note, graph);
+    cell.append(legend, tools, note, graph);
     detail.append(cell);
     wire(row);
     return [row, detail];

@@ -7,6 +7,7 @@
 "use strict";
 window.dsMetrics = (() => {
   const TOP = 12; // prefixes drawn; the rest are summed into one bar
+  const TOOLBAR = 34; // px above the bars for plotly's mode bar
   const TITLES = { seconds: "task time by activity (seconds)", bytes: "data by activity (bytes)",
                    count: "keys by activity (count)" };
   let current = null; // the last render's arguments, to draw again on Back/Forward
@@ -77,12 +78,13 @@ window.dsMetrics = (() => {
     if (width < 640) legendRows = activities.length; // plotly stacks a narrow legend
     const bottom = 70 + 22 * legendRows;
     await Plotly.newPlot(div, traces, ds.layout({
-      barmode: "stack", height: 26 * shown.length + 40 + bottom, xaxis,
+      barmode: "stack", height: 26 * shown.length + 30 + TOOLBAR + bottom, xaxis,
       yaxis: ds.axis("task prefix", { autorange: "reversed", type: "category", automargin: false,
                                       tickvals: labels, ticktext: shown.map((r) => ds.text(cut(r.prefix))) }),
       legend: { orientation: "h", xref: "container", x: 0, yref: "container", y: 0, yanchor: "bottom", traceorder: "normal" },
-      // room for the longest prefix and the axis title (plotly's automargin overlaps them)
-      margin: { l: left, r: 20, t: 10, b: bottom },
+      // room for the longest prefix and the axis title (plotly's automargin overlaps
+      // them), and above the bars for plotly's mode bar, which covered the top one
+      margin: { l: left, r: 20, t: TOOLBAR, b: bottom },
     }), ds.config);
   }
 

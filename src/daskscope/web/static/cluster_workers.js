@@ -1,6 +1,7 @@
 // Cluster page, workers tab: per worker Dask's memory split (managed, unmanaged,
 // spilled) against its limit, CPU, executing tasks, network and disk I/O, GPU figures
-// when recorded, and departures by reason (only "lost" is drawn as a loss, in red).
+// when recorded (each worker's GPU named, its total memory a dashed line), and
+// departures by reason (only "lost" is drawn as a loss, in red).
 // Each worker keeps one colour in every panel and in the legend.
 // dsWorkers.render(element, clusterId, pageData) draws into element; it reads
 // /api/v1/clusters/{id}/workers (views/workers.py).
@@ -101,9 +102,21 @@ window.dsWorkers = (() => {
     await Plotly.newPlot(div, traces, ds.layout(layout), ds.config);
   }
 
+  // Memory charts are scaled to the memory used, the limit included only when it is
+  // within LIMIT_IN_VIEW times the peak (250 MiB used on a 23 GiB axis is a flat line);
+  // a limit above the scale is written at the top of the chart instead.
+  const LIMIT_IN_VIEW = 2.5;
+  const memoryTop = (used, limit) =>
+    (limit > 0 && (used === 0 || limit <= LIMIT_IN_VIEW * used) ? Math.max(used, limit) : used);
+  function limitAbove(limit, axis) {
+    if (!(limit > axis.range[1])) return [];
+    return [{ xref: "paper", yref: "paper", x: 1, y: 1, xanchor: "right", yanchor: "top", showarrow: false,
+              text: `memory limit ${ds.bytes(limit)} ↑ above the scale`, font: { size: 11, color: LIMIT.color },
+              bgcolor: "rgba(255,255,255,0.85)", name: "memory limit above" }];
+  }
+  const stackedOf = (s) => s.managed.map((m, i) => (m || 0) + (s.unmanaged[i] || 0) + (s.spilled[i] || 0));
   function memoryMax(body) {
-    const per = Object.values(body.workers).map((s) =>
-      maxOf(s.memory_limit, s.managed.map((m, i) => (m || 0) + (s.unmanaged[i] || 0) + (s.spilled[i] || 0))));
+    const per = Object.values(body.workers).map((s) => memoryTop(maxOf(stackedOf(s)), maxOf(s.memory_limit)));
     return Math.max(0, ...per);
   }
 
@@ -111,8 +124,9 @@ window.dsWorkers = (() => {
     const m = body.memory;
     const stacked = m.managed_bytes.map((v, i) => (v || 0) + (m.unmanaged_bytes[i] || 0) + (m.spilled_bytes[i] || 0));
     const traces = [...memoryTraces(m.t, m, m.memory_limit, true), ...departureTraces(body.departures, "y", spanSeconds(body))];
+    const yaxis = bytesAxis("memory (bytes)", memoryTop(maxOf(stacked), maxOf(m.memory_limit)));
     await plot(div, traces, {
-      height: 280, xaxis: xaxis({ range: span(body) }), yaxis: bytesAxis("memory (bytes)", maxOf(stacked, m.memory_limit)),
+      height: 280, xaxis: xaxis({ range: span(body) }), yaxis, annotations: limitAbove(maxOf(m.memory_limit), yaxis),
       shapes: departureShapes(body.departures), legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
       margin: { l: 70, r: 20, t: 30, b: 40 },
     });
@@ -121,8 +135,9 @@ window.dsWorkers = (() => {
   async function drawWorker(div, body, worker, max) {
     const s = body.workers[worker];
     const parts = { managed_bytes: s.managed, unmanaged_bytes: s.unmanaged, spilled_bytes: s.spilled };
+    const yaxis = bytesAxis("memory (bytes)", max);
     await plot(div, memoryTraces(s.t, parts, s.memory_limit, false), {
-      height: 200, xaxis: xaxis({ title: { text: "" }, range: span(body) }), yaxis: bytesAxis("memory (bytes)", max),
+      height: 200, xaxis: xaxis({ title: { text: "" }, range: span(body) }), yaxis, annotations: limitAbove(maxOf(s.memory_limit), yaxis),
       shapes: departureShapes(body.departures.filter((d) => d.worker === worker)),
       margin: { l: 70, r: 10, t: 6, b: 30 },
     });
@@ -186,13 +201,21 @@ window.dsWorkers = (() => {
     });
   }
 
+  // A worker's name in the GPU chart: its address and its GPU's name when told
+  const gpuName = (body, w) => {
+    const gpu = body.gpus[w];
+    return ds.text(gpu && gpu.name ? `${short(w)} · ${gpu.name}` : short(w));
+  };
+
   async function drawGpu(div, body, colours) {
     const names = Object.keys(colours).filter((w) => body.workers[w].gpu_utilization || body.workers[w].gpu_memory_used);
+    const f = body.figures;
     const traces = [];
+    let totalShown = false;
     names.forEach((w) => {
       const s = body.workers[w];
       const x = times(s.t);
-      const name = ds.text(short(w));
+      const name = gpuName(body, w);
       const common = { type: "scatter", mode: "lines", x, name, legendgroup: w, line: { color: colours[w], width: 1.5 } };
       if (s.gpu_utilization) {
         traces.push({ ...common, y: s.gpu_utilization, yaxis: "y", customdata: hover(s.gpu_utilization, (v) => ds.value(v, "percent")),
@@ -201,16 +224,42 @@ window.dsWorkers = (() => {
       if (s.gpu_memory_used) {
         traces.push({ ...common, y: s.gpu_memory_used, yaxis: "y2", showlegend: !s.gpu_utilization,
                       customdata: hover(s.gpu_memory_used, ds.bytes), hovertemplate: `%{customdata}<extra>${name} GPU memory</extra>` });
+        const total = (body.gpus[w] || {}).memory_total;
+        if (total) { // the GPU's memory, dashed like a worker's memory limit
+          const y = s.t.map(() => total);
+          traces.push({ type: "scatter", mode: "lines", x, y, yaxis: "y2", name: f.gpu_memory_total.label,
+                        legendgroup: "gpu-total", showlegend: !totalShown, line: { ...LIMIT, color: colours[w] },
+                        customdata: hover(y, ds.bytes), hovertemplate: `%{customdata}<extra>${name} ${f.gpu_memory_total.label}</extra>` });
+          totalShown = true;
+        }
       }
     });
     const used = maxOf(...names.map((w) => body.workers[w].gpu_memory_used || []));
+    const total = maxOf(...names.map((w) => [(body.gpus[w] || {}).memory_total]));
+    const yaxis2 = bytesAxis(`${f.gpu_memory_used.label} (bytes)`, memoryTop(used, total), "", { domain: [0, 0.44] });
+    // a total far above the memory used is written at the top of its panel instead
+    const above = total > yaxis2.range[1]
+      ? [{ xref: "paper", yref: "y2 domain", x: 1, y: 1, xanchor: "right", yanchor: "top", showarrow: false,
+           text: `${f.gpu_memory_total.label} ${ds.bytes(total)} ↑ above the scale`, font: { size: 11, color: LIMIT.color },
+           bgcolor: "rgba(255,255,255,0.85)", name: "gpu memory total above" }] : [];
     await plot(div, traces, {
       height: 400, xaxis: xaxis({ anchor: "y2", range: span(body) }),
-      yaxis: ds.axis(`${body.figures.gpu_utilization.label} (%)`, { domain: [0.56, 1], rangemode: "tozero", ticksuffix: " %" }),
-      yaxis2: bytesAxis(`${body.figures.gpu_memory_used.label} (bytes)`, used, "", { domain: [0, 0.44] }),
+      yaxis: ds.axis(`${f.gpu_utilization.label} (%)`, { domain: [0.56, 1], rangemode: "tozero", ticksuffix: " %" }),
+      yaxis2, annotations: above,
       shapes: departureShapes(body.departures), margin: { l: 80, r: 20, t: 10, b: 40 },
       legend: { orientation: "h", y: -0.28 }, // below the time axis' title
     });
+  }
+
+  // Each worker's GPU: its name and total memory, as the worker told them
+  function gpuDevices(body) {
+    const items = Object.keys(body.gpus).sort((a, b) => a.localeCompare(b, "en", { numeric: true })).map((w) => {
+      const gpu = body.gpus[w];
+      const li = el("li", {}, `${short(w)}: ${gpu.name || "name not told"}, ${gpu.memory_total ? ds.bytes(gpu.memory_total) : "total memory not told"}`);
+      li.dataset.worker = w;
+      return li;
+    });
+    return el("ul", { className: "muted", id: "gpu-devices" }, ...items);
   }
 
   function departuresNote(body) {
@@ -244,7 +293,7 @@ window.dsWorkers = (() => {
     const gpu = el("div", { className: "dsw-chart" });
     gpu.dataset.chart = "gpu";
     const memoryNote = el("p", { className: "muted dsw-note" },
-      `Dask's memory split: ${body.figures.managed_bytes.label} (keys held in RAM) and ${body.figures.unmanaged_bytes.label} (the rest of the process) stack to the process memory; ${body.figures.spilled_bytes.label} is on disk. The dashed line is the ${body.figures.memory_limit.label}. Vertical lines: workers leaving (red: lost).`);
+      `Dask's memory split: ${body.figures.managed_bytes.label} (keys held in RAM) and ${body.figures.unmanaged_bytes.label} (the rest of the process) stack to the process memory; ${body.figures.spilled_bytes.label} is on disk. The dashed line is the ${body.figures.memory_limit.label}; the axis is scaled to the memory used, and a limit more than ${LIMIT_IN_VIEW} times above it is written at the top of the chart instead. Vertical lines: workers leaving (red: lost).`);
     const parts = [el("h3", {}, "Memory"), memoryNote, el("p", { className: "dsw-caption" }, "All workers"), total];
     let selector = null;
     if (names.length > SMALL_MULTIPLES) {
@@ -252,8 +301,10 @@ window.dsWorkers = (() => {
       parts.push(el("label", { className: "dsw-select" }, `One worker of ${names.length}: `, selector));
     }
     parts.push(grid, el("h3", {}, "CPU, tasks and I/O"), timeline, el("h3", {}, "GPU"));
-    if (body.gpu_recorded) parts.push(gpu);
-    else parts.push(el("p", { className: "empty", id: "no-gpu" }, "No GPU metrics recorded."));
+    if (body.gpu_recorded) {
+      if (Object.keys(body.gpus).length) parts.push(gpuDevices(body));
+      parts.push(gpu);
+    } else parts.push(el("p", { className: "empty", id: "no-gpu" }, "No GPU metrics recorded."));
     parts.push(departuresNote(body));
     element.replaceChildren(...parts);
 

@@ -1,59 +1,21 @@
 // The computation page: the task-group graph with the critical path drawn over it, and
 // the what-if chart (estimated wall time against worker threads, the measured point
-// marked). Data: the page's JSON (views/critical_path.py).
+// marked). Data: the page's JSON (the figures of views/critical_path.py the script draws)
+// and the graph's route.
 "use strict";
 (() => {
   const d = ds.data();
   const PATH = "#d84315";
-  const OTHER = "#9aa3b5";
 
-  const padded = (values, by) => [Math.min(...values) - by, Math.max(...values) + by];
-
+  // The group graph with the path over it, folded past 100 groups (static/group_graph.js):
+  // nodes holding groups of the path in its colour, its steps as thick arrows
   function drawGraph() {
     const div = document.getElementById("path-graph");
-    if (!d.groups.length) { div.hidden = true; return; }
-    const pos = Object.fromEntries(d.groups.map((g) => [g.name, g]));
-    const onPath = new Set(d.path);
-    // consecutive groups of the path: their arrow is drawn thick in the path's colour
-    const pathEdges = new Set(d.path.slice(1).map((n, i) => `${d.path[i]}\u0000${n}`));
-    const longest = Math.max(...d.groups.map((g) => g.longest_s), 0);
-    const size = (g) => 14 + (longest > 0 ? 30 * Math.sqrt(g.longest_s / longest) : 0);
-    const annotations = d.edges.length <= 400 ? d.edges.map((e) => {
-      const hot = pathEdges.has(`${e.source}\u0000${e.target}`);
-      return {
-        x: pos[e.target].x, y: pos[e.target].y, ax: pos[e.source].x, ay: pos[e.source].y,
-        xref: "x", yref: "y", axref: "x", ayref: "y", showarrow: true, arrowhead: 2, arrowsize: 1,
-        arrowwidth: hot ? 3 : 1, arrowcolor: hot ? PATH : OTHER,
-        standoff: size(pos[e.target]) / 2 + 2, startstandoff: size(pos[e.source]) / 2, text: "",
-      };
-    }) : [];
-    const trace = (groups, name, colour) => ({
-      type: "scatter", mode: groups.length <= 60 ? "markers+text" : "markers", name,
-      x: groups.map((g) => g.x), y: groups.map((g) => g.y),
-      text: groups.map((g) => ds.text(g.prefix || g.name)), textposition: "bottom center", textfont: { size: 10 },
-      marker: { size: groups.map(size), color: colour, line: { color: "#333", width: 1 } },
-      hovertext: groups.map((g) => [
-        `<b>${ds.text(g.name)}</b>${onPath.has(g.name) ? " (critical path)" : ""}`,
-        `tasks: ${ds.count(g.tasks)}`, `longest task: ${ds.duration(g.longest_s)}`,
-        `compute, all tasks: ${ds.duration(g.total_s)}`,
-        `starts after ${ds.duration(g.earliest_start_s)} with infinite workers`,
-      ].join("<br>")),
-      hoverinfo: "text",
-    });
-    const traces = [
-      trace(d.groups.filter((g) => !onPath.has(g.name)), "other task groups", OTHER),
-      trace(d.groups.filter((g) => onPath.has(g.name)), "on the critical path", PATH),
-    ];
-    Plotly.newPlot(div, traces, ds.layout({
-      showlegend: false, annotations, hovermode: "closest", dragmode: "pan",
-      // room around the outer groups for their labels
-      xaxis: { visible: false, zeroline: false, range: padded(d.groups.map((g) => g.x), 0.35) },
-      yaxis: { visible: false, zeroline: false, range: padded(d.groups.map((g) => g.y), 0.45) },
-      margin: { l: 10, r: 10, t: 10, b: 10 },
-    }), { ...ds.config, displayModeBar: false }).then(() => {
-      div.dataset.onPath = String(traces[1].x.length);
-      div.dataset.ready = "1";
-    });
+    window.dsGroupGraph.draw(div, {
+      url: d.graph_url, path: true,
+      tools: document.getElementById("path-graph-tools"),
+      note: document.getElementById("path-graph-note"),
+    }).then((g) => { if (!g.nodes.length) div.closest(".graph-frame").hidden = true; });
   }
 
   // Ticks for seconds at 1, 2 or 5 times a power of ten, labelled by format.py's rules
@@ -102,6 +64,29 @@
       yaxis: ds.axis("wall time", secondTicks(top)),
     }), { ...ds.config, displayModeBar: false }).then(() => { div.dataset.ready = "1"; });
   }
+
+  // The groups' links and search keep the graph's state as it is now (?fold=, ?open=
+  // change after the page was drawn)
+  const GRAPH_KEYS = ["fold", "open"];
+  document.addEventListener("click", (ev) => {
+    const a = ev.target.closest("#path-groups a.sort, #group-pager a, #group-search-clear");
+    if (!a) return;
+    const url = new URL(a.href);
+    for (const key of GRAPH_KEYS) {
+      const value = ds.state.get(key);
+      if (value) url.searchParams.set(key, value); else url.searchParams.delete(key);
+    }
+    a.href = url.toString();
+  });
+  document.getElementById("group-search").addEventListener("submit", (ev) => {
+    for (const key of GRAPH_KEYS) {
+      const value = ds.state.get(key);
+      let input = ev.target.querySelector(`input[type=hidden][name=${key}]`);
+      if (!value) { if (input) input.remove(); continue; }
+      if (!input) input = ev.target.appendChild(Object.assign(document.createElement("input"), { type: "hidden", name: key }));
+      input.value = value;
+    }
+  });
 
   drawGraph();
   drawWhatIf();

@@ -19,7 +19,7 @@
         const link = document.createElement("a");
         link.href = r.history_url;
         link.textContent = `${r.kind} “${r.name}”`;
-        const side = r.check.threshold < r.check.mean ? "below" : "above";
+        const side = r.check.threshold < r.check.median ? "below" : "above";
         item.append(link, `: ${r.label} ${r.check.recent_text.join(", ")} (all ${side} ${r.check.threshold_text})`);
         list.append(item);
       }

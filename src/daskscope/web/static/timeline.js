@@ -18,6 +18,7 @@
   let drawing = false;
   let asked = 0; // the newest request: older answers are dropped
   let loads = 0;
+  const hidden = new Set(); // legend entries switched off, kept across windows
 
   // --- text -------------------------------------------------------------------------
   const laneOf = (t) => view.lanes[t.lane];
@@ -128,28 +129,62 @@
     };
   }
 
+  const IDLE_NAME = "no thread computing";
   function idleShapes() {
-    return view.idle_gaps.map((g, i) => ({
+    return view.idle_gaps.map((g) => ({
       type: "rect", xref: "x", yref: "y domain", x0: g.start - shownOrigin, x1: g.stop - shownOrigin, y0: 0, y1: 1,
-      fillcolor: IDLE, line: { width: 0 }, layer: "below",
-      showlegend: i === 0, name: "no thread computing", legendgroup: "idle",
+      fillcolor: IDLE, line: { width: 0 }, layer: "below", name: IDLE_NAME, visible: !hidden.has(IDLE_NAME),
+    }));
+  }
+
+  // The legend: HTML below the chart, as many rows as it takes at any width (plotly's
+  // own, over the chart, covered the rows of a phone and met the mode bar and the
+  // "Busy %" panel); each entry a button that hides or shows what it names
+  const legendName = (trace) => trace.legendgroup || trace.name;
+  function legend(traces) {
+    const box = document.getElementById("timeline-legend");
+    const entries = traces.map((tr) => [legendName(tr), tr.marker ? tr.marker.color : tr.line.color]);
+    if (view.idle_gaps.length) entries.push([IDLE_NAME, IDLE]);
+    box.replaceChildren(...entries.map(([name, colour]) => {
+      const swatch = Object.assign(document.createElement("i"), { className: "swatch" });
+      swatch.style.background = colour;
+      const button = Object.assign(document.createElement("button"), { type: "button", className: "legend-item" });
+      button.dataset.name = name;
+      button.setAttribute("aria-pressed", String(!hidden.has(name)));
+      button.title = `hide or show ${name}`;
+      button.append(swatch, name);
+      button.addEventListener("click", () => {
+        if (hidden.has(name)) hidden.delete(name); else hidden.add(name);
+        button.setAttribute("aria-pressed", String(!hidden.has(name)));
+        if (name === IDLE_NAME) { Plotly.relayout(chart, { shapes: idleShapes() }); return; }
+        const which = chart.data.map((tr, i) => [legendName(tr), i]).filter(([n]) => n === name).map(([, i]) => i);
+        Plotly.restyle(chart, { visible: hidden.has(name) ? "legendonly" : true }, which);
+      });
+      return button;
     }));
   }
 
   // --- drawing ----------------------------------------------------------------------
+  // One draw at a time: a window's answer arriving while plotly still draws the last one
+  // (a mode-bar click, then another) made two Plotly.react calls overlap, and plotly
+  // threw ("reading 'select'"); each waits for the one before and draws the newest view
+  let drawn = Promise.resolve();
   function draw() {
+    const next = drawn.then(drawNow);
+    drawn = next.catch(() => {});
+    return next;
+  }
+  function drawNow() {
     shownOrigin = origin();
     const narrow = chart.clientWidth < 600;
     const labels = view.lanes.map((l) => l.label);
     const width = chart.clientWidth || 1000;
     const span = view.stop - view.start;
     const traces = [...(view.raw ? rawTraces(span / width) : binTraces()), utilisationTrace()];
+    for (const tr of traces) tr.visible = hidden.has(legendName(tr)) ? "legendonly" : true;
     const laneHeight = narrow ? 20 : 24;
-    // the legend sits above the plot: room for its rows (about 2 entries a row on a
-    // phone, 7 on a wide screen), so that it never squeezes the rows of threads
-    const entries = traces.length + (view.idle_gaps.length ? 1 : 0);
-    const legendRows = Math.ceil(entries / (narrow ? 2 : 7));
-    const height = Math.max(narrow ? 320 : 380, 170 + labels.length * laneHeight) + legendRows * 22;
+    // the legend is HTML below the chart: the chart's height is the rows'
+    const height = Math.max(narrow ? 320 : 380, 170 + labels.length * laneHeight);
     const when = ds.utc(shownOrigin, true);
     const layout = ds.layout({
       height,
@@ -157,8 +192,9 @@
       bargap: 0.15,
       hovermode: "closest",
       dragmode: "zoom",
-      margin: { l: 10, r: 10, t: 10, b: 10 },
-      legend: { orientation: "h", x: 0, y: 1.01, yanchor: "bottom", font: { size: narrow ? 10 : 12 } },
+      // above the "Busy %" panel: room for plotly's mode bar, so it covers nothing
+      margin: { l: 10, r: 10, t: 34, b: 10 },
+      showlegend: false,
       xaxis: ds.axis(`Time (s after ${narrow ? when.slice(11) : when} UTC)`, {
         range: [view.start - shownOrigin, view.stop - shownOrigin], zeroline: false, anchor: "y",
         showgrid: true, nticks: narrow ? 5 : 12,
@@ -171,7 +207,21 @@
       shapes: idleShapes(),
     });
     drawing = true;
-    return Plotly.react(chart, traces, layout, { ...ds.config, doubleClick: "autosize" }).finally(() => { drawing = false; });
+    legend(traces);
+    // the box as tall as the chart: a redraw on resize left it at its min-height, the
+    // chart spilling over the legend below
+    chart.style.height = `${height + chart.offsetHeight - chart.clientHeight}px`; // + borders
+    const config = { ...ds.config, doubleClick: "autosize" };
+    let done;
+    try {
+      done = Plotly.react(chart, traces, layout, config);
+    } catch (err) {
+      done = Promise.reject(err);
+    }
+    // plotly's react can throw when a mode-bar action left its state half-changed
+    // ("reading 'select'"): then the chart is drawn anew, its events bound again
+    return done.catch(() => { bound = false; return Plotly.newPlot(chart, traces, layout, config).then(bind); })
+      .finally(() => { drawing = false; });
   }
 
   // --- state: window and filters in the URL -----------------------------------------
@@ -359,7 +409,7 @@
   }
 
   show();
-  // Redrawn for a new width only (rows and legend rows depend on it); a taller window
+  // Redrawn for a new width only (the rows' labels depend on it); a taller window
   // changes nothing
   let drawnWidth = chart.clientWidth;
   window.addEventListener("resize", () => {

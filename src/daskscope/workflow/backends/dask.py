@@ -44,7 +44,10 @@ class DaskBackend(Backend):
     def create_span(self, name: str) -> Iterator[str]:
         from distributed import span
 
-        with span("daskscope-workflow", name) as span_id:
+        from daskscope.workflow.delivery import WORKFLOW_SPAN
+
+        # workers send chunk records only from tasks under this tag (delivery.receivable)
+        with span(WORKFLOW_SPAN, name) as span_id:
             self.span_id = span_id
             yield span_id
 

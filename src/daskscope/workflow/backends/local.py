@@ -37,6 +37,8 @@ class LocalBackend(Backend):
         self._cpu0 = 0.0
         self._cpu_seconds: float | None = None
         self._previous_env: str | None = None
+        #: pid -> whether that child is a pool worker (its command line never changes)
+        self._is_worker: dict[int, bool] = {}
 
     def open(self, collector_id: str) -> dict[str, Any]:
         self._previous_env = os.environ.get(COLLECTOR_ENV)
@@ -60,6 +62,18 @@ class LocalBackend(Backend):
         except psutil.Error:
             return [self._proc]
 
+    def _workers(self, procs: list[psutil.Process]) -> int:
+        """Processes that run the work: the pool's workers among the children, else this
+        process alone (multiprocessing's and loky's resource trackers, a forkserver and
+        unrelated child programs are not workers)."""
+        workers = 0
+        for proc in procs[1:]:
+            worker = self._is_worker.get(proc.pid)
+            if worker is None:
+                worker = self._is_worker[proc.pid] = _pool_worker(proc)
+            workers += worker
+        return workers or 1
+
     def _cpu_total(self) -> float:
         # Our CPU, the CPU of children already waited for, and that of live children
         total = 0.0
@@ -79,7 +93,7 @@ class LocalBackend(Backend):
         procs = self._tree()
         n = len(s["time"])
         s["time"].append(now)
-        s["workers"].append(len(procs))
+        s["workers"].append(self._workers(procs))
         if self.cores is not None:
             s["threads"].append(self.cores)
         memory = 0
@@ -152,6 +166,25 @@ class LocalBackend(Backend):
         if self._thread is not None:
             caps |= {"tracking", "workers", "memory", "cpu"}
         return caps
+
+
+#: Command-line marks of a pool worker started by spawn (multiprocessing, loky)
+_WORKER_MARKS = ("multiprocessing.spawn", "--multiprocessing-fork", "loky.backend.popen_loky")
+
+
+def _pool_worker(proc: psutil.Process) -> bool:
+    """Whether a child process is a pool worker: spawned as one (its command line says
+    so), or forked from its parent (same command line: fork and forkserver pools).
+    Helpers (resource trackers, the forkserver itself) are started with a command line of
+    their own."""
+    try:
+        cmdline = proc.cmdline()
+        if any(mark in arg for arg in cmdline for mark in _WORKER_MARKS):
+            return True
+        parent = proc.parent()
+        return parent is not None and parent.cmdline() == cmdline
+    except psutil.Error:
+        return False
 
 
 register_backend("local", LocalBackend)
