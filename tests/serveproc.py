@@ -33,7 +33,7 @@ def serve(
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a start takes seconds quiet, a minute at load 50
         while True:
             try:
                 if httpx.get(f"{base}/openapi.json", timeout=1).status_code == 200:

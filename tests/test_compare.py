@@ -121,9 +121,10 @@ def check_span_comparison(url: str, runs: dict[str, Any]) -> None:
         sum(b["compute"].values()) / sum(a["compute"].values()), rel=0.05
     )
     assert task_time.ratio_text == f"×{task_time.ratio:,.2f}"
-    # Wall time and task time have a direction: B (twice as slow) reads worse
+    # Wall time and task time have a direction: B (twice as slow) reads worse in task
+    # time; its wall time, which a loaded host stretches on either side, never better
     wall = figures["span.wall_s"]
-    assert wall.verdict == "worse" and task_time.verdict == "worse"
+    assert task_time.verdict == "worse" and wall.verdict in ("worse", "same")
     # Dask's own span is the ground truth (not the test's clock around the compute: the
     # span's stop is in the workers' time, one CI run read 5 ms past the test's)
     assert wall.a == pytest.approx(a["span_wall"]) and wall.b == pytest.approx(b["span_wall"])
@@ -289,7 +290,10 @@ def test_identical_reruns_read_the_same(reruns: dict[str, Any]) -> None:
     # every figure with a direction: the same (before, any float difference read as a
     # change: wall time and task time better or worse every time)
     judged = {f.id: f.verdict for f in spans.figures if f.better}
-    assert judged == {"span.duration_s": "same", "span.wall_s": "same"}, spans.figures
+    assert judged.keys() == {"span.duration_s", "span.wall_s"}
+    # task time is the sleeps' (the same); wall time also follows the host's load, which
+    # changes between the two runs on a shared machine: not asserted
+    assert judged["span.duration_s"] == "same", spans.figures
     task_time = {f.id: f for f in spans.figures}["span.duration_s"]
     truth = [sum(r["compute"].values()) for r in (first, second)]
     assert (task_time.a, task_time.b) == pytest.approx(truth, rel=0.05)

@@ -158,7 +158,7 @@ class Server:
         command += ["serve", "--host", "127.0.0.1", "--port", str(self.port), *self.options]
         with self.log.open("a") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a minute at load 50
         while time.monotonic() < deadline:
             try:
                 if httpx.get(f"{self.url}/openapi.json", timeout=1).status_code == 200:

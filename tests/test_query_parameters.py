@@ -103,21 +103,28 @@ def test_every_paging_parameter_has_the_same_bounds() -> None:
 
 def test_out_of_range_paging_is_400_on_every_route(app_with_records: Any) -> None:
     app, cluster_id = app_with_records
+    (computation_id,) = (r.id for r in one_of_each_kind() if r.KIND == "computation")
+    # the query parameters a route needs besides its paging
+    needed = {"/history": "kind=span&name=load&", "/api/v1/history": "kind=span&name=load&"}
     for path, names in paged_routes(app).items():
         url = re.sub(r"\{cluster_id\}", cluster_id, path)
+        url = url.replace("{computation_id}", computation_id)
         assert "{" not in url, f"{path}: give this path parameter a value here"
+        url += "?" + needed.get(path, "")
         for name, value in REFUSED:
             if name not in names:
                 continue
-            response = call(app, "GET", f"{url}?{name}={value}")
+            response = call(app, "GET", f"{url}{name}={value}")
             assert response.status_code == 400, (path, name, value, response.text[:300])
             if path.startswith("/api/"):
                 assert f"query.{name}" in response.json()["error"]["message"]
             else:
                 assert name in response.text
+        if "{computation_id}" in path:
+            continue  # its view decodes the task log, which these records fake
         # the largest values taken run their query on the database
         asked = "&".join(f"{n}={MAX_OFFSET if n == 'offset' else MAX_PAGE}" for n in names)
-        response = call(app, "GET", f"{url}?{asked}")
+        response = call(app, "GET", f"{url}{asked}")
         assert response.status_code == 200, (path, response.text[:300])
 
 

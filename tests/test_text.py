@@ -157,7 +157,13 @@ def test_odd_text_through_ingest_and_a_number_no_database_holds(database_url: st
     # every odd text Dask allows goes through whole
     response = post(app, encode_batch(records))
     assert response.status_code == 200, response.text
-    assert response.json() == {"stored": len(records), "records": len(records), "rejected": []}
+    assert response.json() == {
+        "stored": len(records),
+        "records": len(records),
+        "superseded": 0,
+        "superseded_by_table": {},
+        "rejected": [],
+    }
     assert stored(app.state.store, {r.id for r in records}) == expected(records)
     app.state.store.close()
 

@@ -35,7 +35,7 @@ _pruned_at: weakref.WeakKeyDictionary[Store, float] = weakref.WeakKeyDictionary(
 def take_attempt(store: Store, address: str, per_minute: int, *, now: float | None = None) -> int:
     """Count one login attempt from ``address``: 0 when it may go ahead (and it is
     counted), else the seconds until the next one may (then nothing is counted)."""
-    now = time.time() if now is None else now
+    given = now
     c = login_attempts.c
     with store.engine.connect() as conn:
         conn = conn.execution_options(**{IMMEDIATE: True})
@@ -43,13 +43,15 @@ def take_attempt(store: Store, address: str, per_minute: int, *, now: float | No
             if store.dialect == "postgresql":
                 lock = sa.func.pg_advisory_xact_lock(_PG_LOCK_CLASS, sa.func.hashtext(address))
                 conn.execute(sa.select(lock))
+            # read once the lock is held: an attempt counted while we waited is older
+            now = time.time() if given is None else given
             count, oldest = conn.execute(
                 sa.select(sa.func.count(), sa.func.min(c.at)).where(
                     c.address == address, c.at > now - WINDOW_S
                 )
             ).one()
             if count >= max(1, per_minute):
-                return max(1, math.ceil(float(oldest) + WINDOW_S - now))
+                return min(math.ceil(WINDOW_S), max(1, math.ceil(float(oldest) + WINDOW_S - now)))
             conn.execute(login_attempts.insert().values(address=address, at=now))
     _prune(store, now)
     return 0

@@ -34,6 +34,7 @@ from daskscope.views.critical_path import (
 from daskscope.web.errors import BadRequest, NotFound
 from daskscope.web.render import page
 from daskscope.web.routes.common import (
+    Limit,
     Offset,
     described,
     label,
@@ -175,9 +176,7 @@ def critical_path_json(
     q: str | None = _QUERY,
     sort: Sort = "start",
     offset: Offset = 0,
-    limit: int = Query(
-        PAGE_GROUPS, ge=1, le=MAX_PAGE_GROUPS, description="Groups listed (a page of them)."
-    ),
+    limit: Limit = PAGE_GROUPS,
 ) -> Response:
     """``daskscope critical-path ID COMPUTATION --json`` with one page of its groups
     (``q``, ``sort``, ``offset``, ``limit``; ``groups_matched`` of ``groups_total``), the
@@ -185,5 +184,7 @@ def critical_path_json(
     groups' totals summed by the database (``group_totals``). Estimates come from the
     recorded task durations (see docs/metrics.md, "Critical path and what-if")."""
     view, fingerprint = _view(request, cluster_id, computation_id, threads)
+    # the one paging type of every route; a page lists at most MAX_PAGE_GROUPS groups
+    limit = min(limit, MAX_PAGE_GROUPS)
     paged = _paged(request, view, fingerprint, q=q, sort=sort, offset=offset, limit=limit)
     return view_response(paged)
