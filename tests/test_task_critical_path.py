@@ -256,11 +256,10 @@ def test_a_wait_below_zero_is_the_worker_s_clock_shift_and_reads_zero(tmp_path: 
     for i in range(1, links):
         truth = logged[i][0] - logged[i - 1][1]  # what the links logged: never below 0
         assert truth >= 0
-        shift = SHIFT if i % 2 == 1 else -SHIFT  # the offset changed at the link before
         measured = raw[f"link-{i}"][0] - raw[f"link-{i - 1}"][1]
-        # (the links' clock reads and Dask's around them are apart by a thread switch
-        # at most, which a loaded machine can stretch: far less than the shift)
-        assert measured == pytest.approx(truth + shift, abs=0.1), (i, measured, truth)
+        # which offset a link's report carries depends on when the worker's batched
+        # stream sends it (a loaded machine can send two links' reports at once): only
+        # the formula is checked per link, and that some link reads below zero
         waited = view.task_path[i].waited_s
         assert waited == max(0.0, measured), (i, waited, measured)
         below_zero += measured < 0
