@@ -24,8 +24,8 @@ its turn, so small batches do not starve it. One larger than a whole gate goes a
 
 Memory given back: when decoding falls idle after large batches, glibc is asked to
 return free pages to the system (``malloc_trim``), and ``serve`` gives its processes two
-malloc arenas instead of eight a core (:func:`bound_allocator`). Six 31 MiB batches left
-the server 190 to 300 MiB above its rest before; about 60 to 90 after.
+malloc arenas instead of eight a core, and maps blocks of 1 MiB and more on their own
+(:func:`bound_allocator`). Measured in docs/benchmarks.md ("Ingest memory").
 """
 
 from __future__ import annotations
@@ -258,24 +258,35 @@ def _glibc() -> ctypes.CDLL | None:
     return libc
 
 
-#: glibc's mallopt parameter for the number of malloc arenas
-_M_ARENA_MAX = -8
+#: glibc's mallopt parameters: the number of malloc arenas, and the size from which a
+#: block is mapped on its own (given back whole when freed)
+_M_ARENA_MAX, _M_MMAP_THRESHOLD = -8, -3
 #: Arenas a server process's allocator may have (glibc's default: 8 a core)
 MALLOC_ARENAS = 2
+#: Blocks this large or larger are mapped on their own. glibc's default starts at
+#: 128 KiB but rises to the largest block freed, up to 32 MiB: after one batch, bodies
+#: and the store's JSON documents were carved from the heap and left holes in it.
+MMAP_THRESHOLD = 2**20
 
 
 def bound_allocator() -> None:
-    """Few malloc arenas for this process and the worker processes it starts (an
-    explicit ``MALLOC_ARENA_MAX`` is left alone). Each thread that decodes a batch
-    otherwise gets an arena of its own, and what a batch freed there was kept: six
-    31 MiB batches left 150 MiB held even after a trim, 50 to 70 MiB with one or two
-    arenas (docs/benchmarks.md)."""
-    if "MALLOC_ARENA_MAX" in os.environ:
-        return
-    os.environ["MALLOC_ARENA_MAX"] = str(MALLOC_ARENAS)  # read by each new process
+    """Few malloc arenas, and large blocks mapped on their own, for this process and the
+    worker processes it starts (glibc only; set ``MALLOC_ARENA_MAX`` or
+    ``MALLOC_MMAP_THRESHOLD_`` yourself to choose otherwise). Each thread that decodes a
+    batch otherwise gets an arena of its own, and what was freed in it stays with the
+    process: six 31 MiB batches left 150 MiB held even after a trim, 50 to 70 MiB with
+    one or two arenas; with both settings the peaks of docs/benchmarks.md fell by 30 to
+    70 MiB more."""
     libc = _glibc()
-    if libc is not None:
-        libc.mallopt(_M_ARENA_MAX, MALLOC_ARENAS)  # this one has started already
+    for variable, parameter, value in (
+        ("MALLOC_ARENA_MAX", _M_ARENA_MAX, MALLOC_ARENAS),
+        ("MALLOC_MMAP_THRESHOLD_", _M_MMAP_THRESHOLD, MMAP_THRESHOLD),
+    ):
+        if variable in os.environ:
+            continue
+        os.environ[variable] = str(value)  # read by each new process at its start
+        if libc is not None:
+            libc.mallopt(parameter, value)  # this one has started already
 
 
 def release_memory() -> None:
