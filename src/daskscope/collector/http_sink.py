@@ -320,7 +320,7 @@ class HttpSink:
             self._backoff = 0.0
             self._retry_at = 0.0
             self.delivered_batches += 1
-            self._note_rejected(response)
+            self._note_answer(response)
             return "ok"
         if status == 413:
             return self._post_split(payload)
@@ -376,8 +376,9 @@ class HttpSink:
                 return outcome
         return "ok"
 
-    def _note_rejected(self, response: Any) -> None:
-        """Records the server's database refused one by one (the rest was stored)."""
+    def _note_answer(self, response: Any) -> None:
+        """What the server did with a batch (kept for send_now), and the records its
+        database refused one by one (the rest was stored)."""
         try:
             answer = response.json()
         except ValueError:

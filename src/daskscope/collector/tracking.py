@@ -187,6 +187,14 @@ def _use_stop(use: GroupUse) -> float | None:
     return max(use.last_stop, use.error_stop) if use.ran else None
 
 
+def _add_seconds(into: dict[str, float], startstops: Iterable[Mapping[str, Any]]) -> None:
+    """Each entry's seconds added to ``into`` by action, in whole microseconds as Dask
+    adds a finished task's to its group."""
+    for ss in startstops:
+        seconds = max(round((ss["stop"] - ss["start"]) * 1e6), 0) / 1e6
+        into[ss["action"]] = into.get(ss["action"], 0.0) + seconds
+
+
 class WorkTracker:
     """Counts each task's outcome for the right computation and group, and turns what
     changed into records. Runs on the scheduler's event loop only."""
@@ -282,12 +290,9 @@ class WorkTracker:
         for its group as Dask counts a finished task's (whole microseconds), though
         Dask's own group drops them (rare: off the per-task path)."""
         use = self.current.get(ts.group) or self._adopt_now(ts.group)
-        retried = use.retried
-        if retried is None:
-            retried = use.retried = {}
-        for ss in startstops:
-            seconds = max(round((ss["stop"] - ss["start"]) * 1e6), 0) / 1e6
-            retried[ss["action"]] = retried.get(ss["action"], 0.0) + seconds
+        if use.retried is None:
+            use.retried = {}
+        _add_seconds(use.retried, startstops)
         use.settled = False
         self.dirty.add(use)
         return use
@@ -300,12 +305,9 @@ class WorkTracker:
         end = computes[-2] + 1
         while end < len(startstops) and startstops[end]["action"] == "disk-write":
             end += 1
-        resent = use.resent
-        if resent is None:
-            resent = use.resent = {}
-        for ss in startstops[:end]:
-            seconds = max(round((ss["stop"] - ss["start"]) * 1e6), 0) / 1e6
-            resent[ss["action"]] = resent.get(ss["action"], 0.0) + seconds
+        if use.resent is None:
+            use.resent = {}
+        _add_seconds(use.resent, startstops[:end])
 
     def task_forgotten(self, ts: TaskState) -> None:
         # the group's final states and its retirement are written at the next flush
