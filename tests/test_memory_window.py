@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import sqlalchemy as sa
@@ -27,6 +28,7 @@ from daskscope.store import open_store
 from daskscope.store import schema as s
 
 GIB = 2**30
+T = TypeVar("T")
 DEADLINE = 120.0
 
 
@@ -68,6 +70,15 @@ async def until(condition: Any, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
+async def within(awaitable: Awaitable[T], what: str, seconds: float = DEADLINE) -> T:
+    """``awaitable``'s result, or a failure that names the step that did not end (a hang
+    anywhere in a cluster's life otherwise shows only as the whole test's timeout)."""
+    try:
+        return await asyncio.wait_for(awaitable, seconds)
+    except TimeoutError:
+        raise AssertionError(f"waited {seconds:.0f} s for {what}") from None
+
+
 def lives(events: Any, end: float) -> dict[str, list[tuple[float, float]]]:
     """Each worker's lives (arrival, departure) from Dask's event log; one still there
     at the end lives until ``end``."""
@@ -90,6 +101,7 @@ def cluster_row(url: str, cluster_id: str) -> dict[str, Any]:
         return dict(row._mapping)
 
 
+@pytest.mark.timeout(6 * DEADLINE)
 def test_memory_reserved_covers_the_same_window_as_core_time(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
 
@@ -112,27 +124,30 @@ def test_memory_reserved_covers_the_same_window_as_core_time(tmp_path: Path) -> 
             # that comes and goes
             async with Worker(scheduler.address, nthreads=1, memory_limit=5 * GIB) as gone:
                 await until(lambda: gone.address in scheduler.workers, "the early worker")
-                assert await client.submit(nap, 0.5, workers=[gone.address]) == 0.5
+                on_it = client.submit(nap, 0.5, workers=[gone.address])
+                assert await within(on_it, "a task") == 0.5
             await until(lambda: gone.address not in scheduler.workers, "it to leave")
-            assert await client.submit(nap, 1.5, pure=False) == 1.5
+            assert await within(client.submit(nap, 1.5, pure=False), "a task") == 1.5
             before = time.time()
-            cluster_id = await daskscope.register(client, database=url)
+            cluster_id = await within(daskscope.register(client, database=url), "register()")
             after = time.time()
             # A worker of another size, then the cluster scaled up and down
             async with Worker(scheduler.address, nthreads=2, memory_limit=3 * GIB) as extra:
                 await until(lambda: extra.address in scheduler.workers, "the extra worker")
                 cluster.scale(4)
                 await until(lambda: len(scheduler.workers) == 5, "the cluster scaled to 4")
-                await client.gather(client.map(nap, [0.2] * 10, pure=False))
+                await within(client.gather(client.map(nap, [0.2] * 10, pure=False)), "ten tasks")
                 cluster.scale(1)
                 await until(lambda: len(scheduler.workers) == 2, "the cluster scaled to 1")
-                await client.gather(client.map(nap, [0.2] * 4, pure=False))
+                await within(client.gather(client.map(nap, [0.2] * 4, pure=False)), "four tasks")
             await until(lambda: len(scheduler.workers) == 1, "the extra worker to leave")
-            assert await client.submit(nap, 0.3, pure=False) == 0.3
+            assert await within(client.submit(nap, 0.3, pure=False), "the last task") == 0.3
         early = [gone.address]
         return cluster_id, scheduler, limits, before, after, early
 
-    cluster_id, scheduler, limits, before, after, early = asyncio.run(body())
+    cluster_id, scheduler, limits, before, after, early = asyncio.run(
+        within(body(), "the cluster's whole life, its close included", 5 * DEADLINE)
+    )
     row = cluster_row(url, cluster_id)
     stopped = row["stopped_at"]
     assert stopped is not None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,7 +50,7 @@ def _text(render: Any) -> str:
 
 
 @track_metrics
-def grow_four_times(blocks: list[bytearray]) -> list[tuple[int, int]]:
+def grow_four_times(blocks: list[mmap.mmap]) -> list[tuple[int, int]]:
     """One chunk whose "grow" section runs four times, each keeping 16 MiB more; returns
     psutil's RSS before and after each call, read by the user's own code."""
     process = psutil.Process()
@@ -57,14 +58,19 @@ def grow_four_times(blocks: list[bytearray]) -> list[tuple[int, int]]:
     for _ in range(4):
         before = process.memory_info().rss
         with track_memory(None, "grow"):
-            blocks.append(bytearray(b"\x01") * (16 * MIB))  # written: resident
+            # a fresh mapping, every page written: new resident memory each time (a
+            # bytearray may reuse heap that earlier tests left resident)
+            block = mmap.mmap(-1, 16 * MIB)
+            for page in range(0, 16 * MIB, mmap.PAGESIZE):
+                block[page] = 1
+            blocks.append(block)
         seen.append((before, process.memory_info().rss))
     return seen
 
 
 def test_a_repeated_memory_section_keeps_its_peak_and_adds_its_deltas(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    blocks: list[bytearray] = []
+    blocks: list[mmap.mmap] = []
     with MetricsCollector(name="repeat", database=url, worker_tracking_interval=None) as c:
         seen = grow_four_times(blocks)
     run_id = c.wait_stored()
