@@ -232,8 +232,10 @@ def test_cli_serve_refuses_without_token_on_a_real_socket(world: World, tmp_path
     from webutil import serving
 
     with serving(world.app) as base:
-        assert httpx.get(f"{base}/api/v1/clusters").status_code == 401
+        assert httpx.get(f"{base}/api/v1/clusters", timeout=60).status_code == 401
         ok = httpx.get(
-            f"{base}/api/v1/clusters", headers={"Authorization": f"Bearer {world.tokens['bob']}"}
+            f"{base}/api/v1/clusters",
+            headers={"Authorization": f"Bearer {world.tokens['bob']}"},
+            timeout=60,
         )
         assert ok.status_code == 200

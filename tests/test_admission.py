@@ -106,7 +106,7 @@ def test_a_body_that_trickles_in_is_answered_408(tmp_path: Path) -> None:
         # and the server takes the next batch
         batch = _batch(5)
         headers = {"Authorization": f"Bearer {token}", "content-type": "application/json"}
-        answer = httpx.post(f"{base}/api/v1/ingest", content=batch, headers=headers)
+        answer = httpx.post(f"{base}/api/v1/ingest", content=batch, headers=headers, timeout=60)
         assert answer.status_code == 200, answer.text
 
 

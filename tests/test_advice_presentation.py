@@ -98,7 +98,9 @@ def test_bad_input_says_what_to_do(site: dict[str, Any]) -> None:
     import httpx
 
     cid = site["cluster_id"]
-    response = httpx.get(f"{site['base']}/api/v1/clusters/{cid}/advice?computation=nope")
+    response = httpx.get(
+        f"{site['base']}/api/v1/clusters/{cid}/advice?computation=nope", timeout=60
+    )
     assert response.status_code == 404 and "Computations tab" in response.text
     result = CliRunner().invoke(cli, ["--database", site["url"], "advise"])
     assert result.exit_code == 2 and "give a CLUSTER, or --run RUN" in result.output

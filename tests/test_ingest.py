@@ -236,7 +236,7 @@ def record_through_a_fault(
         assert status["spooled"] > 0  # the outage was real: batches are waiting
         assert status["rejected_batches"] == 0
         mends()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # a minute or more at load 50
         while daskscope.flush(client, wait_for_metrics=False)["spooled"]:
             assert time.monotonic() < deadline, "the spool never drained"
             time.sleep(0.5)
@@ -320,8 +320,9 @@ def _run_and_die(processes: DaskProcesses) -> tuple[str, dict]:
     """Run 50 tasks, write, then kill the scheduler without warning."""
     processes.start()
     try:
-        with Client(processes.address, timeout=30) as client:
-            client.wait_for_workers(1, timeout=30)
+        # processes just started: at load 50 they may take a minute to listen
+        with Client(processes.address, timeout=120) as client:
+            client.wait_for_workers(1, timeout=120)
             # a builtin: these processes cannot import the test module
             results = client.gather(client.map(operator.add, range(50), [1] * 50))
             assert results == list(range(1, 51))
@@ -331,7 +332,7 @@ def _run_and_die(processes: DaskProcesses) -> tuple[str, dict]:
     return status["cluster_id"], status
 
 
-def _wait_for(predicate: Any, timeout: float = 60) -> None:
+def _wait_for(predicate: Any, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out"

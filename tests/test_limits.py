@@ -217,7 +217,7 @@ def test_report_uploads_have_a_quota_per_account(sqlite_url: str, tmp_path: Path
         statuses = []
         for i in range(3):
             files = {"file": (f"r{i}.html", report, "text/html")}
-            response = httpx.post(f"{url}/api/v1/reports", files=files, headers=headers)
+            response = httpx.post(f"{url}/api/v1/reports", files=files, headers=headers, timeout=60)
             statuses.append(response.status_code)
     assert statuses == [201, 201, 413], response.text
     assert "max-report-bytes-per-account" in response.json()["error"]["message"]

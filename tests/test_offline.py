@@ -9,9 +9,11 @@ assets are sent compressed, with an ETag, and revalidate with 304."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import logging
 import re
 from collections.abc import Iterator
+from importlib import resources
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,6 +29,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app
+from daskscope.web.routes.assets import plotly_url
 
 
 def make_cdn_report(path: Path) -> bytes:
@@ -118,11 +121,11 @@ def test_swagger_page_draws_the_api_offline(site: dict[str, Any], offline_page: 
 
 
 def test_swagger_assets_come_from_this_server(site: dict[str, Any]) -> None:
-    html = httpx.get(site["base"] + "/api/docs").text
+    html = httpx.get(site["base"] + "/api/docs", timeout=60).text
     scripts = re.findall(r'(?:src|href)="([^"]+)"', html)
     assert "/assets/swagger-ui/swagger-ui-bundle.js" in scripts
     assert all(s.startswith(("/", "data:")) for s in scripts), scripts
-    js = httpx.get(site["base"] + "/assets/swagger-ui/swagger-ui-bundle.js")
+    js = httpx.get(site["base"] + "/assets/swagger-ui/swagger-ui-bundle.js", timeout=60)
     assert js.status_code == 200 and "SwaggerUIBundle" in js.text
 
 
@@ -142,7 +145,7 @@ def test_a_cdn_mode_report_renders_offline(
     # The stored file stays as uploaded; what is served loads Bokeh from this server
     stored = reports_dir(site["store"]) / f"{report_id}.html"
     assert stored.read_bytes() == cdn_report
-    raw = httpx.get(f"{base}/reports/{report_id}/raw").text
+    raw = httpx.get(f"{base}/reports/{report_id}/raw", timeout=60).text
     assert '<script src="https://cdn.bokeh.org' not in raw
     assert f'<script src="/assets/bokeh/{bokeh.__version__}/bokeh.min.js">' in raw
 
@@ -180,7 +183,7 @@ def test_a_report_for_another_bokeh_says_why_it_stays_blank(
     assert "mode='inline'" in text
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "report-other-bokeh-1300x900.png"))
-    raw = httpx.get(f"{base}/reports/{response.json()['id']}/raw").text
+    raw = httpx.get(f"{base}/reports/{response.json()['id']}/raw", timeout=60).text
     assert "https://cdn.bokeh.org/bokeh/release/bokeh-2.4.3.min.js" in raw  # left as is
     assert all(urlsplit(u).hostname == "cdn.bokeh.org" for u in page.left), page.left
 
@@ -246,11 +249,33 @@ def test_assets_are_compressed_and_revalidate(site: dict[str, Any], path: str) -
     assert "no-cache" in headers["cache-control"] and "public" in headers["cache-control"]
     etag = headers["etag"]
     assert etag.strip('W/"')
-    again = httpx.get(url, headers={"accept-encoding": "gzip", "if-none-match": etag})
+    again = httpx.get(url, headers={"accept-encoding": "gzip", "if-none-match": etag}, timeout=60)
     assert again.status_code == 304 and again.content == b""
     assert again.headers["etag"] == etag
-    changed = httpx.get(url, headers={"accept-encoding": "gzip", "if-none-match": '"old"'})
+    changed = httpx.get(
+        url, headers={"accept-encoding": "gzip", "if-none-match": '"old"'}, timeout=60
+    )
     assert changed.status_code == 200 and changed.content == plain.content
+
+
+def test_plotly_at_the_url_of_its_hash_is_immutable(site: dict[str, Any]) -> None:
+    # what the pages load: plotly.js at a URL naming its hash, kept for good
+    versioned = plotly_url()
+    assert versioned.startswith("/assets/plotly-") and versioned.endswith(".min.js")
+    with httpx.Client(base_url=site["base"]) as client:
+        kept = client.get(versioned, headers={"accept-encoding": "gzip"})
+        plain = client.get("/assets/plotly.min.js")
+        # a page from before an upgrade names an old hash: the current file, revalidated
+        old = client.get("/assets/plotly-0123456789abcdef01234567.min.js")
+    assert kept.status_code == 200 and kept.headers["content-encoding"] == "gzip"
+    assert kept.headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert kept.content == plain.content == old.content
+    assert all("no-cache" in r.headers["cache-control"] for r in (plain, old))
+    # V8's compile hint first, then the packaged plotly.js itself
+    packaged = (resources.files("plotly") / "package_data" / "plotly.min.js").read_bytes()
+    assert kept.content == b"//# allFunctionsCalledOnLoad\n" + packaged
+    # the hash is the file's: a new plotly is a new URL
+    assert versioned == f"/assets/plotly-{hashlib.sha256(kept.content).hexdigest()[:24]}.min.js"
 
 
 def test_plotly_is_compressed_once_not_per_request(site: dict[str, Any]) -> None:

@@ -61,13 +61,15 @@ def test_login_opens_a_server_side_session_and_logout_ends_it(team: dict[str, An
         assert out.status_code == 303
     assert session_rows(team["url"]) == []
     # the old cookie, replayed, opens nothing
-    replay = httpx.get(f"{team['base']}/", cookies={"daskscope_session": session})
+    replay = httpx.get(f"{team['base']}/", cookies={"daskscope_session": session}, timeout=60)
     assert replay.status_code == 303 and replay.headers["location"].startswith("/login")
 
 
 def test_the_token_in_a_cookie_is_no_login(team: dict[str, Any]) -> None:
     for name in ("daskscope_session", "daskscope_token"):
-        response = httpx.get(f"{team['base']}/api/v1/clusters", cookies={name: team["token"]})
+        response = httpx.get(
+            f"{team['base']}/api/v1/clusters", cookies={name: team["token"]}, timeout=60
+        )
         assert response.status_code == 401, name
 
 
@@ -96,7 +98,7 @@ def test_login_needs_the_csrf_field(team: dict[str, Any]) -> None:
         assert refused.status_code == 403 and "reload the page" in refused.text
         assert "daskscope_session" not in client.cookies
     # another site's login form (no CSRF cookie at all) does not reach the route
-    cross = httpx.post(f"{team['base']}/login", data={"token": team["token"]})
+    cross = httpx.post(f"{team['base']}/login", data={"token": team["token"]}, timeout=60)
     assert cross.status_code == 403
     assert session_rows(team["url"]) == []
 
@@ -122,7 +124,7 @@ def test_cookies_are_secure_when_the_public_url_is_https(database_url: str, tmp_
     env = {"DASK_DASKSCOPE__PUBLIC_URL": "https://daskscope.example.org"}
     with serve(database_url, tmp_path / "serve.log", "--auth", env=env) as base:
         host = {"host": "daskscope.example.org"}  # its public name is served too
-        form = httpx.get(f"{base}/login", headers=host)
+        form = httpx.get(f"{base}/login", headers=host, timeout=60)
         assert form.status_code == 200
         assert "; secure" in form.headers["set-cookie"].lower()
         csrf = form.cookies["daskscope_csrf"]
@@ -131,6 +133,7 @@ def test_cookies_are_secure_when_the_public_url_is_https(database_url: str, tmp_
             data={"token": token, "csrf": csrf},
             headers={**host, "origin": "https://daskscope.example.org"},
             cookies={"daskscope_csrf": csrf},
+            timeout=60,
         )
         assert response.status_code == 303, response.text
         cookie = response.headers["set-cookie"].lower()

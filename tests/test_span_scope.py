@@ -92,7 +92,7 @@ def _all_groups(url: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     next_url: str | None = url
     while next_url:
-        page = httpx.get(next_url).raise_for_status().json()
+        page = httpx.get(next_url, timeout=60).raise_for_status().json()
         rows.extend(page["groups"])
         next_url = page["next"] and httpx.URL(url).join(page["next"]).__str__()
     return rows
@@ -108,7 +108,7 @@ def groups_of_a_span_are_those_dask_put_there(site: dict[str, Any]) -> None:
         # a page size of 1 follows ``next`` through every page, the filter kept
         rows = _all_groups(f"{site['base']}/task-groups?span={span_id}&limit=1")
         assert sorted(g["name"] for g in rows) == names, truth["names"][span_id]
-        scope = httpx.get(f"{site['base']}/prefixes", params={"span": span_id}).json()
+        scope = httpx.get(f"{site['base']}/prefixes", params={"span": span_id}, timeout=60).json()
         assert scope["group_count"] == len(names)
         prefixes = Counter(g["prefix"] for g in rows)
         assert {p["name"]: p["group_count"] for p in scope["task_prefixes"]} == prefixes
@@ -122,24 +122,26 @@ def groups_of_a_tag_are_those_dask_tagged(site: dict[str, Any]) -> None:
     for tag, names in site["truth"]["by_tag"].items():
         rows = _all_groups(f"{site['base']}/task-groups?tag={tag}&limit=2")
         assert sorted(g["name"] for g in rows) == names, tag
-        scope = httpx.get(f"{site['base']}/prefixes", params={"tag": tag}).json()
+        scope = httpx.get(f"{site['base']}/prefixes", params={"tag": tag}, timeout=60).json()
         assert scope["group_count"] == len(names)
 
 
 def unknown_span_says_where_spans_are_listed(site: dict[str, Any]) -> None:
     for route in ("task-groups", "prefixes"):
-        answer = httpx.get(f"{site['base']}/{route}", params={"span": "no-such-span"})
+        answer = httpx.get(f"{site['base']}/{route}", params={"span": "no-such-span"}, timeout=60)
         assert answer.status_code == 404
         assert "lists its spans" in answer.json()["error"]["message"]
 
 
 def unchanged_answer_is_an_empty_304(site: dict[str, Any]) -> None:
     for route in ("", "/prefixes", "/task-groups", "/workers", "/metrics"):
-        first = httpx.get(f"{site['base']}{route}")
+        first = httpx.get(f"{site['base']}{route}", timeout=60)
         etag = first.headers["etag"]
-        again = httpx.get(f"{site['base']}{route}", headers={"if-none-match": etag})
+        again = httpx.get(f"{site['base']}{route}", headers={"if-none-match": etag}, timeout=60)
         assert again.status_code == 304 and again.content == b"", route
-        other = httpx.get(f"{site['base']}{route}", headers={"if-none-match": '"other"'})
+        other = httpx.get(
+            f"{site['base']}{route}", headers={"if-none-match": '"other"'}, timeout=60
+        )
         assert other.status_code == 200 and other.json() == first.json()
 
 

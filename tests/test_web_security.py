@@ -43,7 +43,7 @@ def cluster_batch(cluster_id: str) -> bytes:
 
 
 def stored(base: str, cluster_id: str) -> bool:
-    return httpx.get(f"{base}/api/v1/clusters/{cluster_id}").status_code == 200
+    return httpx.get(f"{base}/api/v1/clusters/{cluster_id}", timeout=60).status_code == 200
 
 
 # -- content type, Origin, CSRF ---------------------------------------------------------
@@ -55,6 +55,7 @@ def test_a_text_plain_post_to_ingest_is_refused(server: dict[str, Any]) -> None:
         f"{base}/api/v1/ingest",
         content=cluster_batch("sent-as-text"),
         headers={"content-type": "text/plain"},
+        timeout=60,
     )
     assert response.status_code == 415
     message = response.json()["error"]["message"]
@@ -64,6 +65,7 @@ def test_a_text_plain_post_to_ingest_is_refused(server: dict[str, Any]) -> None:
         f"{base}/api/v1/ingest",
         content=cluster_batch("sent-as-json"),
         headers={"content-type": "application/json"},
+        timeout=60,
     )
     assert json_ok.status_code == 200 and stored(base, "sent-as-json")
 
@@ -87,7 +89,7 @@ def test_unsafe_requests_need_this_origin_or_none(
     if origin is not None:
         headers["origin"] = base if origin == "same" else origin
     response = httpx.post(
-        f"{base}/api/v1/ingest", content=cluster_batch(cluster_id), headers=headers
+        f"{base}/api/v1/ingest", content=cluster_batch(cluster_id), headers=headers, timeout=60
     )
     assert response.status_code == status, response.text
     assert stored(base, cluster_id) == (status == 200)
@@ -100,6 +102,7 @@ def test_a_browser_cross_site_fetch_without_origin_is_refused(server: dict[str, 
         f"{server['base']}/api/v1/ingest",
         content=cluster_batch("fetch-site"),
         headers={"content-type": "application/json", "sec-fetch-site": "cross-site"},
+        timeout=60,
     )
     assert response.status_code == 403
 
@@ -108,7 +111,7 @@ def test_forms_need_the_csrf_cookie_and_field(server: dict[str, Any]) -> None:
     base = server["base"]
     report = b'<title>Dask Performance Report</title><script type="application/json">{}</script>'
     files = {"file": ("x.html", report, "text/html")}
-    bare = httpx.post(f"{base}/reports", files=files)
+    bare = httpx.post(f"{base}/reports", files=files, timeout=60)
     assert bare.status_code == 403 and "reload the page" in bare.text
     with httpx.Client(base_url=base) as client:
         form = client.get("/reports")
@@ -138,7 +141,9 @@ def test_only_this_servers_host_names_are_served(
 ) -> None:
     base = server["base"]
     port = base.rsplit(":", 1)[1]
-    response = httpx.get(f"{base}/api/v1/clusters", headers={"host": host.format(port=port)})
+    response = httpx.get(
+        f"{base}/api/v1/clusters", headers={"host": host.format(port=port)}, timeout=60
+    )
     assert response.status_code == status, response.text
     if status == 400:
         message = response.json()["error"]["message"]
@@ -149,8 +154,10 @@ def test_configured_public_host_names_are_served(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'server.db'}"
     env = {"DASK_DASKSCOPE__ALLOWED_HOSTS": '["dask.example.org"]'}
     with serve(url, tmp_path / "serve.log", env=env) as base:
-        ok = httpx.get(f"{base}/api/v1/clusters", headers={"host": "dask.example.org"})
-        other = httpx.get(f"{base}/api/v1/clusters", headers={"host": "other.example.org"})
+        ok = httpx.get(f"{base}/api/v1/clusters", headers={"host": "dask.example.org"}, timeout=60)
+        other = httpx.get(
+            f"{base}/api/v1/clusters", headers={"host": "other.example.org"}, timeout=60
+        )
     assert ok.status_code == 200 and other.status_code == 400
 
 
@@ -170,7 +177,7 @@ PAGES = [
 
 @pytest.mark.parametrize("path", PAGES)
 def test_security_headers_on_every_page(server: dict[str, Any], path: str) -> None:
-    response = httpx.get(server["base"] + path.format(report=server["report"]))
+    response = httpx.get(server["base"] + path.format(report=server["report"]), timeout=60)
     csp = response.headers["content-security-policy"]
     assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp
     assert "unsafe-inline" not in csp.split("script-src")[1].split(";")[0]
@@ -179,7 +186,7 @@ def test_security_headers_on_every_page(server: dict[str, Any], path: str) -> No
 
 
 def test_the_raw_report_keeps_its_own_sandbox(server: dict[str, Any]) -> None:
-    response = httpx.get(f"{server['base']}/reports/{server['report']}/raw")
+    response = httpx.get(f"{server['base']}/reports/{server['report']}/raw", timeout=60)
     assert response.status_code == 200 and "report" in response.text
     csp = response.headers["content-security-policy"]
     sandbox = csp.split(";")[0].split()
@@ -255,7 +262,7 @@ def test_another_site_in_the_browser_writes_nothing(
     server: dict[str, Any], attacker: str, browser: Any
 ) -> None:
     base = server["base"]
-    reports_before = httpx.get(f"{base}/api/v1/reports").json()["reports"]
+    reports_before = httpx.get(f"{base}/api/v1/reports", timeout=60).json()["reports"]
     context = browser.new_context()
     page = context.new_page()
     page.goto(attacker)
@@ -263,7 +270,8 @@ def test_another_site_in_the_browser_writes_nothing(
     written = {
         "text/plain form": stored(base, "cross-site-form"),
         "no-cors fetch": stored(base, "cross-site-fetch"),
-        "report upload": httpx.get(f"{base}/api/v1/reports").json()["reports"] != reports_before,
+        "report upload": httpx.get(f"{base}/api/v1/reports", timeout=60).json()["reports"]
+        != reports_before,
     }
     assert not any(written.values()), written
     # and the dashboard refused to be framed by it

@@ -77,7 +77,10 @@ def test_a_members_run_reaches_the_server_as_theirs(
     assert runs_seen(server, tokens["alice"]) == [run_id]  # bob's admin
     assert runs_seen(server, tokens["carol"]) == []  # another account
     headers = {"Authorization": f"Bearer {tokens['carol']}"}
-    assert httpx.get(f"{server.url}/api/v1/runs/{run_id}", headers=headers).status_code == 404
+    assert (
+        httpx.get(f"{server.url}/api/v1/runs/{run_id}", headers=headers, timeout=60).status_code
+        == 404
+    )
     with open_store(local) as store:
         assert list_runs(store) == []  # nothing in the client's local file
     assert not list((tmp_path / "spool").glob("*.batch"))

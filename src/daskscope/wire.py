@@ -15,7 +15,7 @@ import re
 import threading
 import typing
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Annotated, Any, Union
+from typing import Annotated, Any
 
 import msgspec
 
@@ -24,10 +24,14 @@ from daskscope.shape import Column, RecordField, record_fields
 from daskscope.text import escape_value
 
 __all__ = [
+    "PART_BYTES",
     "WIRE_VERSION",
     "NotJSON",
+    "Part",
+    "WireBatch",
     "WireError",
     "decode_batch",
+    "decode_parts",
     "decode_rows_json",
     "encode_batch",
     "encode_batches",
@@ -164,23 +168,17 @@ def wire_struct(cls: type) -> type:
     )
 
 
-def _item_kinds() -> dict[type, str]:
-    """A Struct per record kind, holding its ``data`` and tagged by its ``kind``."""
-    return {
-        msgspec.defstruct(
-            f"Item_{kind}",
-            [("data", wire_struct(cls))],
-            tag_field="kind",
-            tag=kind,
-            forbid_unknown_fields=True,
-            gc=False,
-        ): kind
-        for kind, cls in RECORD_TYPES.items()
-    }
+class _Head(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
+    """A record as the batch's first reading leaves it: its kind, and its data as the
+    JSON text it came as (a view of the body, not a copy)."""
+
+    kind: str
+    data: msgspec.Raw
 
 
 class _Decoding:
-    """The batch decoder for each record limit, and the kind of each record Struct.
+    """The decoders of a batch's first reading (one for each record limit) and of each
+    record kind's data.
 
     Built once, under a lock: msgspec fills in a Struct type's decoding information
     while it builds the first decoder for it, and a server thread decoding with that
@@ -188,31 +186,40 @@ class _Decoding:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._decoders: dict[int, msgspec.json.Decoder] = {}
-        self.kinds: dict[type, str] = {}
+        self._heads: dict[int, msgspec.json.Decoder] = {}
+        self._of_kind: dict[str, msgspec.json.Decoder] = {}
 
-    def decoder(self, max_records: int) -> msgspec.json.Decoder:
-        decoder = self._decoders.get(max_records)
+    def heads(self, max_records: int) -> msgspec.json.Decoder:
+        """The first reading of a batch: its version, and each record's kind and data."""
+        decoder = self._heads.get(max_records)
         if decoder is None:
             with self._lock:
-                decoder = self._decoders.get(max_records)
+                decoder = self._heads.get(max_records)
                 if decoder is None:
-                    decoder = self._decoders[max_records] = self._build(max_records)
+                    batch = msgspec.defstruct(
+                        "Heads",
+                        [
+                            ("version", typing.Literal[WIRE_VERSION]),
+                            (
+                                "records",
+                                Annotated[list[_Head], msgspec.Meta(max_length=max_records)],
+                            ),
+                        ],
+                        forbid_unknown_fields=True,
+                    )
+                    decoder = self._heads[max_records] = msgspec.json.Decoder(batch)
         return decoder
 
-    def _build(self, max_records: int) -> msgspec.json.Decoder:
-        if not self.kinds:
-            self.kinds = _item_kinds()
-        items: Any = Union[tuple(self.kinds)]  # noqa: UP007  one of the record kinds
-        batch = msgspec.defstruct(
-            "Batch",
-            [
-                ("version", typing.Literal[WIRE_VERSION]),
-                ("records", Annotated[list[items], msgspec.Meta(max_length=max_records)]),
-            ],
-            forbid_unknown_fields=True,
-        )
-        return msgspec.json.Decoder(batch)
+    def of_kind(self, kind: str) -> msgspec.json.Decoder:
+        """A JSON array of the data of records of ``kind``, checked field by field."""
+        decoder = self._of_kind.get(kind)
+        if decoder is None:
+            with self._lock:
+                decoder = self._of_kind.get(kind)
+                if decoder is None:
+                    record: Any = wire_struct(RECORD_TYPES[kind])
+                    decoder = self._of_kind[kind] = msgspec.json.Decoder(list[record])
+        return decoder
 
 
 _decoding = _Decoding()
@@ -224,12 +231,82 @@ _LONE_SURROGATE_ESCAPE = re.compile(
 )
 
 
-def decode_rows_json(body: bytes, *, max_records: int = 100_000) -> list[tuple[str, dict]]:
-    """The batch in a request body as ``(kind, row)`` pairs, each row a dict of every
-    field of its record kind (what the store writes); raises :class:`WireError`, and
-    nothing is returned partially, so a rejected batch stores nothing."""
+#: JSON bytes of records decoded at a time while a batch is written: its rows take
+#: about three times their JSON in memory, so a 31 MiB batch decoded whole held 93 MiB
+#: of rows (docs/benchmarks.md, "Ingest memory")
+PART_BYTES = 2 * 2**20
+#: Parts start with the records others refer to: clusters, then workflow runs
+_KIND_ORDER = {"cluster": 0, "workflow_run": 1}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Part:
+    """Some of a batch's records, decoded and checked: ``(kind, row)`` pairs in the
+    order they were sent, and each one's index in the batch."""
+
+    rows: list[tuple[str, dict]]
+    indices: list[int]
+
+
+class WireBatch:
+    """A batch read whole once (its JSON, version, record count and kinds checked) and
+    its records decoded and checked part by part (:meth:`parts`), so that only a part's
+    rows are held at a time; a record that fails its check raises :class:`WireError`
+    when its part is decoded, and the caller's transaction undoes the parts before."""
+
+    def __init__(self, heads: list[_Head]):
+        self._heads = heads
+
+    def __len__(self) -> int:
+        return len(self._heads)
+
+    def parts(self, *, whole: bool = False) -> Iterator[Part]:
+        """The records in parts of about :data:`PART_BYTES` of JSON (``whole``: in one):
+        clusters first, then workflow runs (which the others refer to), then the rest,
+        each in batch order."""
+        heads, part_bytes = self._heads, PART_BYTES
+        if whole:
+            yield self._decoded(list(range(len(heads))))
+            return
+        order = sorted(range(len(heads)), key=lambda i: _KIND_ORDER.get(heads[i].kind, 2))
+        start, size = 0, 0
+        for end, index in enumerate(order, 1):
+            size += len(heads[index].data)
+            if size >= part_bytes or end == len(order):
+                yield self._decoded(sorted(order[start:end]))
+                start, size = end, 0
+
+    def rows(self) -> list[tuple[str, dict]]:
+        """Every record as a ``(kind, row)`` pair, in the order sent."""
+        return self._decoded(list(range(len(self._heads)))).rows
+
+    def _decoded(self, indices: list[int]) -> Part:
+        by_kind: dict[str, list[int]] = {}
+        for index in indices:
+            by_kind.setdefault(self._heads[index].kind, []).append(index)
+        as_dict = msgspec.structs.asdict
+        row_of: dict[int, tuple[str, dict]] = {}
+        for kind, of_kind in by_kind.items():
+            # one JSON array of the kind's data: one decoder call, not one a record
+            array = b"[" + b",".join([self._heads[i].data for i in of_kind]) + b"]"
+            try:
+                decoded = _decoding.of_kind(kind).decode(array)
+            except msgspec.ValidationError as exc:
+                raise _part_error(str(exc), of_kind) from None
+            for index, item in zip(of_kind, decoded, strict=True):
+                row = as_dict(item)
+                if kind == "profile":
+                    _check_profile_tree(row["tree"], f"records[{index}].data.tree")
+                row_of[index] = (kind, row)
+        return Part([row_of[i] for i in indices], indices)
+
+
+def decode_parts(body: bytes, *, max_records: int = 100_000) -> WireBatch:
+    """The batch in a request body, read once: raises :class:`NotJSON` for a body that
+    is no JSON, and :class:`WireError` for a wrong version, too many records or an
+    unknown kind; each record's fields are checked as its part is decoded."""
     try:
-        batch = _decoding.decoder(max_records).decode(body)
+        batch = _decoding.heads(max_records).decode(body)
     except msgspec.ValidationError as exc:
         raise _wire_error(str(exc), max_records) from None
     except RecursionError:
@@ -245,12 +322,33 @@ def decode_rows_json(body: bytes, *, max_records: int = 100_000) -> list[tuple[s
                 "daskscope's collector does (daskscope.text)",
             ) from None
         raise NotJSON("body", f"is not JSON: {exc}") from None
-    as_dict, kinds = msgspec.structs.asdict, _decoding.kinds
-    rows = [(kinds[type(item)], as_dict(item.data)) for item in batch.records]
-    for index, (kind, row) in enumerate(rows):
-        if kind == "profile":
-            _check_profile_tree(row["tree"], f"records[{index}].data.tree")
-    return rows
+    for index, head in enumerate(batch.records):
+        if head.kind not in RECORD_TYPES:
+            raise WireError(
+                f"records[{index}].kind",
+                f"unknown record kind {head.kind!r}; known: {sorted(RECORD_TYPES)}",
+            )
+    return WireBatch(batch.records)
+
+
+def decode_rows_json(body: bytes, *, max_records: int = 100_000) -> list[tuple[str, dict]]:
+    """The batch in a request body as ``(kind, row)`` pairs, each row a dict of every
+    field of its record kind (what the store writes); raises :class:`WireError`, and
+    nothing is returned partially, so a rejected batch stores nothing."""
+    return decode_parts(body, max_records=max_records).rows()
+
+
+_IN_ARRAY = re.compile(r" - at `\$\[(\d+)\]")
+
+
+def _part_error(message: str, indices: list[int]) -> WireError:
+    """msgspec's message about ``$[k]`` of an array of one kind's data, about
+    ``records[i].data`` of the batch as sent."""
+    found = _IN_ARRAY.search(message)
+    if found is not None:
+        index = indices[int(found.group(1))]
+        message = _IN_ARRAY.sub(f" - at `$.records[{index}].data", message, count=1)
+    return _wire_error(message, len(indices))
 
 
 #: Deeper than real stacks (Python stops at 1000 frames, and each frame is two JSON

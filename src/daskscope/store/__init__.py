@@ -28,7 +28,7 @@ from daskscope.store.queries import (
     table_counts,
     worker_samples,
 )
-from daskscope.store.writer import Rejected, write_records, write_rows
+from daskscope.store.writer import Rejected, write_parts, write_records, write_rows
 
 __all__ = [
     "AmbiguousCluster",
@@ -50,6 +50,7 @@ __all__ = [
     "resolve_cluster_id",
     "table_counts",
     "worker_samples",
+    "write_parts",
     "write_records",
     "write_rows",
 ]

@@ -186,6 +186,12 @@ class ForeignRecord(IdentityError):
         super().__init__(f"records[{index}].data.{field}: {message}")
         self.index = index
         self.field = field
+        self.detail = message
+
+    def at(self, index: int) -> ForeignRecord:
+        """The same refusal, about the record at ``index`` of the batch as sent (the
+        check ran on a part of it)."""
+        return type(self)(index, self.field, self.detail)
 
 
 class ClusterNotYetKnown(ForeignRecord):

@@ -7,7 +7,7 @@ import base64
 import functools
 import logging
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,7 @@ from daskscope.store.schema import TABLE_FOR, Blob, span_tags, spans
 from daskscope.store.span_tags import span_tag_rows
 from daskscope.text import escape_rows
 
-__all__ = ["Rejected", "prepare_writes", "write_records", "write_rows"]
+__all__ = ["Parts", "Rejected", "prepare_writes", "write_parts", "write_records", "write_rows"]
 
 logger = logging.getLogger("daskscope")
 
@@ -75,7 +75,42 @@ def write_rows(
     superseded: dict[str, int] | None = None,
 ) -> int:
     """:func:`write_records` for rows that are already plain dicts with every column;
+    returns the number of rows written (:func:`write_parts` says how). ``before_write``
+    runs first in the same transaction (on SQLite, holding the write lock)."""
+    records = sum(len(rows) for rows in rows_by_table.values())
+    if not records:
+        return 0
+
+    def the_one_part(conn: sa.Connection) -> Iterator[Mapping[sa.Table, Sequence[dict[str, Any]]]]:
+        if before_write is not None:
+            before_write(conn)
+        yield rows_by_table
+
+    return write_parts(
+        store_or_engine, the_one_part, records, rejected=rejected, superseded=superseded
+    )
+
+
+Parts = Callable[[sa.Connection], Iterable[Mapping[sa.Table, Sequence[dict[str, Any]]]]]
+
+
+def write_parts(
+    store_or_engine: Store | sa.Engine,
+    parts: Parts,
+    records: int,
+    *,
+    rejected: list[Rejected] | None = None,
+    superseded: dict[str, int] | None = None,
+) -> int:
+    """Write the ``records`` of one batch, given part by part, in one transaction;
     returns the number of rows written.
+
+    ``parts(conn)`` yields the batch's rows by table a part at a time (so that only a
+    part is held in memory), and may check each part in the transaction, ``conn``,
+    first: whatever it raises rolls the whole batch back and reaches the caller. It is
+    called again when the batch is written again (a deadlock, a refused record), so it
+    must give the same parts each time. Rows of one id collapse to the last one within
+    a part; across parts, the newer revision wins.
 
     A row moves only forward: a record whose ``revision`` is not higher than its stored
     row's (an older snapshot delivered late, a replay) leaves the row as it is, and a
@@ -87,32 +122,28 @@ def write_rows(
     the batch is written again with that record left out, which is logged with its id
     and appended to ``rejected``. A row never moves to another cluster (or a cluster to
     another account): an upsert that would do so is refused, and the whole batch with
-    it (:class:`RecordConflict`). ``before_write`` runs first in the same transaction
-    (on SQLite, holding the write lock); whatever it raises rolls the batch back and
-    reaches the caller. A lost connection or lock raises a retryable
+    it (:class:`RecordConflict`). A lost connection or lock raises a retryable
     :class:`WriteFailed`, and nothing of the batch is stored.
     """
     engine = as_engine(store_or_engine)
-    batches = _in_lock_order(rows_by_table)
-    total = sum(len(rows) for _, rows in batches)
-    if not total:
-        return 0
     refused: list[Rejected] = []
     older: dict[str, int] = {}
     try:
         try:
-            _transaction_retried(engine, batches, before_write, None, older)
+            total = _transaction_retried(engine, parts, None, older)
         except _DATA_ERRORS as exc:
             if _retryable(exc):
                 raise
             # Some record is refused by the database itself: write the batch again,
             # each table under a savepoint, halving until the refused records are found.
-            _transaction_retried(engine, batches, before_write, refused, older)
+            total = _transaction_retried(engine, parts, refused, older)
+    except _PartsFailed as failed:
+        raise failed.cause from None  # the caller's own check, or its decoding
     except sa.exc.DBAPIError as exc:
         retryable = _retryable(exc)
         raise WriteFailed(
-            f"writing {total} records to {display_url(engine.url)} failed: {short_reason(exc)}; "
-            "nothing of this batch was stored"
+            f"writing {records} records to {display_url(engine.url)} failed: "
+            f"{short_reason(exc)}; nothing of this batch was stored"
             + ("; it can be retried" if retryable else "; the data was rejected"),
             retryable=retryable,
         ) from exc
@@ -174,51 +205,73 @@ _DEADLOCK_SQLSTATES = {"40P01", "40001"}
 
 def _transaction_retried(
     engine: sa.Engine,
-    batches: list[tuple[sa.Table, list[dict[str, Any]]]],
-    before_write: Callable[[sa.Connection], None] | None,
+    parts: Parts,
     refused: list[Rejected] | None,
     older: dict[str, int],
-) -> None:
+) -> int:
     for attempt in range(_DEADLOCK_RETRIES + 1):
         if refused is not None:
             refused.clear()  # found again by this attempt
         older.clear()
         try:
-            _transaction(engine, batches, before_write, refused, older)
-            return
+            return _transaction(engine, parts, refused, older)
         except sa.exc.DBAPIError as exc:
             sqlstate = getattr(exc.orig, "sqlstate", None)
             if sqlstate not in _DEADLOCK_SQLSTATES or attempt == _DEADLOCK_RETRIES:
                 raise
             logger.info("daskscope: a batch met a deadlock; writing it again")
+    raise AssertionError("unreachable")  # the last attempt returns or raises
 
 
 def _transaction(
     engine: sa.Engine,
-    batches: list[tuple[sa.Table, list[dict[str, Any]]]],
-    before_write: Callable[[sa.Connection], None] | None,
+    parts: Parts,
     refused: list[Rejected] | None,
     older: dict[str, int],
-) -> None:
-    """Write ``batches`` in one transaction; with ``refused``, leave out (and list) the
+) -> int:
+    """Write every part in one transaction; with ``refused``, leave out (and list) the
     records the database refuses instead of failing. ``older`` counts by table the rows
-    left as stored because what is stored is as new or newer."""
+    left as stored because what is stored is as new or newer. Returns the number of
+    rows the parts held (one per id within a part)."""
+    total = 0
     with engine.connect() as conn:
         conn = conn.execution_options(**{IMMEDIATE: True})
         with conn.begin():
-            if before_write is not None:
-                before_write(conn)  # may label rows in place: escape after it
-            for table, rows in batches:
-                rows, document = _escaped(rows)
-                if refused is None:
-                    kept = _write_table(conn, table, rows, document)
-                else:
-                    kept = _write_table_carefully(conn, table, rows, refused)
-                if kept:
-                    older[table.name] = older.get(table.name, 0) + kept
-                if table is spans and (tags := span_tag_rows(rows)):
-                    # their index (store/span_tags.py), as new as the span rows it follows
-                    _write_table(conn, span_tags, tags)
+            for part in _own_failures(parts(conn)):  # it may label rows: escape after
+                for table, rows in _in_lock_order(part):
+                    total += len(rows)
+                    rows, document = _escaped(rows)
+                    if refused is None:
+                        kept = _write_table(conn, table, rows, document)
+                    else:
+                        kept = _write_table_carefully(conn, table, rows, refused)
+                    if kept:
+                        older[table.name] = older.get(table.name, 0) + kept
+                    if table is spans and (tags := span_tag_rows(rows)):
+                        # their index (store/span_tags.py), as new as the span rows
+                        _write_table(conn, span_tags, tags)
+    return total
+
+
+class _PartsFailed(Exception):
+    """What the caller's parts raised (told apart from the database's refusals)."""
+
+    def __init__(self, cause: Exception):
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def _own_failures(parts: Iterable[Mapping[sa.Table, Sequence[dict[str, Any]]]]) -> Iterator[Any]:
+    """``parts``, with whatever producing them raises carried as :class:`_PartsFailed`."""
+    iterator = iter(parts)
+    while True:
+        try:
+            part = next(iterator)
+        except StopIteration:
+            return
+        except Exception as exc:
+            raise _PartsFailed(exc) from exc
+        yield part
 
 
 def _escaped(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bytes | None]:

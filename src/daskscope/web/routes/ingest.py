@@ -11,8 +11,7 @@ is counted under ``superseded``: a row only moves forward.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -21,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from daskscope import config
 from daskscope.model import RECORD_TYPES
-from daskscope.store import RecordConflict, Rejected, Store, WriteFailed, write_rows
+from daskscope.store import RecordConflict, Rejected, Store, WriteFailed, write_parts
 from daskscope.store.engine import short_reason
 from daskscope.store.identity import ClusterNotYetKnown, ForeignRecord, Identity, claim_rows
 from daskscope.store.schema import TABLE_FOR
@@ -38,7 +37,7 @@ from daskscope.web.errors import (
 )
 from daskscope.web.routes.common import store_of
 from daskscope.web.tokencache import TokenRevoked, verify_in_transaction
-from daskscope.wire import NotJSON, WireError, decode_rows_json
+from daskscope.wire import NotJSON, WireBatch, WireError, decode_parts
 
 __all__ = ["api", "pages"]
 
@@ -156,40 +155,50 @@ def _bearer_token(request: Request) -> str | None:
     return (value.strip() or None) if scheme.lower() == "bearer" else None
 
 
-def _reverified(
-    claim: Callable[[sa.Connection], None], store: Store, token: str, viewer: Identity
-) -> Callable[[sa.Connection], None]:
-    """``claim``, after checking in the writing transaction that the token (taken from
-    memory before the route) is still the viewer's."""
-
-    def check_then_claim(conn: sa.Connection) -> None:
-        verify_in_transaction(conn, store, token, viewer)
-        claim(conn)
-
-    return check_then_claim
-
-
 def store_batch(
     store: Store, body: bytes, viewer: Identity | None, token: str | None = None
 ) -> dict[str, Any]:
-    """Decode, check and write one batch: all of it or, with an HTTP error, none."""
-    rows = parse_batch(body)
-    by_kind: dict[str, list[dict]] = {}
-    for kind, row in rows:
-        by_kind.setdefault(kind, []).append(row)
-    by_table = {TABLE_FOR[RECORD_TYPES[kind]]: group for kind, group in by_kind.items()}
-    # the token, not the collector, says whose clusters these are
-    claim: Callable[[sa.Connection], None] | None = None
-    if viewer is not None:
-        claim = functools.partial(claim_rows, rows_by_kind=by_kind, identity=viewer, order=rows)
-        if token is not None:
-            claim = _reverified(claim, store, token, viewer)
+    """Decode, check and write one batch: all of it or, with an HTTP error, none. The
+    body is read whole once, then decoded, checked and written a part at a time in one
+    transaction (wire.WireBatch): a batch's rows take several times its body."""
+    batch = parse_batch(body)
+    whole = False
+
+    def parts(conn: sa.Connection) -> Iterator[dict[sa.Table, list[dict]]]:
+        if viewer is not None and token is not None:
+            # the token (taken from memory before the route) is still the viewer's
+            verify_in_transaction(conn, store, token, viewer)
+        seen: set[tuple[str, Any]] = set()
+        for part in batch.parts(whole=whole):
+            by_kind: dict[str, list[dict]] = {}
+            for kind, row in part.rows:
+                by_kind.setdefault(kind, []).append(row)
+            ids = {(kind, row["id"]) for kind, row in part.rows}
+            if not seen.isdisjoint(ids):
+                raise _RepeatedAcrossParts
+            seen |= ids
+            if viewer is not None:
+                # the token, not the collector, says whose clusters these are
+                try:
+                    claim_rows(conn, by_kind, viewer, order=part.rows)
+                except ForeignRecord as exc:
+                    raise exc.at(part.indices[exc.index]) from None
+            yield {TABLE_FOR[RECORD_TYPES[kind]]: rows for kind, rows in by_kind.items()}
+
     rejected: list[Rejected] = []
     superseded: dict[str, int] = {}
     try:
-        stored = write_rows(
-            store, by_table, before_write=claim, rejected=rejected, superseded=superseded
-        )
+        try:
+            stored = write_parts(store, parts, len(batch), rejected=rejected, superseded=superseded)
+        except _RepeatedAcrossParts:
+            # an id sent twice, in two parts: the last is kept only when both are
+            # written together (rare: a collector sends each row once a batch)
+            rejected.clear()
+            superseded.clear()
+            whole = True
+            stored = write_parts(store, parts, len(batch), rejected=rejected, superseded=superseded)
+    except WireError as exc:  # a record's fields, found as its part was decoded
+        raise UnprocessableBatch(str(exc)) from None
     except ClusterNotYetKnown as exc:
         # order must not matter: the sender keeps the batch and sends it again
         raise TooEarly(str(exc), headers={"Retry-After": str(CLUSTER_RETRY_AFTER_S)}) from None
@@ -198,6 +207,7 @@ def store_batch(
     except TokenRevoked as exc:
         raise Unauthorized(f"{exc}; nothing of this batch was stored") from None
     except RecordConflict as exc:
+        rows = batch.rows()  # rare: decoded whole again, to say which record
         index = next(i for i, (_, row) in enumerate(rows) if row["id"] == exc.record_id)
         raise ConflictingBatch(
             f"records[{index}].data.id: this record id belongs to another cluster; "
@@ -215,17 +225,23 @@ def store_batch(
         ) from None
     return {
         "stored": stored,
-        "records": len(rows),
+        "records": len(batch),
         "superseded": sum(superseded.values()),
         "superseded_by_table": superseded,
-        "rejected": _located(rejected, rows),
+        "rejected": _located(rejected, batch.rows) if rejected else [],
     }
 
 
-def _located(rejected: list[Rejected], rows: list[tuple[str, dict]]) -> list[dict[str, Any]]:
-    """Each record the database refused, with its index in the batch as sent."""
-    if not rejected:
-        return []
+class _RepeatedAcrossParts(Exception):
+    """A record id sent twice in a batch, the two in different parts."""
+
+
+def _located(
+    rejected: list[Rejected], rows_of: Callable[[], list[tuple[str, dict]]]
+) -> list[dict[str, Any]]:
+    """Each record the database refused, with its index in the batch as sent (rare: the
+    batch is decoded whole again to find them)."""
+    rows = rows_of()
     where = {
         (TABLE_FOR[RECORD_TYPES[kind]].name, escape_text(str(row["id"]))): i
         for i, (kind, row) in reversed(list(enumerate(rows)))
@@ -236,9 +252,9 @@ def _located(rejected: list[Rejected], rows: list[tuple[str, dict]]) -> list[dic
     ]
 
 
-def parse_batch(body: bytes) -> list[tuple[str, dict]]:
+def parse_batch(body: bytes) -> WireBatch:
     try:
-        return decode_rows_json(body, max_records=int(config.get("ingest.max-batch-records")))
+        return decode_parts(body, max_records=int(config.get("ingest.max-batch-records")))
     except NotJSON as exc:
         raise BadRequest(f"the body {exc.message}") from None
     except WireError as exc:
