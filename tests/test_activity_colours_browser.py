@@ -112,6 +112,26 @@ _DRAWN = """(sel) => {
 }"""
 
 
+# The colour at the middle of the longest transfer bar on the timeline's lanes canvas
+# (the page's own data: the window's tasks, the axis plotly laid out)
+_TRANSFER_PIXEL = """() => {
+  const gd = document.getElementById('timeline');
+  const data = ds.data();
+  const transfers = data.tasks.flatMap((t) => t.actions.filter((a) => a.action === 'transfer')
+    .map((a) => ({ lane: t.lane, start: a.start, stop: a.stop })));
+  const a = transfers.reduce((m, x) => (x.stop - x.start > m.stop - m.start ? x : m));
+  const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+  const origin = data.totals.first;
+  const middle = (a.start + a.stop) / 2 - origin;
+  const x = (middle - xa.range[0]) / (xa.range[1] - xa.range[0]) * xa._length;
+  const y = (a.lane + 0.5) * ya._length / data.lanes.length;
+  const c = gd.querySelector('canvas.timeline-lanes');
+  const r = c.width / c.getBoundingClientRect().width;
+  const at = c.getContext('2d').getImageData(Math.floor(x * r), Math.floor(y * r), 1, 1);
+  return [...at.data].slice(0, 3);
+}"""
+
+
 @pytest.mark.parametrize("size", list(SIZES))
 def test_fine_metrics_one_colour_per_activity_in_every_unit(
     site: dict[str, Any], open_page: Any, size: str
@@ -167,9 +187,13 @@ def test_timeline_and_graph_draw_actions_in_the_catalogue_colours(
     page.wait_for_selector("#timeline .main-svg")
     page.wait_for_function("() => document.body.dataset.window !== undefined")
     assert page.evaluate("ds.data().raw") is True  # every task: actions as bars
-    drawn = page.evaluate(_DRAWN, "#timeline")
-    bars = dict(drawn["bars"])
-    assert bars["transfer"] == [_rgb(actions["transfer"])]
+    page.wait_for_function("() => Number(timeline.dataset.paints) > 0")
+    # the lanes are painted on a canvas: what it draws for each legend entry, and the
+    # pixels of a transfer's bar
+    series = {s["name"]: s for s in page.evaluate("timeline.dsSeries")}
+    assert series["transfer"]["colour"] == actions["transfer"] and series["transfer"]["bars"]
+    pixel = page.evaluate(_TRANSFER_PIXEL)
+    assert pixel == [int(actions["transfer"][i : i + 2], 16) for i in (1, 3, 5)]
     swatch = page.evaluate(
         """() => getComputedStyle(document.querySelector(
              "#timeline-legend .legend-item[data-name='transfer'] .swatch")).backgroundColor"""

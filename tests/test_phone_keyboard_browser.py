@@ -126,10 +126,13 @@ def test_timeline_legend_below_the_chart_covers_nothing(site: dict[str, Any], pa
     box = legend.bounding_box()
     assert box["y"] >= geometry["chart"]["b"] - 1  # below the chart, not over it
     assert box["x"] + box["width"] <= SIZES[page.size_name][0]  # no wider than the page
-    # one entry per thing drawn, in its colour
+    # one entry per thing drawn (the lanes' series on their canvas, then plotly's
+    # "threads busy"), in its colour
+    page.wait_for_function("() => Number(timeline.dataset.paints) > 0")
     drawn = page.evaluate(
-        """() => document.getElementById('timeline').data.map((t) =>
-             [t.legendgroup || t.name, t.marker ? t.marker.color : t.line.color])"""
+        """() => [...timeline.dsSeries.map((s) => [s.name, s.colour]),
+                  ...document.getElementById('timeline').data.filter((t) => t.name)
+                    .map((t) => [t.name, t.line.color])]"""
     )
     entries = page.evaluate(
         """() => [...document.querySelectorAll('#timeline-legend .legend-item')].map((b) =>
@@ -152,15 +155,22 @@ def test_timeline_legend_below_the_chart_covers_nothing(site: dict[str, Any], pa
     alpha = page.locator("#timeline-legend .legend-item[data-name='alpha']")
     alpha.click()
     assert alpha.get_attribute("aria-pressed") == "false"
-    visible = (
-        "() => document.getElementById('timeline').data"
-        ".find((t) => t.legendgroup === 'alpha').visible"
-    )
-    assert page.evaluate(visible) == "legendonly"
+    visible = "() => timeline.dsSeries.find((s) => s.name === 'alpha').visible"
+    assert page.evaluate(visible) is False
     alpha.focus()
     page.keyboard.press("Enter")
     assert alpha.get_attribute("aria-pressed") == "true"
     assert page.evaluate(visible) is True
+    # and "threads busy", plotly's own trace
+    busy = page.locator("#timeline-legend .legend-item[data-name='threads busy']")
+    busy.click()
+    assert (
+        page.evaluate(
+            "() => document.getElementById('timeline').data.find((t) => t.name === 'threads busy')"
+            ".visible"
+        )
+        == "legendonly"
+    )
 
 
 def test_fine_metrics_mode_bar_above_the_bars(site: dict[str, Any], page: Any) -> None:

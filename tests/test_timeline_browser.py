@@ -1,7 +1,8 @@
 """The task timeline page in Debian's Chromium, on a real recorded run: one row per worker
 thread (the y tick labels against Dask's task stream), axis titles and legend, a zoom
 that asks the server for a narrower window and draws its tasks, a hover naming the task,
-the window in the URL and Back restoring it, and the links from the cluster page.
+the window and the selected task in the URL and Back restoring them, and the links from
+the cluster page.
 Screenshots at 1440x900 and 390x844 go to test-artifacts/screenshots/."""
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ def query(page: Any) -> dict[str, str]:
 
 def drawn(page: Any) -> None:
     page.wait_for_selector("#timeline .main-svg")
-    page.wait_for_function("() => document.body.dataset.window !== undefined")
+    page.wait_for_function(
+        "() => document.body.dataset.window !== undefined && Number(timeline.dataset.paints) > 0"
+    )
 
 
 def lanes_of(site: dict[str, Any]) -> set[tuple[str, int]]:
@@ -108,29 +111,21 @@ def test_zoom_fetches_a_narrower_window_and_back_restores_it(
     asked = query(page)
     assert float(asked["start"]) == pytest.approx(origin + a, abs=1e-5)
     assert float(asked["stop"]) == pytest.approx(origin + b, abs=1e-5)
-    # a hover over the slow task's bar names it
-    point = page.evaluate(
-        """(key) => {
-          const gd = document.getElementById('timeline');
-          const L = gd._fullLayout;
-          const v = gd.data.find((t) => t.customdata && t.customdata.includes(key));
-          const i = v.customdata.indexOf(key);
-          const x = L.xaxis._offset + L.xaxis.l2p(v.base[i] + v.x[i] / 2);
-          const y = L.yaxis._offset + L.yaxis.l2p(L.yaxis.d2l(v.y[i]));
-          const box = gd.getBoundingClientRect();
-          return [box.left + x, box.top + y];
-        }""",
-        slowest["key"],
-    )
-    page.mouse.move(*point)
-    page.wait_for_selector("#timeline .hoverlayer .hovertext")
-    hover = " ".join(texts(page, "#timeline .hoverlayer .hovertext text"))
+    # a hover over the slow task's bar (painted on the lanes' canvas) names it
+    page.wait_for_function("(k) => timeline.dsLocate(k) !== null", arg=slowest["key"])
+    point = page.evaluate("(k) => timeline.dsLocate(k)", slowest["key"])
+    page.mouse.move(point["x"], point["y"])
+    page.wait_for_selector("#timeline-tip:not([hidden])")
+    hover = page.locator("#timeline-tip").inner_text()
     assert slowest["key"] in hover and "compute" in hover
-    # a click shows every execution of the key
-    page.mouse.click(*point)
+    # a click shows every execution of the key, and puts it in the URL
+    page.mouse.click(point["x"], point["y"])
     page.wait_for_selector("#task-executions")
     assert page.locator("#task-detail .task-key code").inner_text() == slowest["key"]
-    # Back: the whole run again, as bins
+    assert query(page)["task"] == slowest["key"]
+    # Back: the task unselected, then the whole run again, as bins
+    page.go_back()
+    page.wait_for_function("() => !document.getElementById('task-detail').dataset.key")
     page.go_back()
     page.wait_for_function("(w) => document.body.dataset.window === w", arg=whole)
     assert page.evaluate("document.body.dataset.mode") == "binned"

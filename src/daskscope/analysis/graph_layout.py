@@ -121,7 +121,7 @@ def layered_layout(
     for a, b in pairs:
         out[a].append(b)
     back = _back_edges(names, out)
-    forward = [(a, b) for a, b in pairs if (a, b) not in back]
+    forward = [(a, b) for a, b in pairs if (a, b) not in back] if back else pairs
     ins: dict[str, list[str]] = {n: [] for n in names}
     outs: dict[str, list[str]] = {n: [] for n in names}
     for a, b in forward:

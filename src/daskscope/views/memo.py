@@ -11,17 +11,26 @@ cluster's task log or spans builds it anew. Bounded per store: the last
 :data:`MAX_ENTRIES` values, and values of at most :data:`MAX_WEIGHT` in all (a value's
 weight is what it holds: a view of 10,000 groups weighs 10,000); a server process has
 its own.
+
+A build pauses Python's cyclic garbage collector (:func:`collector_paused`): building a
+view of 10,000 groups makes hundreds of thousands of small objects, each of which
+counts towards the collector's next pass, and each full pass walks every object the
+server holds (its kept views, the task log's caches); with the collector running, a
+cold 10,000-group critical path took twice as long (docs/benchmarks.md). Reference
+counting frees what a build drops as usual; cycles wait for the collector's next pass.
 """
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
 
-__all__ = ["MAX_ENTRIES", "clear", "memoized", "stats"]
+__all__ = ["MAX_ENTRIES", "PAUSE_COLLECTOR", "clear", "collector_paused", "memoized", "stats"]
 
 T = TypeVar("T")
 
@@ -36,6 +45,34 @@ _kept: WeakKeyDictionary[Any, OrderedDict[Hashable, tuple[Hashable, Any, int]]] 
 )
 _counts = {"hits": 0, "builds": 0}
 
+#: Whether a build pauses the cyclic collector (False: it runs as usual; a benchmark
+#: compares both)
+PAUSE_COLLECTOR = True
+_paused = 0  # builds under way that paused it
+_resume = False  # whether the first of them found it running
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic collector off for the block, and back on after the last of the
+    blocks running at once (in any thread) ends, if it was on before the first."""
+    global _paused, _resume
+    if not PAUSE_COLLECTOR:
+        yield
+        return
+    with _lock:
+        if _paused == 0:
+            _resume = gc.isenabled()
+            gc.disable()
+        _paused += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _paused -= 1
+            if _paused == 0 and _resume:
+                gc.enable()
+
 
 def memoized(
     store: Any,
@@ -48,7 +85,8 @@ def memoized(
     ``fingerprint`` (None: build, keep nothing); ``weight(value)`` counts towards
     :data:`MAX_WEIGHT`."""
     if fingerprint is None:
-        return build()
+        with collector_paused():
+            return build()
     with _lock:
         entries = _kept.get(store)
         found = entries.get(key) if entries is not None else None
@@ -56,7 +94,8 @@ def memoized(
             entries.move_to_end(key)  # type: ignore[union-attr]
             _counts["hits"] += 1
             return found[1]  # type: ignore[no-any-return]
-    value = build()
+    with collector_paused():
+        value = build()
     heavy = max(1, weight(value))
     with _lock:
         _counts["builds"] += 1

@@ -129,6 +129,10 @@ class TimelineTask:
     computation_id: str | None
     span_id: str | None
     actions: list[TaskAction]
+    #: the key of the dependency whose end made it ready (the last of its dependencies
+    #: to end, as the task log records it; the page draws it as an arrow); None when it
+    #: waited for none, or the log was written before triggers were kept
+    trigger: str | None = None
 
 
 @dataclass(frozen=True)
@@ -379,6 +383,7 @@ def _task(task: TaskExecution, lane: int) -> TimelineTask:
         computation_id=task.computation_id,
         span_id=task.span_id,
         actions=[TaskAction(a.action, a.start, a.stop, a.source) for a in task.actions],
+        trigger=task.trigger,
     )
 
 

@@ -15,6 +15,7 @@ from daskscope.web.auth import authenticate
 from daskscope.web.auth import pages as login_pages
 from daskscope.web.connections import ConnectionTrust
 from daskscope.web.limits import BodyLimit
+from daskscope.web.render import environment
 from daskscope.web.routes import (
     account,
     advice,
@@ -62,6 +63,8 @@ def create_app(
     # fair between accounts only where there are accounts (web/admission.py)
     app.state.ingest_admission = Admission(per_account=auth)
     errors.install(app)
+    # pages load plotly.js from the URL of its hash, immutable (routes/assets.py)
+    environment().globals["plotly_url"] = assets.plotly_url
     app.include_router(login_pages)
     for module in (assets, apidocs, account, clusters, runs, reports, ingest, compare, exports):
         app.include_router(module.pages)

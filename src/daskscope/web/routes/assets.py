@@ -7,6 +7,13 @@ Every asset is sent with a strong ETag (a hash of its bytes) and ``Cache-Control
 no-cache``: the browser keeps it and asks each time whether it changed, a ``304`` answers
 in a few bytes, and a new release (new bytes, new ETag) is fetched at once. Large ones are
 compressed once and kept (gzip) rather than on every request.
+
+plotly.js, which every page with a chart loads, is also served at a URL naming its hash
+(``/assets/plotly-<hash>.min.js``, the one the pages use: :func:`plotly_url`) as
+immutable: a browser that has it never asks again, and a new plotly is a new URL. It goes
+out with V8's compile hint (``//# allFunctionsCalledOnLoad``) first: Chromium then
+compiles its functions while the file streams in, on another thread, instead of on the
+page's thread as each is first called (docs/benchmarks.md, first load).
 """
 
 from __future__ import annotations
@@ -28,13 +35,18 @@ from daskscope import format
 from daskscope.web import bokeh_assets
 from daskscope.web.errors import NotFound
 
-__all__ = ["CACHE_CONTROL", "StaticAssets", "api", "pages"]
+__all__ = ["CACHE_CONTROL", "IMMUTABLE", "StaticAssets", "api", "pages", "plotly_url"]
 
 pages = APIRouter(include_in_schema=False)
 api = APIRouter()
 
 #: Kept by the browser, revalidated on each use (ETag): a new release is seen at once.
 CACHE_CONTROL = "public, no-cache"
+#: For an asset at a URL that names its hash: kept a year, never asked for again.
+IMMUTABLE = "public, max-age=31536000, immutable"
+#: V8's compile hint: compile every function of the file eagerly, while it streams in
+#: (Chromium; a comment to every other browser)
+COMPILE_HINT = b"//# allFunctionsCalledOnLoad\n"
 #: Smaller bodies are left to the app's GZipMiddleware.
 _PRECOMPRESS_BYTES = 64 * 1024
 #: Swagger UI's files in ``fastapi-offline`` that /api/docs loads.
@@ -60,12 +72,12 @@ def _not_modified(request: Request, etag: str) -> bool:
     return any(tag.strip().removeprefix("W/") == etag for tag in sent.split(","))
 
 
-def send(request: Request, asset: Asset) -> Response:
+def send(request: Request, asset: Asset, cache_control: str = CACHE_CONTROL) -> Response:
     """``asset`` as a response: 304 when the browser holds it, gzip when it takes that."""
     wants_gzip = asset.gzipped is not None and "gzip" in request.headers.get("accept-encoding", "")
     # Each encoding is its own representation, with its own ETag
     etag = asset.etag[:-1] + '-gz"' if wants_gzip else asset.etag
-    headers = {"ETag": etag, "Cache-Control": CACHE_CONTROL, "Vary": "Accept-Encoding"}
+    headers = {"ETag": etag, "Cache-Control": cache_control, "Vary": "Accept-Encoding"}
     if _not_modified(request, etag):
         return Response(status_code=304, headers=headers)
     if wants_gzip and asset.gzipped is not None:
@@ -84,12 +96,27 @@ def _package_file(package: str, *parts: str) -> bytes:
 
 @functools.cache
 def _plotly_js() -> Asset:
-    return _asset(_package_file("plotly", "package_data", "plotly.min.js"), "text/javascript")
+    body = _package_file("plotly", "package_data", "plotly.min.js")
+    return _asset(COMPILE_HINT + body, "text/javascript")
+
+
+def plotly_url() -> str:
+    """The URL of plotly.js that pages load: its hash in the name, cached for good."""
+    return f"/assets/plotly-{_plotly_js().etag.strip(chr(34))}.min.js"
 
 
 @pages.get("/assets/plotly.min.js")
 def plotly_js(request: Request) -> Response:
     return send(request, _plotly_js())
+
+
+@pages.get("/assets/plotly-{version}.min.js")
+def plotly_js_version(request: Request, version: str) -> Response:
+    """plotly.js at the URL of its hash, immutable; an old hash (a page from before an
+    upgrade) gets the current file, revalidated like any other asset."""
+    asset = _plotly_js()
+    same = version == asset.etag.strip('"')
+    return send(request, asset, IMMUTABLE if same else CACHE_CONTROL)
 
 
 @functools.cache
