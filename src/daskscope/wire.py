@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 import re
 import threading
 import typing
@@ -241,11 +242,22 @@ _KIND_ORDER = {"cluster": 0, "workflow_run": 1}
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Part:
-    """Some of a batch's records, decoded and checked: ``(kind, row)`` pairs in the
-    order they were sent, and each one's index in the batch."""
+    """Some of a batch's records, decoded and checked: their rows by kind, and each
+    row's index in the batch as sent."""
 
-    rows: list[tuple[str, dict]]
-    indices: list[int]
+    rows: dict[str, list[dict]]
+    indices: dict[str, list[int]]
+
+    def in_order(self) -> list[tuple[int, str, dict]]:
+        """Every row as ``(index, kind, row)``, in the order sent."""
+        return sorted(
+            (
+                (index, kind, row)
+                for kind, rows in self.rows.items()
+                for index, row in zip(self.indices[kind], rows, strict=True)
+            ),
+            key=operator.itemgetter(0),
+        )
 
 
 class WireBatch:
@@ -260,45 +272,55 @@ class WireBatch:
     def __len__(self) -> int:
         return len(self._heads)
 
-    def parts(self, *, whole: bool = False) -> Iterator[Part]:
-        """The records in parts of about :data:`PART_BYTES` of JSON (``whole``: in one):
-        clusters first, then workflow runs (which the others refer to), then the rest,
-        each in batch order."""
+    @functools.cached_property
+    def splits(self) -> list[list[int]]:
+        """The records' indices in parts of about :data:`PART_BYTES` of JSON: clusters
+        first, then workflow runs (which the others refer to), then the rest, each in
+        batch order."""
         heads, part_bytes = self._heads, PART_BYTES
-        if whole:
-            yield self._decoded(list(range(len(heads))))
-            return
+        if sum(len(head.data) for head in heads) <= part_bytes:
+            return [list(range(len(heads)))]
         order = sorted(range(len(heads)), key=lambda i: _KIND_ORDER.get(heads[i].kind, 2))
-        start, size = 0, 0
+        splits, start, size = [], 0, 0
         for end, index in enumerate(order, 1):
             size += len(heads[index].data)
             if size >= part_bytes or end == len(order):
-                yield self._decoded(sorted(order[start:end]))
+                splits.append(sorted(order[start:end]))
                 start, size = end, 0
+        return splits
+
+    def parts(self, *, whole: bool = False) -> Iterator[Part]:
+        """The records decoded a part at a time (:attr:`splits`), or ``whole``."""
+        if whole:
+            yield self._decoded(range(len(self._heads)))
+            return
+        for indices in self.splits:
+            yield self._decoded(indices)
 
     def rows(self) -> list[tuple[str, dict]]:
         """Every record as a ``(kind, row)`` pair, in the order sent."""
-        return self._decoded(list(range(len(self._heads)))).rows
+        (whole,) = self.parts(whole=True)
+        return [(kind, row) for _, kind, row in whole.in_order()]
 
-    def _decoded(self, indices: list[int]) -> Part:
+    def _decoded(self, indices: Iterable[int]) -> Part:
+        heads = self._heads
         by_kind: dict[str, list[int]] = {}
         for index in indices:
-            by_kind.setdefault(self._heads[index].kind, []).append(index)
+            by_kind.setdefault(heads[index].kind, []).append(index)
         as_dict = msgspec.structs.asdict
-        row_of: dict[int, tuple[str, dict]] = {}
+        rows: dict[str, list[dict]] = {}
         for kind, of_kind in by_kind.items():
             # one JSON array of the kind's data: one decoder call, not one a record
-            array = b"[" + b",".join([self._heads[i].data for i in of_kind]) + b"]"
+            array = b"[" + b",".join([heads[i].data for i in of_kind]) + b"]"
             try:
                 decoded = _decoding.of_kind(kind).decode(array)
             except msgspec.ValidationError as exc:
                 raise _part_error(str(exc), of_kind) from None
-            for index, item in zip(of_kind, decoded, strict=True):
-                row = as_dict(item)
-                if kind == "profile":
+            rows[kind] = [as_dict(item) for item in decoded]
+            if kind == "profile":
+                for index, row in zip(of_kind, rows[kind], strict=True):
                     _check_profile_tree(row["tree"], f"records[{index}].data.tree")
-                row_of[index] = (kind, row)
-        return Part([row_of[i] for i in indices], indices)
+        return Part(rows, by_kind)
 
 
 def decode_parts(body: bytes, *, max_records: int = 100_000) -> WireBatch:

@@ -11,6 +11,7 @@ import functools
 import hashlib
 import secrets
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,12 +187,6 @@ class ForeignRecord(IdentityError):
         super().__init__(f"records[{index}].data.{field}: {message}")
         self.index = index
         self.field = field
-        self.detail = message
-
-    def at(self, index: int) -> ForeignRecord:
-        """The same refusal, about the record at ``index`` of the batch as sent (the
-        check ran on a part of it)."""
-        return type(self)(index, self.field, self.detail)
 
 
 class ClusterNotYetKnown(ForeignRecord):
@@ -205,18 +200,18 @@ def claim_rows(
     rows_by_kind: dict[str, list[dict[str, Any]]],
     identity: Identity,
     *,
-    order: list[tuple[str, dict[str, Any]]],
+    order: Callable[[], Iterable[tuple[int, str, dict[str, Any]]]],
 ) -> None:
     """Make a batch ``identity``'s, in place: clusters are labelled with the token's
     account and user (whatever the collector claimed). Refused with
-    :class:`ForeignRecord`, which names the first such record in ``order`` (the batch as
-    sent): a cluster id of another account, or of another member (a cluster keeps its
-    user once set); a workflow run stored as another member's; a workflow chunk added
-    to a run of another cluster or member. A cluster not sent yet raises
-    :class:`ClusterNotYetKnown`: the batch is to be sent again later. Workflow runs are
-    labelled with the token's account and user too. Record ids of other clusters are
-    refused when written (RecordConflict). Run it in the transaction that writes the
-    rows, so that no other batch slips in between."""
+    :class:`ForeignRecord`, which names the first such record of ``order()`` (the rows
+    with their indices in the batch as sent; asked only then): a cluster id of another
+    account, or of another member (a cluster keeps its user once set); a workflow run
+    stored as another member's; a workflow chunk added to a run of another cluster or
+    member. A cluster not sent yet raises :class:`ClusterNotYetKnown`: the batch is to
+    be sent again later. Workflow runs are labelled with the token's account and user
+    too. Record ids of other clusters are refused when written (RecordConflict). Run it
+    in the transaction that writes the rows, so that no other batch slips in between."""
     sent = set()
     for row in rows_by_kind.get("cluster", ()):
         row["account"], row["user"] = identity.account, identity.user
@@ -239,7 +234,7 @@ def claim_rows(
     taken_runs = _runs_of_others(conn, rows_by_kind, identity)
     if not foreign and not others and not unknown and not misplaced and not taken_runs:
         return
-    for i, (kind, row) in enumerate(order):  # the first offender, as the batch was sent
+    for i, kind, row in order():  # the first offender, as the batch was sent
         field = "id" if kind == "cluster" else "cluster_id"
         if row.get(field) in foreign:
             raise ForeignRecord(i, field, "this cluster id is taken by another account")

@@ -169,21 +169,17 @@ def store_batch(
             # the token (taken from memory before the route) is still the viewer's
             verify_in_transaction(conn, store, token, viewer)
         seen: set[tuple[str, Any]] = set()
+        several = not whole and len(batch.splits) > 1
         for part in batch.parts(whole=whole):
-            by_kind: dict[str, list[dict]] = {}
-            for kind, row in part.rows:
-                by_kind.setdefault(kind, []).append(row)
-            ids = {(kind, row["id"]) for kind, row in part.rows}
-            if not seen.isdisjoint(ids):
-                raise _RepeatedAcrossParts
-            seen |= ids
+            if several:
+                ids = {(kind, row["id"]) for kind, rows in part.rows.items() for row in rows}
+                if not seen.isdisjoint(ids):
+                    raise _RepeatedAcrossParts
+                seen |= ids
             if viewer is not None:
                 # the token, not the collector, says whose clusters these are
-                try:
-                    claim_rows(conn, by_kind, viewer, order=part.rows)
-                except ForeignRecord as exc:
-                    raise exc.at(part.indices[exc.index]) from None
-            yield {TABLE_FOR[RECORD_TYPES[kind]]: rows for kind, rows in by_kind.items()}
+                claim_rows(conn, part.rows, viewer, order=part.in_order)
+            yield {TABLE_FOR[RECORD_TYPES[kind]]: rows for kind, rows in part.rows.items()}
 
     rejected: list[Rejected] = []
     superseded: dict[str, int] = {}
