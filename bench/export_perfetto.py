@@ -87,10 +87,12 @@ def old_chunks(store: Any, cluster_id: str) -> Iterator[str]:
 
     import msgspec
 
-    from daskscope.export.perfetto import PAGE_TASKS, _Ids, perfetto_events, trace_window
+    from daskscope.export.perfetto import PAGE_TASKS, _Ids, perfetto_events
     from daskscope.store.timeline import timeline_window
+    from daskscope.views.export import export_view
 
-    lo, hi, origin = trace_window(store, cluster_id, None, None, None)
+    window = export_view(store, cluster_id).task_window()
+    lo, hi, origin = window.lo, window.hi, window.origin
 
     def pages(start: float, stop: float, first: bool, last: bool) -> Iterator[list[Any]]:
         window = timeline_window(store, cluster_id, start, stop, max_tasks=PAGE_TASKS, bins=1)

@@ -7,9 +7,11 @@ processes so that the machine's load falls on both alike.
 Each run starts a LocalCluster in its own process with daskscope imported from the
 given ``src`` directory, computes 20,000 tiny tasks (keeping one leaf), then calls the
 live plugin's hook 100,000 times per path: filtered (waiting → processing), counting
-(processing → memory) and forgotten (released → forgotten), in wall time and in CPU
-time of the calling thread (wall time on a loaded machine counts other processes' turns).
-Nothing is wrapped.
+(processing → memory with a stimulus id alone, as ``bench/overhead.py`` times it),
+counting as Dask calls it (``counting_dask``: with the worker's report of one compute
+action, which the task log appends) and forgotten (released → forgotten), in wall time
+and in CPU time of the calling thread (wall time on a loaded machine counts other
+processes' turns). Nothing is wrapped.
 """
 
 from __future__ import annotations
@@ -40,14 +42,23 @@ async def main():
             await client.gather(futures)
             calls = 100_000
             out = {"daskscope": daskscope.__file__}
-            for name, start, finish in (("filtered", "waiting", "processing"),
-                                        ("counting", "processing", "memory"),
-                                        ("forgotten", "released", "forgotten")):
+            now = time.time()
+            # what Dask hands the hook with a task's finish (the task log appends it)
+            dask = dict(worker="tcp://127.0.0.1:1", nbytes=28, type=b"int", typename="int",
+                        metadata={}, thread=1, status="OK",
+                        startstops=[{"action": "compute", "start": now, "stop": now + 1e-3}])
+            for name, start, finish, more in (
+                    ("filtered", "waiting", "processing", {}),
+                    ("counting", "processing", "memory", {}),
+                    ("counting_dask", "processing", "memory", dask),
+                    ("forgotten", "released", "forgotten", {})):
                 t0, c0 = time.perf_counter(), time.thread_time()
                 for _ in range(calls):
-                    plugin.transition(keep, start, finish, stimulus_id="bench")
+                    plugin.transition(keep, start, finish, stimulus_id="bench", **more)
                 out[name] = (time.perf_counter() - t0) / calls * 1e6
                 out[name + "_cpu"] = (time.thread_time() - c0) / calls * 1e6
+                if plugin.task_log is not None:
+                    plugin.task_log.rows.clear()  # nothing of the above is written
             del futures
     print(json.dumps(out))
 
@@ -88,9 +99,11 @@ def main() -> None:
             for path in (
                 "filtered",
                 "counting",
+                "counting_dask",
                 "forgotten",
                 "filtered_cpu",
                 "counting_cpu",
+                "counting_dask_cpu",
                 "forgotten_cpu",
             )
         }

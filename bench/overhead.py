@@ -157,8 +157,20 @@ class Variant:
 
 
 def _cpu_seconds(pid: int) -> float | None:
+    """The process's CPU seconds: on Linux from each thread's ``schedstat``
+    (nanoseconds), else psutil's, whose clock ticks (10 ms) are 0.5 µs a task of a
+    20,000-task run."""
+    import glob
+
     import psutil
 
+    try:
+        threads = glob.glob(f"/proc/{pid}/task/*/schedstat")
+        found = [Path(f).read_text().split()[0] for f in threads]
+        if found:
+            return sum(int(ns) for ns in found) / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         times = psutil.Process(pid).cpu_times()
     except psutil.NoSuchProcess:

@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("root", nargs="?", help="the server's directory (stop)")
     args = parser.parse_args()
     if args.action == "start":
-        server = PostgresServer()
+        server = PostgresServer(detached=True)  # it outlives this script
         server.start()
         print(server.url)
         print(server.root, file=sys.stderr)

@@ -27,9 +27,10 @@ from distributed import Client, span
 from msgspec.json import encode
 
 import daskscope
-from daskscope.collector.store_process import StoreProcess, _rows_by_table
+from daskscope.collector.store_process import StoreProcess
 from daskscope.model import TaskGroupRecord
 from daskscope.store import open_store, write_rows
+from daskscope.store.batches import wire_rows as _rows_by_table
 from daskscope.store.writer import prepare_writes
 
 sys.path.insert(0, str(Path(__file__).parent))

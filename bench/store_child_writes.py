@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from daskscope.collector.store_process import _rows_by_table
 from daskscope.store import open_store, write_rows
+from daskscope.store.batches import wire_rows as _rows_by_table
 from daskscope.store.writer import _sqlite_upsert_sql, prepare_writes
 from daskscope.wire import encode_batch
 from factories import (

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from daskscope.collector.sink import sink_for
+from daskscope.collector.destination import sink_for
 from daskscope.collector.task_log import TaskLog
 from daskscope.collector.writer import WriterThread
 from daskscope.model import ClusterRecord, stable_id

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from daskscope.collector.sink import sink_for
+from daskscope.collector.destination import sink_for
 from daskscope.collector.task_log import TaskLog
 from daskscope.collector.writer import WriterThread
 from daskscope.model import ClusterRecord, stable_id

@@ -1,14 +1,19 @@
-"""``daskscope serve`` as a real process for the browser-facing security tests."""
+"""``daskscope serve`` as a real process for the browser-facing security tests, and
+what every test that starts one uses so that none outlives its test: :func:`launch`
+(the server ends with the test process, however that ends) and :func:`stop` (it and
+its workers end, by force after a while)."""
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -17,6 +22,63 @@ import httpx
 import psutil
 
 from conftest import free_port
+
+_PR_SET_PDEATHSIG = 1  # prctl(2)
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+
+
+def launch(
+    command: list[str],
+    log: Path,
+    *,
+    env: dict[str, str] | None = None,
+    before: Callable[[], None] | None = None,
+) -> subprocess.Popen:
+    """``command`` in a process of its own, its output appended to ``log``, that gets
+    SIGTERM when this (test) process ends, however it ends (Linux's parent-death
+    signal: a killed pytest leaves no server behind; uvicorn's supervisor then stops
+    its workers). Strictly, when the calling *thread* ends: call it from the test's
+    own thread. ``before`` runs in the child too, before the command (rlimits)."""
+    parent = os.getpid()
+
+    def in_child() -> None:
+        if _LIBC is not None:
+            _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+            if os.getppid() != parent:  # the parent died before the line above
+                os._exit(1)
+        if before is not None:
+            before()
+
+    with log.open("a") as out:
+        return subprocess.Popen(
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            preexec_fn=in_child,
+        )
+
+
+def stop(process: subprocess.Popen, timeout: float = 30) -> None:
+    """End ``process`` and every process under it (``serve --workers``' workers): SIGTERM
+    to it, then, after ``timeout``, SIGKILL to whatever of them is left. Returns once
+    they are all gone (or ``timeout`` more has passed)."""
+    family: list[psutil.Process] = []
+    if process.poll() is None:
+        try:
+            root = psutil.Process(process.pid)
+            family = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            pass  # ended meanwhile
+        process.terminate()
+        with suppress(subprocess.TimeoutExpired):
+            process.wait(timeout)
+    for member in family:
+        # most have ended by now; psutil checks first that each is still the same process
+        with suppress(psutil.Error):
+            member.kill()
+    process.wait(timeout)
+    psutil.wait_procs(family[1:], timeout=timeout)
 
 
 @contextmanager
@@ -27,10 +89,7 @@ def serve(
     port = free_port()
     command = [sys.executable, "-m", "daskscope.cli.main", "--database", database]
     command += ["serve", "--host", "127.0.0.1", "--port", str(port), *options]
-    with log.open("a") as out:
-        process = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
-        )
+    process = launch(command, log, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120  # a start takes seconds quiet, a minute at load 50
@@ -45,8 +104,7 @@ def serve(
             time.sleep(0.1)
         yield base
     finally:
-        process.terminate()
-        process.wait(timeout=20)
+        stop(process)
 
 
 def server_processes() -> list[psutil.Process]:

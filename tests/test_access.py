@@ -79,9 +79,11 @@ ROUTES = [
     "/reports/{report}",
     "/api/v1/reports/{report}",
     "/reports/{report}/raw",
+    "/metrics",  # for Prometheus (web/routes/metrics.py)
 ]
 # Expected status by role: members of atlas see atlas's things; carol (cms) is told they
-# do not exist; without a valid token, pages send to /login and the API answers 401.
+# do not exist; without a valid token, pages send to /login and the API (and /metrics,
+# read by Prometheus) answers 401.
 EXPECTED = {
     "alice": 200,
     "bob": 200,
@@ -98,7 +100,8 @@ def test_roles_by_routes(world: World, who: str | None, route: str) -> None:
     response = get(world, who, path)
     expected = EXPECTED[who]
     if isinstance(expected, dict) and "page" in expected:
-        expected = expected["api" if path.startswith("/api/") else "page"]
+        for_programs = path.startswith("/api/") or path == "/metrics"
+        expected = expected["api" if for_programs else "page"]
         if expected == 303:
             assert response.headers["location"].startswith("/login?next=")
     elif isinstance(expected, dict):

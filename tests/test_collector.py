@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from distributed import Client, LocalCluster, span
 
 import daskscope
+from daskscope.collector.memory_sink import MemorySink
 from daskscope.collector.plugin import DaskscopePlugin
 from daskscope.store import cluster_detail, open_store, table_counts
 from daskscope.store import schema as store_schema
@@ -221,19 +222,10 @@ def test_failures_inside_daskscope_never_reach_dask(
             await plugin._first_flush_done()  # the cluster's record, written as it started
             good_sink = plugin._sink
 
-            class BrokenSink:
-                url = "broken://"
-
-                def write(self, records: Any) -> None:
-                    raise OSError("disk on fire")
-
-                def close(self) -> None:
-                    pass
-
             def broken_track(*args: Any, **kwargs: Any) -> Any:
                 raise RuntimeError("bug inside daskscope")
 
-            plugin._sink = BrokenSink()
+            plugin._sink = MemorySink(fail=OSError("disk on fire"))
             tracker = plugin.tracker
             real_finished, real_snapshot = tracker.task_finished, tracker.snapshot_groups
             tracker.task_finished = broken_track  # type: ignore[method-assign]

@@ -5,7 +5,6 @@ deadlines (web/connections.py)."""
 
 from __future__ import annotations
 
-import os
 import resource
 import socket
 import subprocess
@@ -22,6 +21,7 @@ import pytest
 from daskscope.store import open_store
 from daskscope.store.identity import add_user, create_account, create_token
 from pgserver import free_port
+from serveproc import launch, stop
 
 DEADLINE_S = 120  # generous: a loaded 2-core machine, and nothing here is timed
 
@@ -44,14 +44,7 @@ def serving(
         if files is not None:
             resource.setrlimit(resource.RLIMIT_NOFILE, files)
 
-    with log.open("a") as out:
-        process = subprocess.Popen(
-            command,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
-            preexec_fn=limit_files,
-        )
+    process = launch(command, log, env=env, before=limit_files)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + DEADLINE_S
@@ -66,8 +59,7 @@ def serving(
             time.sleep(0.1)
         yield url, process
     finally:
-        process.terminate()
-        process.wait(30)
+        stop(process)
 
 
 def team(url: str, *accounts: str) -> list[str]:

@@ -110,3 +110,32 @@ def test_value_text_knows_every_catalogue_unit() -> None:
         assert value_text(754, unit) == text, unit
     assert value_text(0.5, "currency", currency="CHF") == "0.5000 CHF"
     assert value_text(3, "furlongs") == "3 furlongs"  # an open-set unit: number and name
+
+
+def _fixed_exactly(v: float, decimals: int, grouping: bool = False) -> str:
+    # the rounding of JavaScript's toFixed on the exact value, in decimal arithmetic only
+    import decimal
+
+    exact = decimal.Context(prec=1200).create_decimal_from_float(v + 0.0)
+    q = exact.quantize(decimal.Decimal(1).scaleb(-decimals), rounding=decimal.ROUND_HALF_UP)
+    text = f"{q:,.{decimals}f}" if grouping else f"{q:.{decimals}f}"
+    return text[1:] if text.startswith("-") and not any(c in text for c in "123456789") else text
+
+
+def test_fixed_rounds_as_the_exact_arithmetic() -> None:
+    """``_fixed`` formats with Python's rounding but on ties: equal to exact decimal
+    arithmetic on random values of every size, on every tie a float can hold at a few
+    decimals (k + ½)·10^-d, and beside them."""
+    import random
+
+    rnd = random.Random(25)
+    values = [rnd.uniform(-1, 1) * 10 ** rnd.randint(-8, 20) for _ in range(20_000)]
+    for d in range(7):
+        for k in range(-300, 300):
+            tie = (k + 0.5) / 10**d
+            values += [tie, math.nextafter(tie, math.inf), math.nextafter(tie, -math.inf)]
+    values += [0.0, -0.0, 0.5, -0.5, 2.5, 1.25, 0.125, 1e20, -1e20, 5e-324, 2.0**60]
+    for v in values:
+        for d in range(7):
+            for grouping in (False, True):
+                assert fmt._fixed(v, d, grouping) == _fixed_exactly(v, d, grouping), (v, d)

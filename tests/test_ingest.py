@@ -4,6 +4,7 @@ delivered exactly once through a server that dies and comes back."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import operator
 import os
@@ -18,6 +19,7 @@ from typing import Any
 import dask
 import dask.array as da
 import httpx
+import psutil
 import pytest
 from distributed import Client, LocalCluster, span
 from distributed.protocol.pickle import dumps
@@ -34,6 +36,8 @@ from daskscope.web import create_app
 from daskscope.wire import encode_batch
 from factories import make_cluster, make_group, make_profile
 from pgserver import PostgresServer, free_port
+from serveproc import launch
+from serveproc import stop as end_process
 
 CHILD_TABLES = ("computations", "task_groups", "task_prefixes", "spans", "span_metrics", "errors")
 
@@ -156,8 +160,7 @@ class Server:
     def start(self) -> None:
         command = [sys.executable, "-m", "daskscope.cli.main", "--database", self.database]
         command += ["serve", "--host", "127.0.0.1", "--port", str(self.port), *self.options]
-        with self.log.open("a") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        self.process = launch(command, self.log)
         deadline = time.monotonic() + 120  # a minute at load 50
         while time.monotonic() < deadline:
             try:
@@ -165,6 +168,7 @@ class Server:
                     return
             except httpx.HTTPError:
                 time.sleep(0.1)
+        self.stop()
         raise RuntimeError(f"daskscope serve did not start: {self.log.read_text()[-2000:]}")
 
     def kill(self) -> None:
@@ -173,9 +177,8 @@ class Server:
         self.process.wait(10)
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(10)
+        if self.process is not None:
+            end_process(self.process)
 
 
 @pytest.fixture
@@ -183,9 +186,11 @@ def server(tmp_path: Path) -> Iterator[Server]:
     url = f"sqlite:///{tmp_path / 'server.db'}"
     open_store(url).close()
     instance = Server(url, free_port(), tmp_path / "server.log")
-    instance.start()
-    yield instance
-    instance.stop()
+    try:
+        instance.start()
+        yield instance
+    finally:
+        instance.stop()
 
 
 def slow(x: int) -> int:
@@ -312,8 +317,14 @@ class DaskProcesses:
     def kill(self) -> None:
         for process in self.processes:
             if process.poll() is None:
+                # the worker's own process too (dask worker runs it under a nanny)
+                under = psutil.Process(process.pid).children(recursive=True)
                 os.kill(process.pid, signal.SIGKILL)
                 process.wait(10)
+                for child in under:
+                    with contextlib.suppress(psutil.Error):
+                        child.kill()
+                psutil.wait_procs(under, timeout=10)
 
 
 def _run_and_die(processes: DaskProcesses) -> tuple[str, dict]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
 import random
 import resource
 import socket
@@ -26,6 +25,7 @@ from daskscope.store import open_store, table_counts
 from daskscope.store.identity import add_user, create_account, create_token
 from daskscope.wire import encode_batch
 from pgserver import free_port
+from serveproc import launch, stop
 from test_ingest import group
 
 FD_LIMIT = 1024  # a common default; the server inherits it from the shell
@@ -43,14 +43,7 @@ def serving(
     def limit_files() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
 
-    log = (tmp_path / "server.log").open("a")
-    process = subprocess.Popen(
-        command,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, **(env or {})},
-        preexec_fn=limit_files,
-    )
+    process = launch(command, tmp_path / "server.log", env=env, before=limit_files)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -64,9 +57,7 @@ def serving(
             time.sleep(0.1)
         yield url, process
     finally:
-        process.terminate()
-        process.wait(20)
-        log.close()
+        stop(process)
 
 
 @pytest.fixture

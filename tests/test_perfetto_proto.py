@@ -29,9 +29,9 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TracePacket
 import daskscope
 from daskscope import segments
 from daskscope.cli.main import cli
-from daskscope.export.common import NothingRecorded
 from daskscope.export.perfetto_proto import SEQUENCE, perfetto_proto_chunks
 from daskscope.store import cluster_detail, open_store, write_records
+from daskscope.views.export import NothingRecorded
 from daskscope.web.app import create_app
 from factories import make_cluster
 from webutil import call

@@ -17,7 +17,7 @@ from dask.base import tokenize
 from distributed import Client, LocalCluster, wait
 
 import daskscope
-from daskscope.collector.sink import StoreSink
+from daskscope.collector.store_sink import StoreSink
 from daskscope.store import cluster_detail, open_store
 from factories import make_cluster, make_group
 

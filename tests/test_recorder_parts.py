@@ -19,14 +19,15 @@ from distributed.scheduler import TaskGroup, TaskPrefix, TaskState
 
 from daskscope.collector import dask_adapter, flushing
 from daskscope.collector.accounting import Accounting, cluster_record, threads_integral
+from daskscope.collector.destination import sink_for
 from daskscope.collector.events import EventLog
 from daskscope.collector.flushing import Flusher
 from daskscope.collector.http_sink import HttpSink
 from daskscope.collector.lifecycle import WorkerLifecycle
 from daskscope.collector.roster import WorkerRoster
-from daskscope.collector.sink import StoreSink, sink_for
 from daskscope.collector.snapshot import plain
 from daskscope.collector.spans import GroupShare, SpanTracker
+from daskscope.collector.store_sink import StoreSink
 from daskscope.collector.tracking import PROGRESS_SECONDS, ComputationTrack, Totals, WorkTracker
 from daskscope.config import CollectorSettings
 from daskscope.model import (

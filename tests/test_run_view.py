@@ -16,12 +16,12 @@ from rich.console import Console
 
 from daskscope import MetricsCollector, track_memory, track_metrics, track_time
 from daskscope.cli.main import cli
+from daskscope.cli.run_summary import print_summary
 from daskscope.format import MISSING
 from daskscope.store import open_store
 from daskscope.views.run import RunView, run_list, run_view, stored_run_view
 from daskscope.workflow import current_chunk
 from daskscope.workflow.chunk import Chunk
-from daskscope.workflow.summary import print_summary
 from webutil import call
 
 pytest.importorskip("fastapi")

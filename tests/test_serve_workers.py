@@ -4,7 +4,6 @@ take batches from several connections at once; each record is stored exactly onc
 from __future__ import annotations
 
 import gc
-import subprocess
 import sys
 import threading
 import time
@@ -22,6 +21,7 @@ from daskscope.store.identity import add_user, create_account, create_token, rev
 from daskscope.wire import encode_batch
 from factories import make_cluster, make_group
 from pgserver import free_port
+from serveproc import launch, stop
 
 BATCHES = 12  # a connection
 GROUPS = 40  # a batch
@@ -49,8 +49,7 @@ def two_workers(team_database: tuple[str, str], tmp_path: Path) -> Iterator[str]
     command = [sys.executable, "-m", "daskscope.cli.main", "--database", url, "serve"]
     command += ["--host", "127.0.0.1", "--port", str(port), "--auth", "--workers", "2"]
     log = tmp_path / "serve.log"
-    with log.open("w") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    process = launch(command, log)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120  # a minute or more at load 50
@@ -62,8 +61,7 @@ def two_workers(team_database: tuple[str, str], tmp_path: Path) -> Iterator[str]
         assert process.poll() is None, f"serve died: {log.read_text()[-2000:]}"
         assert _worker_processes(process.pid) == 2, log.read_text()[-2000:]
     finally:
-        process.terminate()
-        process.wait(30)
+        stop(process)
 
 
 def _answers(base: str) -> bool:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from daskscope.collector.sink import StoreLost, StoreSink
+from daskscope.collector.sink import StoreLost
+from daskscope.collector.store_sink import StoreSink
 from daskscope.model import ClusterRecord, EventRecord, stable_id
 from daskscope.store import (
     WriteFailed,

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from distributed import Client, LocalCluster, get_task_stream
 
 import daskscope
-from daskscope.collector.sink import sink_for
+from daskscope.collector.destination import sink_for
 from daskscope.collector.task_log import TaskLog
 from daskscope.collector.writer import WriterThread
 from daskscope.store import open_store

@@ -17,12 +17,12 @@ from click.testing import CliRunner
 from distributed import Client, LocalCluster
 
 import daskscope
-from daskscope import MetricsCollector, track_memory, track_metrics, track_time
+from daskscope import MetricsCollector, plots, track_memory, track_metrics, track_time
 from daskscope.cli.main import cli
-from daskscope.workflow import current_chunk, plots, register_derived_metric
+from daskscope.cli.run_summary import summary_tables
+from daskscope.workflow import current_chunk, register_derived_metric
 from daskscope.workflow import metrics as wm
 from daskscope.workflow.backends import Backend, backend_names, register_backend
-from daskscope.workflow.summary import summary_tables
 
 
 @pytest.fixture(scope="module")

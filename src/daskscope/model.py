@@ -1,5 +1,8 @@
 """The records daskscope keeps: one dataclass per kind, the contract between layers.
 
+(Over 400 lines: every record kind with its fields' shapes, the one contract between the
+layers and the wire, kept in one place so that it is read, and changed, together.)
+
 The collector produces these, sinks carry them, the store keeps them and the analysis
 reads them back. Every record has a stable ``id`` (see :func:`stable_id`) so that writing
 the same record twice stores it once, and a ``revision`` (see :func:`stamp_revisions`)

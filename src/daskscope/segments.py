@@ -2,6 +2,10 @@
 each, :data:`Execution`) and as a :class:`~daskscope.model.TaskSegmentRecord` keeps
 them column-wise (two Arrow IPC streams, compressed together with zstd, :data:`FORMAT`).
 
+(Over 400 lines: the encoder and the decoder of one binary format side by side, so that
+a column changes in both at once; the encoding works on whole columns, which takes
+lines.)
+
 The recorder's hook only appends a tuple of what Dask handed it (no pyarrow, no text
 made on the event loop); :func:`encode_segment` turns a segment's tuples into columns in
 the writer thread and :func:`decode_segment` reads them back wherever the store is read.

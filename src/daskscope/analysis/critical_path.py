@@ -1,6 +1,10 @@
 """A computation's critical path, and how long it would take with more or fewer worker
 threads (pure: groups or executions and their durations in, seconds out).
 
+(Over 400 lines: two models of one question, the groups as stages and the executions
+through their triggers, each with its critical path and its simulation on N threads;
+they share the stage ordering, and the model's documentation is this docstring.)
+
 The group model (where the task log holds no dependencies), after Sparklens' for Spark
 stages:
 

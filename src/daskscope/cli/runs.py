@@ -95,10 +95,10 @@ def runs_command(state: Any, as_json: bool, search: str | None, **asked: Any) ->
 @click.pass_obj
 def run_command(state: Any, run_id: str, as_json: bool) -> None:
     """One workflow run (an id or a unique prefix): figures, sections and chunks."""
+    from daskscope.cli.run_summary import chunk_table, summary_tables
     from daskscope.store import open_store
     from daskscope.views.encode import to_pretty_json
     from daskscope.views.run import stored_run_view
-    from daskscope.workflow.summary import chunk_table, summary_tables
 
     with open_store(state.database) as store, _hinted():
         view = stored_run_view(store, run_id)

@@ -4,6 +4,7 @@
 ``tracking`` (task groups and computations), ``spans``, ``accounting`` (capacity, peaks,
 totals), ``events``, ``roster`` (workers coming, going, sampled), ``lifecycle`` (why a
 worker left), ``profiles``, ``flushing`` (buffer, writer thread, retries) and the sinks
-made by ``sink.sink_for``. ``dask_adapter`` is the one module that knows Dask's private
+(the ``sink.Sink`` protocol; ``store_sink``, ``http_sink``, ``memory_sink``), one made
+by ``destination.sink_for``. ``dask_adapter`` is the one module that knows Dask's private
 names; ``snapshot`` and ``workers`` turn Dask's objects into records.
 """

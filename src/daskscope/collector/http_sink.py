@@ -1,5 +1,8 @@
 """Send records to a daskscope server, keeping what it cannot take yet in a spool.
 
+(Over 400 lines: one class whose delivery states, posting, spooling, draining, splitting
+and a spool that fails, interlock to keep batches in order; it reads best whole.)
+
 Delivery is at least once and in order: every batch goes to the spool's tail unless the
 spool is empty and the server takes it at once; the spool drains oldest first, with
 exponential backoff while the server is away, failing, or refusing for a reason that can

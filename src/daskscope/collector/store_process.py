@@ -8,11 +8,11 @@ only this child maps it; the parent sees the child die, reports a failed write (
 stay in the collector's memory) and starts a new child for the next write.
 
 Protocol on the child's stdin/stdout: frames of a 4-byte big-endian length and a
-payload. The parent sends wire batches (:func:`daskscope.wire.encode_batch`); the child
-answers each with a JSON object: ``{"stored": n, "rejected": [...], "tables": {table:
-rows upserted}}`` or ``{"error":
-message, "retryable": bool}``. Its first answer, before any batch, says whether the
-store opened (``{"ready": true}``).
+payload. The parent sends wire batches (:func:`daskscope.wire.encode_batch`), which the
+child writes with :func:`daskscope.store.batches.write_batch`; it answers each with a
+JSON object: ``{"stored": n, "rejected": [...], "tables": {table: rows upserted}}`` or
+``{"error": message, "retryable": bool}``. Its first answer, before any batch, says
+whether the store opened (``{"ready": true}``).
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
-
-import msgspec
 
 __all__ = ["StoreProcess", "StoreProcessDied"]
 
@@ -135,28 +133,13 @@ def _death(code: int) -> str:
 # -- the child --------------------------------------------------------------------------
 
 
-def _rows_by_table(payload: bytes) -> dict[Any, list[dict[str, Any]]]:
-    """A wire batch as rows, without the wire's checks: this is the recorder's own
-    output, which a direct store always took as it was."""
-    from daskscope.model import RECORD_TYPES
-    from daskscope.store.schema import TABLE_FOR
-
-    batch = msgspec.json.decode(payload)
-    rows: dict[Any, list[dict[str, Any]]] = {}
-    for item in batch["records"]:
-        rows.setdefault(TABLE_FOR[RECORD_TYPES[item["kind"]]], []).append(item["data"])
-    return rows
-
-
 def _serve(url: str, stdin: IO[bytes], stdout: IO[bytes]) -> int:
-    from daskscope.store import Rejected, StoreError, WriteFailed, open_store, write_rows
-    from daskscope.store.writer import prepare_writes
+    from daskscope.store import Rejected, StoreError, WriteFailed
+    from daskscope.store.batches import open_for_batches, write_batch
 
     try:
-        store = open_store(url)
-        # once per cluster, before the first flush waits on it: each table's upsert
-        # compiled (they were most of the child's CPU in a short run's writes)
-        prepare_writes(store)
+        # once per cluster, before the first flush waits on it
+        store = open_for_batches(url)
     except StoreError as exc:
         _send(stdout, json.dumps({"error": str(exc)}).encode())
         return 1
@@ -164,13 +147,12 @@ def _serve(url: str, stdin: IO[bytes], stdout: IO[bytes]) -> int:
     while (payload := _receive(stdin)) is not None:
         rejected: list[Rejected] = []
         try:
-            rows = _rows_by_table(payload)
-            stored = write_rows(store, rows, rejected=rejected)
+            written = write_batch(store, payload, rejected=rejected)
             answer: dict[str, Any] = {
-                "stored": stored,
+                "stored": written.stored,
                 "rejected": [[r.table, r.record_id, r.reason] for r in rejected],
                 # the batch's rows by table: a record sent twice in a batch is one row
-                "tables": {t.name: len({row["id"] for row in r}) for t, r in rows.items()},
+                "tables": written.tables,
             }
         except WriteFailed as exc:
             answer = {"error": str(exc), "retryable": exc.retryable}

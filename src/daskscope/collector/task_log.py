@@ -42,6 +42,30 @@ logger = logging.getLogger("daskscope")
 _NO_TRIGGER = (None, None, None)
 
 
+def _prepare_encoder() -> None:
+    """(writer thread) Encode two made-up executions and drop them. The first segment a
+    process encodes also pays for importing pyarrow and setting up its arrays, IPC
+    streams and zstd: about 55 ms of CPU once, which fell on the first segment of the
+    first cluster recorded (2 to 3 µs a task more in ``bench/overhead.py``'s first pair
+    of 20,000 tasks). Paid here, once, at the start instead, like the sink's opening:
+    nothing is written and nothing counted."""
+    now = 1.8e9
+    made_up = [
+        execution("x-0", "x", "x", "tcp://127.0.0.1:1", 1,
+                  [{"action": "compute", "start": now, "stop": now + 1e-3}],
+                  erred=False, nbytes=8, computation=None, span=None),
+        execution(("y-0", 1), "y-0", "y", "tcp://127.0.0.1:1", 1,
+                  [{"action": "transfer", "start": now, "stop": now + 1e-3,
+                    "source": "tcp://127.0.0.1:2"},
+                   {"action": "compute", "start": now + 1e-3, "stop": now + 2e-3}],
+                  erred=False, nbytes=8, computation="c", span="s", trigger=("x-0", "x")),
+    ]  # fmt: skip
+    try:
+        encode_segment("", 0, made_up)
+    except Exception:  # the real segments will say what is wrong, and be counted
+        logger.debug("daskscope: the task-log encoder could not be prepared", exc_info=True)
+
+
 @dataclass(slots=True)
 class TaskLogStats:
     executions: int = 0
@@ -103,6 +127,12 @@ class TaskLog:
     def attach(self, writer: WriterThread, sink: Callable[[], Sink]) -> None:
         """Write through the recorder's writer thread into its sink."""
         self.writer, self.sink = writer, sink
+
+    def prepare(self) -> None:
+        """Make the encoder ready in the writer thread now, at the recorder's start, as
+        the sink is opened then (:func:`_prepare_encoder`)."""
+        if self.writer is not None:
+            self.writer.submit(_prepare_encoder)
 
     # -- hot path (transition hook) ------------------------------------------------------
 

@@ -1,5 +1,9 @@
 """Which computation ran which tasks, and what changed since the last write.
 
+(Over 400 lines: one class, :class:`WorkTracker`, whose bookkeeping of which computation
+owns which group's work and what changed since the last write must stay consistent
+across every hook and flush; it reads best whole.)
+
 Dask hands a computation only the task groups it *creates* (``Computation.groups``), and
 a group whose name comes back while it is still alive — a persisted array summed in a
 notebook loop, the same expression computed twice — belongs to the first computation

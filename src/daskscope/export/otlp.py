@@ -30,14 +30,13 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import sqlalchemy as sa
 from google.protobuf import json_format  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import (
@@ -50,15 +49,19 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
 from daskscope.analysis import elapsed
-from daskscope.export.common import ExportError, call_line
-from daskscope.store import Store, cluster_detail, schema
-from daskscope.store.engine import as_engine
-from daskscope.store.task_scan import scan_segments
+from daskscope.export.common import call_line
+from daskscope.views.export import ExportError, ExportView, export_view
+
+if TYPE_CHECKING:
+    from daskscope.store import Store
 
 __all__ = [
     "ID_FIELDS",
+    "OtlpJson",
+    "OtlpProtobuf",
     "otlp_json",
     "otlp_request",
+    "otlp_trace",
     "post_traces",
     "request_from_json",
     "span_id_of",
@@ -165,16 +168,10 @@ class _Failures:
     span_exception: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
-def _failures(store: Store, cluster_id: str, errors: Iterable[Mapping[str, Any]]) -> _Failures:
+def _failures(view: ExportView, errors: Iterable[Mapping[str, Any]]) -> _Failures:
     """The cluster's failures: its groups with failed tasks (their span and computation)
     and the errors recorded (each with its group's id)."""
-    g = schema.task_groups.c
-    with as_engine(store).connect() as conn:
-        erred = conn.execute(
-            sa.select(g.id, g.span_id, g.computation_id, g.tasks_erred).where(
-                g.cluster_id == cluster_id, g.tasks_erred > 0
-            )
-        ).all()
+    erred = view.erred_groups()
     found = _Failures()
     owner = {gid: (span_id, computation_id) for gid, span_id, computation_id, _ in erred}
     for _, span_id, _, n in erred:
@@ -194,8 +191,7 @@ def _failures(store: Store, cluster_id: str, errors: Iterable[Mapping[str, Any]]
 
 
 def _unstarted_times(
-    store: Store,
-    cluster_id: str,
+    view: ExportView,
     groups: list[Mapping[str, Any]],
     computations: Mapping[str, Mapping[str, Any]],
     errors: Iterable[Mapping[str, Any]],
@@ -215,19 +211,7 @@ def _unstarted_times(
     # the task log around them (clocks of workers and scheduler differ a little)
     lo = min(starts) - 60.0 if len(starts) == len(groups) else None
     hi = max(stops) + 60.0 if len(stops) == len(groups) else None
-    seen: dict[str, tuple[float, float]] = {}
-    names = sorted({g["name"] for g in groups})
-    for item in scan_segments(store, cluster_id, lo, hi):
-        seg = item.decoded
-        for row in np.flatnonzero(seg.naming(seg.group, names)).tolist():
-            c = int(seg.computation[row])
-            gid = wanted.get((seg.names[c] if c >= 0 else None, seg.names[int(seg.group[row])]))
-            if gid is None:
-                continue
-            first, last = float(seg.first[row]), float(seg.last[row])
-            was = seen.get(gid, (first, last))
-            seen[gid] = (min(was[0], first), max(was[1], last))
-    placed: dict[str, tuple[float, float | None]] = dict(seen)
+    placed: dict[str, tuple[float, float | None]] = dict(view.group_log_times(wanted, lo, hi))
     failed_at: dict[str, float] = {}
     for e in errors:
         gid = e.get("group_id")
@@ -242,19 +226,16 @@ def _unstarted_times(
     return placed
 
 
-def otlp_request(
-    store: Store, cluster_id: str, *, groups: bool = False
-) -> ExportTraceServiceRequest:
-    """The cluster as one OTLP trace; with ``groups`` a span per task group too.
-
-    Raises UnknownCluster."""
+def otlp_trace(view: ExportView) -> ExportTraceServiceRequest:
+    """The cluster as one OTLP trace; a span per task group too when the view read
+    them (``groups``)."""
     from daskscope import __version__
 
-    detail = cluster_detail(store, cluster_id, max_groups=None if groups else 0)
+    detail, cluster_id = view.detail, view.cluster_id
     cluster = detail["cluster"]
     end = cluster["stopped_at"] or cluster["last_seen_at"]
     trace = _Trace(cluster_id, end)
-    failures = _failures(store, cluster_id, detail["errors"])
+    failures = _failures(view, detail["errors"])
     root = trace.add(
         "cluster",
         cluster_id,
@@ -304,10 +285,9 @@ def otlp_request(
             ),
         )
     dask_spans = _span_tree(trace, detail["spans"], root, failures)
-    if groups:
+    if view.groups:
         unstarted = _unstarted_times(
-            store,
-            cluster_id,
+            view,
             [g for g in detail["task_groups"] if g["started_at"] is None and g["tasks_erred"]],
             {c["id"]: c for c in detail["computations"]},
             detail["errors"],
@@ -517,3 +497,61 @@ def post_traces(request: ExportTraceServiceRequest, endpoint: str, *, timeout: f
             f"cannot reach the collector at {url} ({reason}); check --endpoint "
             "(an OTLP/HTTP receiver, usually port 4318)"
         ) from exc
+
+
+class _Otlp:
+    """What both OTLP encodings share: the command, its options, the file's name."""
+
+    name = "otlp"
+    help = (
+        "The cluster, its computations and Dask spans as an OpenTelemetry trace (OTLP), "
+        "for Jaeger, Tempo or Grafana."
+    )
+    subject = "trace"
+    streamed = False
+    options: tuple[str, ...] = ("groups",)
+
+
+class OtlpProtobuf(_Otlp):
+    """OTLP protobuf (``ExportTraceServiceRequest``), the file or sent to a collector."""
+
+    format = "protobuf"
+    description = "OTLP protobuf (ExportTraceServiceRequest)"
+    media_type = "application/x-protobuf"
+    extension = "otlp.pb"
+    binary = True
+    endpoint_help = (
+        "POST the trace to this OTLP/HTTP collector instead of writing a file "
+        "(e.g. http://localhost:4318; /v1/traces is added)."
+    )
+
+    def render(self, view: ExportView) -> Iterator[bytes]:
+        return iter([otlp_trace(view).SerializeToString()])
+
+    def send(self, view: ExportView, endpoint: str) -> str:
+        """POST the trace to an OTLP/HTTP collector (:func:`post_traces`)."""
+        request = otlp_trace(view)
+        status = post_traces(request, endpoint)
+        spans = sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
+        return f"sent {spans} spans of cluster {view.cluster_id} to {endpoint} (HTTP {status})"
+
+
+class OtlpJson(_Otlp):
+    """OTLP/JSON (:func:`otlp_json`)."""
+
+    format = "json"
+    description = "OTLP/JSON"
+    media_type = "application/json"
+    extension = "otlp.json"
+    binary = False
+
+    def render(self, view: ExportView) -> Iterator[str]:
+        return iter([json.dumps(otlp_json(otlp_trace(view)))])
+
+
+def otlp_request(
+    store: Store, cluster_id: str, *, groups: bool = False
+) -> ExportTraceServiceRequest:
+    """:func:`otlp_trace` of the cluster's view, in one call; with ``groups`` a span per
+    task group too. Raises UnknownCluster."""
+    return otlp_trace(export_view(store, cluster_id, groups=groups))

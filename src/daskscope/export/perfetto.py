@@ -16,9 +16,11 @@ start one from).
 
 Times are microseconds since the cluster started (``otherData.origin_epoch_s`` holds that
 moment), so windows of one cluster line up. The task log is read column-wise, a segment
-at a time, in order of the executions' starts (:mod:`daskscope.store.task_scan`), and the
-file written as a stream of text chunks, a page of executions each, so a cluster of
-millions of tasks never sits in memory whole.
+at a time, in order of the executions' starts (:meth:`ExportView.execution_pages
+<daskscope.views.export.ExportView.execution_pages>`), and the file written as a stream
+of text chunks, a page of executions each, so a cluster of millions of tasks never sits
+in memory whole. :class:`TaskTimeline` is what this format and Perfetto's protobuf
+(:mod:`.perfetto_proto`) share: the command, the options, the window and the pages.
 """
 
 from __future__ import annotations
@@ -28,15 +30,23 @@ import math
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import msgspec
 
-from daskscope.export.common import NothingRecorded, UnknownComputation, check_window
-from daskscope.store import Store, cluster_detail
-from daskscope.store.task_scan import PlainColumnsCache, log_extent, ordered_rows, scan_segments
-from daskscope.store.timeline import TaskExecution
+from daskscope.views.export import ExportView, Page, TaskWindow, export_view
 
-__all__ = ["PAGE_TASKS", "perfetto_chunks", "perfetto_events", "trace_window"]
+if TYPE_CHECKING:
+    from daskscope.store import Store
+    from daskscope.store.timeline import TaskExecution
+
+__all__ = [
+    "PAGE_TASKS",
+    "PerfettoJson",
+    "TaskTimeline",
+    "perfetto_chunks",
+    "perfetto_events",
+]
 
 #: executions read from the store at a time; a window holding more is split
 PAGE_TASKS = 20_000
@@ -194,6 +204,82 @@ def _events(
         yield {**common, "name": f"{action} {prefix}", "ph": "e", "ts": ts + dur}
 
 
+Chunk = TypeVar("Chunk", str, bytes)
+
+
+class TaskTimeline(Generic[Chunk]):
+    """The task timeline for Perfetto, whichever its encoding: the command, its options,
+    the window (checked before the first chunk) and the executions page by page."""
+
+    name = "perfetto"
+    subject = "timeline"
+    help = (
+        "The task timeline for Perfetto: open it in https://ui.perfetto.dev.\n\n"
+        "The whole cluster unless --computation or --start/--stop narrow it; written as a "
+        "stream, so millions of tasks fit."
+    )
+    options: tuple[str, ...] = ("computation", "window")
+    streamed = True
+
+    def __init__(self, page_tasks: int = PAGE_TASKS) -> None:
+        #: executions per page: a chunk of the file each
+        self.page_tasks = page_tasks
+
+    def render(self, view: ExportView) -> Iterator[Chunk]:
+        """The file's chunks. Raises (at once) NothingRecorded when no task of the
+        cluster (in the window) was recorded."""
+        window = view.task_window()
+        return self._chunks(view, window, view.execution_pages(window, self.page_tasks))
+
+    def _chunks(
+        self, view: ExportView, window: TaskWindow, pages: Iterator[Page]
+    ) -> Iterator[Chunk]:
+        raise NotImplementedError
+
+
+class PerfettoJson(TaskTimeline[str]):
+    """Chrome trace-event JSON (see the module's docstring)."""
+
+    format = "json"
+    description = "Chrome trace-event JSON"
+    media_type = "application/json"
+    extension = "json"
+    binary = False
+
+    def _chunks(self, view: ExportView, window: TaskWindow, pages: Iterator[Page]) -> Iterator[str]:
+        head = {
+            "displayTimeUnit": "ms",
+            "otherData": {
+                "exporter": "daskscope",
+                "daskscope.cluster.id": view.cluster_id,
+                "origin_epoch_s": window.origin,
+                "window_start_epoch_s": window.lo,
+                "window_stop_epoch_s": window.hi,
+                **({"computation": view.computation} if view.computation else {}),
+            },
+        }
+        yield json.dumps(head)[:-1] + ', "traceEvents": ['
+        ids = _Ids()
+        first = True
+        for page in pages:
+            encoded = msgspec.json.encode(_page_events(page, window.origin, ids)).decode()[1:-1]
+            yield encoded if first else "," + encoded  # the same text however it is paged
+            first = False
+        yield "]}\n"
+
+
+def _page_events(page: Page, origin: float, ids: _Ids) -> list[dict[str, object]]:
+    """The events of a page of executions, in order."""
+    events: list[dict[str, object]] = []
+    for c, row in page:
+        state = c.state[row]
+        args = _args(c.key[row], c.group[row], state, c.nbytes[row],
+                     c.computation[row], c.span[row])  # fmt: skip
+        worker, thread, prefix = c.worker[row] or "", c.thread[row], c.prefix[row]
+        events.extend(_events(ids, origin, worker, thread, prefix, state, args, c.actions(row)))
+    return events
+
+
 def perfetto_chunks(
     store: Store,
     cluster_id: str,
@@ -203,121 +289,10 @@ def perfetto_chunks(
     stop: float | None = None,
     page_tasks: int = PAGE_TASKS,
 ) -> Iterator[str]:
-    """The trace as text chunks to write or stream one after the other.
+    """The trace as text chunks to write or stream one after the other: the cluster's
+    view (:func:`~daskscope.views.export.export_view`) rendered, in one call.
 
     Raises (before the first chunk) UnknownCluster, UnknownComputation, BadWindow, and
     NothingRecorded when no task of the cluster (in the window) was recorded."""
-    lo, hi, origin = trace_window(store, cluster_id, computation, start, stop)
-    return _chunks(store, cluster_id, lo, hi, origin, computation, page_tasks)
-
-
-def trace_window(
-    store: Store,
-    cluster_id: str,
-    computation: str | None,
-    start: float | None,
-    stop: float | None,
-) -> tuple[float, float, float]:
-    """``(lo, hi, origin)``: the window of the trace in epoch seconds (executions
-    overlapping ``[lo, hi)``) and the cluster's start. Raises what
-    :func:`perfetto_chunks` says."""
-    check_window(start, stop)
-    detail = cluster_detail(store, cluster_id, max_groups=0)
-    if computation is not None and all(c["id"] != computation for c in detail["computations"]):
-        raise UnknownComputation(cluster_id, computation)
-    extent = log_extent(store, cluster_id, computation=computation)
-    if not extent.executions or extent.first is None or extent.last is None:
-        raise NothingRecorded(
-            f"cluster {cluster_id} has no task recorded"
-            + (f" for computation {computation}" if computation else "")
-            + ": the task timeline is kept when daskscope.tasks.enabled is true "
-            "(the default) while the cluster runs"
-        )
-    lo = extent.first if start is None else start
-    # windows hold what starts before their stop: just past the last stop, so that a
-    # task of no duration at the very end is in too
-    hi = math.nextafter(extent.last, math.inf) if stop is None else stop
-    if (
-        hi <= lo
-        or (start is not None and start > extent.last)
-        or (stop is not None and stop < extent.first)
-    ):
-        raise NothingRecorded(
-            f"no task of cluster {cluster_id} ran in this window: its tasks ran from "
-            f"{extent.first:.3f} to {extent.last:.3f} (epoch seconds)"
-        )
-    return lo, hi, float(detail["cluster"]["started_at"])
-
-
-def _chunks(
-    store: Store,
-    cluster_id: str,
-    lo: float,
-    hi: float,
-    origin: float,
-    computation: str | None,
-    page: int,
-) -> Iterator[str]:
-    head = {
-        "displayTimeUnit": "ms",
-        "otherData": {
-            "exporter": "daskscope",
-            "daskscope.cluster.id": cluster_id,
-            "origin_epoch_s": origin,
-            "window_start_epoch_s": lo,
-            "window_stop_epoch_s": hi,
-            **({"computation": computation} if computation else {}),
-        },
-    }
-    yield json.dumps(head)[:-1] + ', "traceEvents": ['
-    ids = _Ids()
-    first = True
-    for events in _event_pages(store, cluster_id, lo, hi, origin, computation, page, ids):
-        encoded = msgspec.json.encode(events).decode()[1:-1]  # the list's items
-        yield encoded if first else "," + encoded  # the same text however it is paged
-        first = False
-    yield "]}\n"
-
-
-def _event_pages(
-    store: Store,
-    cluster_id: str,
-    lo: float,
-    hi: float,
-    origin: float,
-    computation: str | None,
-    page: int,
-    ids: _Ids,
-) -> Iterator[list[dict[str, object]]]:
-    """The events of the window's executions in order of start, ``page`` executions'
-    at a time: read column-wise, a segment at a time (memory bounded by the segments
-    overlapping one another, not the trace)."""
-    cache = PlainColumnsCache()
-    events: list[dict[str, object]] = []
-    held = 0
-    scanned = scan_segments(store, cluster_id, lo, hi)
-    for batch in ordered_rows(scanned, lo, hi, computation=computation):
-        plain = cache.of(batch)
-        for which, row in zip(batch.segment.tolist(), batch.rows.tolist(), strict=True):
-            c = plain[which]
-            state = c.state[row]
-            args = _args(c.key[row], c.group[row], state, c.nbytes[row],
-                         c.computation[row], c.span[row])  # fmt: skip
-            events.extend(
-                _events(
-                    ids,
-                    origin,
-                    c.worker[row] or "",
-                    c.thread[row],
-                    c.prefix[row],
-                    state,
-                    args,
-                    c.actions(row),
-                )
-            )
-            held += 1
-            if held == page:
-                yield events
-                events, held = [], 0
-    if events:
-        yield events
+    view = export_view(store, cluster_id, computation=computation, start=start, stop=stop)
+    return PerfettoJson(page_tasks).render(view)

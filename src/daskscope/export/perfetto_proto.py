@@ -26,20 +26,42 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from daskscope.export.perfetto import PAGE_TASKS, trace_window
-from daskscope.store import Store
-from daskscope.store.task_scan import PlainColumns, PlainColumnsCache, ordered_rows, scan_segments
+from daskscope.export.perfetto import PAGE_TASKS, TaskTimeline
+from daskscope.views.export import ExportView, Page, PlainColumns, TaskWindow, export_view
 
-__all__ = ["PERFETTO_EXTENSIONS", "SEQUENCE", "perfetto_proto_chunks"]
+if TYPE_CHECKING:
+    from daskscope.store import Store
 
-#: the task timeline's file extension by format (Perfetto's own for its protobuf)
-PERFETTO_EXTENSIONS = {"json": "json", "proto": "pftrace"}
+__all__ = ["SEQUENCE", "PerfettoProto", "perfetto_proto_chunks"]
 
 #: the one trusted packet sequence of the file
 SEQUENCE = 1
 _NS = 1_000_000_000
+
+
+class PerfettoProto(TaskTimeline[bytes]):
+    """Perfetto's protobuf trace (see the module's docstring), with Perfetto's own file
+    extension."""
+
+    format = "proto"
+    description = "Perfetto's protobuf trace (smaller; for a whole cluster of millions of tasks)"
+    media_type = "application/octet-stream"
+    extension = "pftrace"
+    binary = True
+
+    def _chunks(
+        self, view: ExportView, window: TaskWindow, pages: Iterator[Page]
+    ) -> Iterator[bytes]:
+        writer = _Writer(window.origin)
+        for page in pages:
+            for columns, row in page:
+                writer.add_execution(columns, row)
+            if len(page) == self.page_tasks:
+                yield writer.take()
+        writer.finish()
+        yield writer.take()
 
 
 def perfetto_proto_chunks(
@@ -51,12 +73,13 @@ def perfetto_proto_chunks(
     stop: float | None = None,
     page_tasks: int = PAGE_TASKS,
 ) -> Iterator[bytes]:
-    """The trace as serialised ``Trace`` chunks to write one after the other.
+    """The trace as serialised ``Trace`` chunks to write one after the other: the
+    cluster's view rendered, in one call.
 
     Raises (before the first chunk) what :func:`~daskscope.export.perfetto.perfetto_chunks`
     raises."""
-    lo, hi, origin = trace_window(store, cluster_id, computation, start, stop)
-    return _chunks(store, cluster_id, lo, hi, origin, computation, page_tasks)
+    view = export_view(store, cluster_id, computation=computation, start=start, stop=stop)
+    return PerfettoProto(page_tasks).render(view)
 
 
 @dataclass
@@ -169,31 +192,6 @@ class _Interned:
 _Slice = tuple[str, tuple[str, ...], list[tuple[str, object]], tuple[str, object]]
 
 _END, _BEGIN = 0, 1
-
-
-def _chunks(
-    store: Store,
-    cluster_id: str,
-    lo: float,
-    hi: float,
-    origin: float,
-    computation: str | None,
-    page: int,
-) -> Iterator[bytes]:
-    writer = _Writer(origin)
-    cache = PlainColumnsCache()
-    held = 0
-    scanned = scan_segments(store, cluster_id, lo, hi)
-    for batch in ordered_rows(scanned, lo, hi, computation=computation):
-        plain = cache.of(batch)
-        for which, row in zip(batch.segment.tolist(), batch.rows.tolist(), strict=True):
-            writer.add_execution(plain[which], row)
-            held += 1
-            if held == page:
-                yield writer.take()
-                held = 0
-    writer.finish()
-    yield writer.take()
 
 
 class _Writer:

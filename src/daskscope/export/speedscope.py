@@ -21,18 +21,30 @@ many of its windows it shares with other computations (their samples are in each
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping, Sequence
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dask.config
 from dask.utils import parse_timedelta
 
 from daskscope.analysis.flamegraph import merge_trees
-from daskscope.export.common import NothingRecorded, UnknownComputation, call_line, check_window
-from daskscope.store import Store, cluster_detail, profile_trees
+from daskscope.export.common import call_line
+from daskscope.views.export import ExportView, NothingRecorded, export_view
 
-__all__ = ["SCHEMA_URL", "NamedTree", "frame_of", "speedscope_document", "speedscope_file"]
+if TYPE_CHECKING:
+    from daskscope.store import Store
+
+__all__ = [
+    "SCHEMA_URL",
+    "NamedTree",
+    "Speedscope",
+    "frame_of",
+    "speedscope_document",
+    "speedscope_file",
+    "speedscope_of",
+]
 
 SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
 #: computations given a profile of their own (the longest ones); the cluster's profile
@@ -175,38 +187,51 @@ def _windows_text(windows: Sequence[Mapping[str, Any]], overlaps: _Overlaps) -> 
     return f"({text})"
 
 
-def speedscope_document(
-    store: Store,
-    cluster_id: str,
-    *,
-    computation: str | None = None,
-    start: float | None = None,
-    stop: float | None = None,
-) -> dict[str, Any]:
+class Speedscope:
+    """The stored profiles as a speedscope file (see the module's docstring)."""
+
+    name = "speedscope"
+    format = "json"
+    description = "speedscope's JSON"
+    help = (
+        "The stored profiles as speedscope JSON: open it in https://www.speedscope.app.\n\n"
+        "A profile for the cluster, then one per computation (or only --computation's)."
+    )
+    media_type = "application/json"
+    extension = "speedscope.json"
+    subject = "profile"
+    binary = False
+    streamed = False
+    options: tuple[str, ...] = ("computation", "window")
+
+    def render(self, view: ExportView) -> Iterator[str]:
+        """The file, whole. Raises NothingRecorded when the cluster (or the window)
+        holds no profile sample."""
+        return iter([json.dumps(speedscope_of(view))])
+
+
+def speedscope_of(view: ExportView) -> dict[str, Any]:
     """A cluster's stored profiles as a speedscope document: the cluster (or the window
-    ``[start, stop]``) first, then its computations; with ``computation`` only that
-    one. Raises UnknownCluster, UnknownComputation, and NothingRecorded when the
-    cluster (or the window) holds no profile sample."""
+    asked for) first, then its computations; with a computation asked for, only that
+    one. Raises NothingRecorded when the cluster (or the window) holds no profile
+    sample."""
     from daskscope import __version__
 
-    check_window(start, stop)
-    detail = cluster_detail(store, cluster_id, max_groups=0)
-    cluster = detail["cluster"]
-    computations = detail["computations"]
+    cluster = view.cluster
+    computations = view.detail["computations"]
+    computation = view.computation
     if computation is not None:
         computations = [c for c in computations if c["id"] == computation]
-        if not computations:
-            raise UnknownComputation(cluster_id, computation)
-    windows = [w for w in profile_trees(store, cluster_id, start=start, stop=stop) if w["samples"]]
+    windows = view.profile_windows()
     if not windows:
         raise NothingRecorded(
-            f"cluster {cluster_id} has no profile sample"
-            + (" in this window" if start is not None or stop is not None else "")
+            f"cluster {view.cluster_id} has no profile sample"
+            + (" in this window" if view.start is not None or view.stop is not None else "")
             + ": the recorder stores Dask's profiles in windows of daskscope.profile.interval "
             "(a cluster shorter than that may have none)"
         )
-    label = cluster["name"] or cluster_id
-    overlaps = _Overlaps(detail["computations"], cluster["last_seen_at"])
+    label = cluster["name"] or view.cluster_id
+    overlaps = _Overlaps(view.detail["computations"], cluster["last_seen_at"])
     profiles: list[NamedTree] = []
     if computation is None:
         profiles.append(NamedTree(f"cluster {label}", merge_trees(w["tree"] for w in windows)))
@@ -227,6 +252,20 @@ def speedscope_document(
         interval=profile_interval(),
         exporter=f"daskscope {__version__}",
     )
+
+
+def speedscope_document(
+    store: Store,
+    cluster_id: str,
+    *,
+    computation: str | None = None,
+    start: float | None = None,
+    stop: float | None = None,
+) -> dict[str, Any]:
+    """:func:`speedscope_of` the cluster's view, in one call. Raises UnknownCluster,
+    UnknownComputation, BadWindow and NothingRecorded."""
+    view = export_view(store, cluster_id, computation=computation, start=start, stop=stop)
+    return speedscope_of(view)
 
 
 def _duration(comp: Mapping[str, Any]) -> float:

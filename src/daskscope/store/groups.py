@@ -1,5 +1,8 @@
 """A cluster's task groups, read in bounded amounts.
 
+(Over 400 lines: every bounded read of task groups, summaries, pages, per-computation
+names and totals, graph rows and the fingerprint, over one scope filter.)
+
 A cluster may have tens of thousands of task groups (a graph with one group per file and
 operation). Pages and summaries read their count and totals (summed by the database) and
 a bounded selection; the full list is read a page at a time, in one stable order

@@ -1,6 +1,11 @@
 """The task timeline: every task execution of a cluster, read from its task-log segments
 (:mod:`daskscope.segments`).
 
+(Over 400 lines: every read of the task-log segments, the window, a key's executions,
+the slowest tasks, transfers and the extent, over one selection of segments and one
+cache of decoded ones. ``timeline_window`` is the long function; issue 27, point 1,
+splits it.)
+
 A window of time comes back raw (every execution) when it holds at most ``max_tasks``
 executions, else as busy seconds per worker thread in ``bins`` bins. Segments carry their
 time range, their groups and a filter of their keys, so a query decodes only the ones

@@ -1,5 +1,8 @@
 """Two recorded things side by side (``/compare?a=…&b=…``, ``daskscope compare A B``).
 
+(Over 400 lines: the reference syntax, the four kinds of side and their figure, sum and
+prefix rows, one view whose row dataclasses are most of the lines.)
+
 A side is named by a reference whose form says its kind:
 
 - ``CLUSTER``: a cluster (its id or a unique start of it);

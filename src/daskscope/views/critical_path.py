@@ -3,7 +3,12 @@ JSON and ``daskscope critical-path``): the model is :mod:`daskscope.analysis.cri
 through the task dependencies the task log records (each execution's trigger) wherever
 it has them, through the task groups as stages where it does not (the view says which:
 ``model``, each group's ``model``); task durations come from the task log, or from the
-groups' totals where it has none."""
+groups' totals where it has none.
+
+(Over 400 lines: the one view of both models of :mod:`daskscope.analysis.critical_path`,
+with the task-log read and the per-group figures each model needs; they share the view's
+dataclasses.)
+"""
 
 from __future__ import annotations
 

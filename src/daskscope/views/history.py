@@ -14,6 +14,7 @@ cluster of that name.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Mapping
@@ -288,13 +289,24 @@ def history_view(
     """``kind``'s newest ``limit`` runs named ``name`` after the ``offset`` newest (a
     page back), oldest first, each figure over them with its check, and how many runs
     are left out either side. ValueError for an unknown kind or an empty name."""
+    return _history(store, kind, name, account=account, limit=limit, offset=offset)
+
+
+def _history(
+    store: Store, kind: str, name: str, *, account: str | None, limit: int, offset: int = 0,
+    texts: bool = True,
+) -> HistoryView:  # fmt: skip
+    """:func:`history_view`; with ``texts=False`` its series carry no texts of their
+    values (``texts`` empty) and ``total_runs`` counts the runs read: what the regression
+    listing and the noise read (the values and checks), without formatting every value
+    of every series or counting every run recorded."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; kinds: {', '.join(KINDS)}")
     if not name:
         raise ValueError("name the span tag, run name or cluster name to follow")
     known: Kind = kind
     runs = _runs(store, known, name, account, limit, offset)
-    total = run_count(store, known, name, account=account)
+    total = run_count(store, known, name, account=account) if texts else len(runs)
     series = []
     for f in catalogue.figures(_SCOPE[known]):
         if f.unit == "timestamp":
@@ -302,12 +314,13 @@ def history_view(
         values = [figure_value(row, f.key) for _, row, _ in runs]
         if all(v is None for v in values):
             continue
-        series.append(_series(f, values))
+        series.append(_series(f, values, texts=texts))
+    # every prefix is checked; only those shown are written out
     prefixes = _prefix_series(runs)
     message = None if runs else f"no {kind} named {name!r} recorded"
     if not runs and total:
         message = f"no {kind} named {name!r} this far back: {total:,} runs recorded"
-    shown = [*series, *_shown(prefixes)]
+    shown = [*series, *(_with_texts(s) if texts else s for s in _shown(prefixes))]
     return HistoryView(
         kind=kind, name=name, points=[p for p, _, _ in runs], series=shown,
         regressed=[s.id for s in shown if s.check and s.check.status == "regressed"],
@@ -318,27 +331,35 @@ def history_view(
 
 
 def _series(
-    f: catalogue.Figure, values: list[float | None], *, prefix: str | None = None
-) -> HistorySeries:
+    f: catalogue.Figure, values: list[float | None], *, prefix: str | None = None,
+    texts: bool = True,
+) -> HistorySeries:  # fmt: skip
     check = _check(f, values)
     return HistorySeries(
         id=f.id if prefix is None else f"{f.id}:{prefix}", prefix=prefix,
         label=f.label if prefix is None else f"{f.label} of {prefix}", unit=f.unit,
-        better=f.better, values=values, texts=[f.text(v) for v in values], check=check,
-        flagged=_flagged(values, check),
+        better=f.better, values=values, texts=[f.text(v) for v in values] if texts else [],
+        check=check, flagged=_flagged(values, check),
     )  # fmt: skip
 
 
 def _prefix_series(runs: list[Run]) -> list[HistorySeries]:
     """Each task prefix's task time over the runs (None in a run without it), the
-    longest (in any run) first, each checked as :data:`PREFIX_FIGURE`."""
+    longest (in any run) first, each checked as :data:`PREFIX_FIGURE`; without texts
+    (:func:`_with_texts` gives those of the series shown)."""
     f = catalogue.figure(PREFIX_FIGURE)
     longest: dict[str, float] = {}
     for _, _, prefixes in runs:
         for prefix, seconds in prefixes.items():
             longest[prefix] = max(longest.get(prefix, 0.0), seconds)
     order = sorted(longest, key=lambda p: (-longest[p], p))
-    return [_series(f, [r[2].get(p) for r in runs], prefix=p) for p in order]
+    return [_series(f, [r[2].get(p) for r in runs], prefix=p, texts=False) for p in order]
+
+
+def _with_texts(series: HistorySeries) -> HistorySeries:
+    """A prefix's series (:func:`_prefix_series`) with the texts of its values."""
+    f = catalogue.figure(PREFIX_FIGURE)
+    return dataclasses.replace(series, texts=[f.text(v) for v in series.values])
 
 
 def _shown(prefixes: list[HistorySeries]) -> list[HistorySeries]:
@@ -357,9 +378,8 @@ def history_noise(
     at least ``MIN_BASELINE`` runs have the figure and the median is not 0; and how
     many runs were read (0, and no noise, with fewer than ``MIN_BASELINE``). What
     ``compare`` widens its "same" by."""
-    view = history_view(
-        store, kind, name, account=account, limit=regression.BASELINE + regression.RECENT
-    )
+    runs = regression.BASELINE + regression.RECENT
+    view = _history(store, kind, name, account=account, limit=runs, texts=False)
     noise: dict[str, float] = {}
     if len(view.points) < regression.MIN_BASELINE:
         return noise, 0
@@ -391,7 +411,9 @@ def regressions_view(
                 continue
             name_checked = recurring
             checked += 1
-            view = history_view(store, kind, name_checked, account=account, limit=CHECKED_RUNS)
+            view = _history(
+                store, kind, name_checked, account=account, limit=CHECKED_RUNS, texts=False
+            )
             for s in view.series:
                 if s.check is not None and s.check.status == "regressed":
                     found.append(RegressionItem(

@@ -1,6 +1,10 @@
 """One workflow run as it is shown: the Rich summary, ``daskscope run(s) [--json]``, the
 JSON API and the pages all render :class:`RunView` / :class:`RunList`.
 
+(Over 400 lines: one view, :class:`RunView` and :class:`RunList`, with its figure,
+section, chunk, worker and dataset rows, built the same way from a live run and from the
+store; the row dataclasses are most of it.)
+
 A view is built from a live (or loaded) :class:`~daskscope.workflow.run.WorkflowRun`
 (:func:`run_view`) or from the store (:func:`stored_run_view`); both go through the
 same record and the same :class:`~daskscope.workflow.chunk.Chunk`, so the same run gives

@@ -2,6 +2,10 @@
 per worker thread, what it ran and when, as the timeline page, its JSON
 (``/api/v1/clusters/{id}/timeline``) and ``daskscope timeline`` show it.
 
+(Over 400 lines: one view and its dataclasses, built raw or binned from one store
+window; both forms share the lanes, keys, gaps and totals built here. Issue 27, point 1,
+gives the task log its own package.)
+
 A window holding few executions comes with every task (``raw``); a larger one comes as
 bins per thread, each with its busy seconds by activity and the group that computed
 most in it. Zooming in asks for a narrower window, until the tasks themselves come back.

@@ -48,7 +48,6 @@ from daskscope.web.errors import HTTPError
 
 __all__ = [
     "Admission",
-    "Busy",
     "FairGate",
     "GateFull",
     "bound_allocator",
@@ -64,11 +63,8 @@ MIN_WEIGHT = 2**20
 MAX_WAITING = 64
 #: Bytes decoded since the last trim worth trimming for (a trim walks the heap: ms)
 TRIM_AFTER_BYTES = 4 * 2**20
-
-
-class Busy(HTTPError):
-    status = 429
-    title = "Too many batches waiting"
+#: The title of the 429 that refuses a batch past MAX_WAITING
+BUSY = "Too many batches waiting"
 
 
 class GateFull(Exception):
@@ -214,7 +210,7 @@ class Admission:
             async with self.receive.hold(account, max(MIN_WEIGHT, length)):
                 yield
         except GateFull as exc:  # raised on entering: nothing else raises it
-            raise Busy(f"{exc}: send this one again later") from None
+            raise HTTPError(429, f"{exc}: send this one again later", title=BUSY) from None
 
     @contextlib.asynccontextmanager
     async def decoding(self, account: Hashable, length: int) -> AsyncIterator[None]:

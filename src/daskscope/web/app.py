@@ -28,6 +28,7 @@ from daskscope.web.routes import (
     costs,
     exports,
     ingest,
+    metrics,
     reports,
     runs,
     timeline,
@@ -37,6 +38,12 @@ from daskscope.web.security import SecurityMiddleware, allowed_hosts
 __all__ = ["WORKER_APP_ENV", "create_app", "create_worker_app"]
 
 API_PREFIX = "/api/v1"
+#: The route modules, each with its pages (``pages``) and its JSON under
+#: :data:`API_PREFIX` (``api``), in the order the OpenAPI document lists them
+ROUTES = (
+    assets, apidocs, account, clusters, runs, reports, ingest, compare, exports,
+    timeline, advice, computation, costs, audit, metrics,
+)  # fmt: skip
 
 
 def create_app(
@@ -66,18 +73,9 @@ def create_app(
     # pages load plotly.js from the URL of its hash, immutable (routes/assets.py)
     environment().globals["plotly_url"] = assets.plotly_url
     app.include_router(login_pages)
-    for module in (assets, apidocs, account, clusters, runs, reports, ingest, compare, exports):
+    for module in ROUTES:
         app.include_router(module.pages)
         app.include_router(module.api, prefix=API_PREFIX)
-    app.include_router(timeline.pages)  # the task timeline (routes/timeline.py)
-    app.include_router(timeline.api, prefix=API_PREFIX)
-    app.include_router(advice.api, prefix=API_PREFIX)  # the advice rules (routes/advice.py)
-    app.include_router(computation.pages)  # critical path, what-if (routes/computation.py)
-    app.include_router(computation.api, prefix=API_PREFIX)
-    app.include_router(costs.pages)  # cost per span and computation (routes/costs.py)
-    app.include_router(costs.api, prefix=API_PREFIX)
-    app.include_router(audit.pages)  # the audit log, for admins (routes/audit.py)
-    app.include_router(audit.api, prefix=API_PREFIX)
     # After the routes: /static/common.js is a route (assets), the rest plain files
     static = Path(__file__).with_name("static")
     app.mount("/static", assets.StaticAssets(directory=static), name="static")

@@ -21,10 +21,10 @@ from daskscope.store.audit import login_failed
 from daskscope.store.identity import Identity, identity_for_token
 from daskscope.store.sessions import end_session, open_session, session_holder
 from daskscope.web.addresses import audit_written, bearer_known, note_bearer, note_session
-from daskscope.web.errors import Unauthorized
+from daskscope.web.errors import HTTPError
 from daskscope.web.ratelimit import RateLimiter
 from daskscope.web.render import page, render_page
-from daskscope.web.security import CSRF_FIELD, CrossSite, check_csrf, cookie_secure
+from daskscope.web.security import CSRF_FIELD, check_csrf, cookie_secure
 from daskscope.web.tokencache import REVERIFIED_PATHS, cached_identity, remembered_identity
 
 __all__ = ["COOKIE", "authenticate", "pages", "viewer_of"]
@@ -92,9 +92,10 @@ async def authenticate(request: Request) -> None:
     if viewer is None:
         viewer = await run_in_threadpool(_identity, request)
     if viewer is None:
-        raise Unauthorized(
+        raise HTTPError(
+            401,
             "this daskscope server needs a token: log in, or send "
-            "'Authorization: Bearer <token>' (daskscope token create --user NAME)"
+            "'Authorization: Bearer <token>' (daskscope token create --user NAME)",
         )
     request.state.viewer = viewer
 
@@ -139,7 +140,7 @@ async def login(request: Request) -> Response:
     next_ = next_ if isinstance(next_, str) else "/"
     try:
         check_csrf(request, form.get(CSRF_FIELD))
-    except CrossSite as exc:
+    except HTTPError as exc:  # check_csrf refuses with 403
         return _login_page(request, next_, exc.message, 403)
     lifetime = float(parse_timedelta(config.get("session-lifetime", "12h")))
     token = token.strip() if isinstance(token, str) else ""

@@ -1,9 +1,11 @@
-"""HTTP errors: the status lives on the class; one handler turns any of them (and
+"""HTTP errors: one type, :class:`HTTPError`, carrying its status (its title from
+:class:`http.HTTPStatus` unless the raise says more); one handler turns it (and
 unknown routes, bad parameters, unknown clusters) into an HTML page or JSON."""
 
 from __future__ import annotations
 
 import re
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import Request
@@ -13,74 +15,44 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from daskscope.store import AmbiguousCluster, UnknownCluster
 
-__all__ = [
-    "BadRequest",
-    "Forbidden",
-    "HTTPError",
-    "NotFound",
-    "PayloadTooLarge",
-    "Unauthorized",
-    "handle_exception",
-    "install",
-    "redact",
-]
+__all__ = ["HTTPError", "handle_exception", "install", "redact"]
 
 
 class HTTPError(Exception):
-    """Base class: raise a subclass anywhere in a route; ``status`` says which."""
+    """Raise anywhere in a route (or middleware) to answer with ``status``, e.g.
+    ``HTTPError(404, "cluster 3f2a has no span 'x'", hint="Its page lists them.")``.
 
-    status = 500
-    title = "Internal error"
+    ``title`` defaults to the status's phrase (``HTTPStatus(404).phrase``); give one
+    where it says more ("Unknown host"). The JSON answer is ``{"error": {**data,
+    "status", "title", "message"}}``; the page shows title, message and ``hint``."""
 
     def __init__(
         self,
+        status: int,
         message: str,
         *,
+        title: str | None = None,
         data: dict[str, Any] | None = None,
         hint: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
+        self.status = status
+        self.title = title or _phrase(status)
         self.message = message
         #: fields of the JSON error besides status, title and message
         self.data = data or {}
         #: what the page adds for a reader in a browser (not in the JSON)
         self.hint = hint
-        #: response headers (``Retry-After`` of a refusal that passes)
+        #: response headers (``Retry-After`` of a refusal that passes: 425, 429)
         self.headers = headers or {}
 
 
-class BadRequest(HTTPError):
-    status = 400
-    title = "Bad request"
-
-
-class Unauthorized(HTTPError):
-    status = 401
-    title = "Log in first"
-
-
-class Forbidden(HTTPError):
-    status = 403
-    title = "Not yours to see"
-
-
-class NotFound(HTTPError):
-    status = 404
-    title = "Not found"
-
-
-class PayloadTooLarge(HTTPError):
-    status = 413
-    title = "Upload too large"
-
-
-class TooEarly(HTTPError):
-    """A request that will succeed later, unchanged (RFC 8470's 425): e.g. a batch
-    whose cluster record has not arrived yet."""
-
-    status = 425
-    title = "Too early"
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:  # a status Python does not name
+        return "Error"
 
 
 # What a database or driver message may carry about where the store lives: URLs,
@@ -107,26 +79,30 @@ def _as_http_error(exc: Exception) -> HTTPError:
     if isinstance(exc, HTTPError):
         return exc
     if isinstance(exc, UnknownCluster):
-        return NotFound(str(exc), data=exc.data(), hint="The account page lists the clusters.")
-    if isinstance(exc, AmbiguousCluster):
-        return BadRequest(
-            str(exc), data=exc.data(), hint="Give more of the id: the account page lists them."
+        return HTTPError(
+            404, str(exc), data=exc.data(), hint="The account page lists the clusters."
         )
+    if isinstance(exc, AmbiguousCluster):
+        hint = "Give more of the id: the account page lists them."
+        return HTTPError(400, str(exc), data=exc.data(), hint=hint)
     if isinstance(exc, RequestValidationError):
         parts = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        return BadRequest("; ".join(parts) or "invalid request")
+        return HTTPError(400, "; ".join(parts) or "invalid request")
     if isinstance(exc, StarletteHTTPException):
-        error = HTTPError(str(exc.detail))
-        error.status = exc.status_code
-        error.title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "Error")
         if exc.status_code == 404:
-            error.message = "there is no page at this address"
-        return error
-    return HTTPError("the server failed; see its log")
+            return HTTPError(404, "there is no page at this address")
+        return HTTPError(exc.status_code, str(exc.detail))
+    return HTTPError(500, "the server failed; see its log")
+
+
+#: Paths read by programs, not people, outside ``/api/``: their errors are JSON, and a
+#: missing token is a 401, not a redirect to the login page (Prometheus would record
+#: the login page as a failed scrape)
+_FOR_PROGRAMS = ("/openapi.json", "/metrics")
 
 
 def _wants_json(request: Request) -> bool:
-    return request.url.path.startswith("/api/") or request.url.path == "/openapi.json"
+    return request.url.path.startswith("/api/") or request.url.path in _FOR_PROGRAMS
 
 
 async def handle_exception(request: Request, exc: Exception) -> Response:
@@ -136,7 +112,7 @@ async def handle_exception(request: Request, exc: Exception) -> Response:
         import logging
 
         logging.getLogger("daskscope.web").exception("error serving %s", request.url.path)
-    if isinstance(error, Unauthorized) and not _wants_json(request):
+    if error.status == 401 and not _wants_json(request):
         from urllib.parse import quote
 
         target = quote(request.url.path + (f"?{request.url.query}" if request.url.query else ""))

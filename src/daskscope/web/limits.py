@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+from http import HTTPStatus
 from typing import Any
 
 from dask.utils import parse_bytes, parse_timedelta
@@ -54,15 +55,13 @@ class BodyLimit:
         page = not scope["path"].startswith("/api/")
         declared = _content_length(scope)
         if declared == -1:
-            await _refuse(
-                send, 400, "Bad request", "Content-Length must be a number of bytes", page=page
-            )
+            await _refuse(send, 400, "Content-Length must be a number of bytes", page=page)
             return
         if declared is not None and declared > limit:
             message = (
                 f"the body has {declared} bytes; this address takes at most {limit} ({setting})"
             )
-            await _refuse(send, 413, "Upload too large", message, page=page)
+            await _refuse(send, 413, message, page=page)
             return
         seen, refused, started = 0, False, False
         waited, body_done = 0.0, False
@@ -90,7 +89,7 @@ class BodyLimit:
                             f"waits one more second for every {rate:g} bytes "
                             "(daskscope.serve.body-timeout, body-min-rate); send it again"
                         )
-                        await _refuse(send, 408, "Request timeout", why, page=page)
+                        await _refuse(send, 408, why, page=page)
                     return {"type": "http.disconnect"}
                 finally:
                     waited += loop.time() - start
@@ -104,7 +103,7 @@ class BodyLimit:
                     if not started:
                         text = f"the body passed {limit} bytes, the most this address takes"
                         why = f"{text} ({setting})"
-                        await _refuse(send, 413, "Upload too large", why, page=page)
+                        await _refuse(send, 413, why, page=page)
                     return {"type": "http.disconnect"}
             return message
 
@@ -141,9 +140,11 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-async def _refuse(send: Send, status: int, title: str, message: str, *, page: bool) -> None:
+async def _refuse(send: Send, status: int, message: str, *, page: bool) -> None:
     """JSON on the API, a small page for a browser's form (the page templates need the
-    request state that inner middleware sets, which this outermost one comes before)."""
+    request state that inner middleware sets, which this outermost one comes before),
+    as web/errors.py answers an HTTPError."""
+    title = HTTPStatus(status).phrase
     if page:
         text = f"{status} · {html.escape(title)}"
         body = (

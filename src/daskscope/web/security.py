@@ -66,19 +66,8 @@ _HEADERS = (
 _NOT_JSON = {"/api/v1/reports": "multipart/form-data"}
 
 
-class Misdirected(HTTPError):
-    status = 400
-    title = "Unknown host"
-
-
-class CrossSite(HTTPError):
-    status = 403
-    title = "Cross-site request refused"
-
-
-class UnsupportedMediaType(HTTPError):
-    status = 415
-    title = "Unsupported media type"
+#: The titles of its refusals (400, 403): they say more than the status's phrase
+UNKNOWN_HOST, CROSS_SITE = "Unknown host", "Cross-site request refused"
 
 
 def _hostname(value: str) -> str:
@@ -136,9 +125,11 @@ def _check(scope: Scope, headers: Headers, hosts: frozenset[str]) -> None:
     host = _hostname(headers.get("host", ""))
     arrived_at = (scope.get("server") or ("",))[0]
     if "*" not in hosts and host not in hosts and host != arrived_at:
-        raise Misdirected(
+        raise HTTPError(
+            400,
             "the Host header names a server this is not; if it is this server's public "
-            "name, add it to daskscope.allowed-hosts (or set daskscope.public-url)"
+            "name, add it to daskscope.allowed-hosts (or set daskscope.public-url)",
+            title=UNKNOWN_HOST,
         )
     method = scope["method"]
     if method not in UNSAFE:
@@ -147,28 +138,30 @@ def _check(scope: Scope, headers: Headers, hosts: frozenset[str]) -> None:
     if origin is not None:
         same = urlsplit(origin).netloc.lower() == headers.get("host", "").lower()
         if not same and origin.rstrip("/") != public_url():
-            raise CrossSite(
+            raise HTTPError(
+                403,
                 "this server takes changes only from its own pages (the Origin header "
-                "names another site); programs send no Origin header"
+                "names another site); programs send no Origin header",
+                title=CROSS_SITE,
             )
     elif headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
-        raise CrossSite("this server takes changes only from its own pages")
+        raise HTTPError(403, "this server takes changes only from its own pages", title=CROSS_SITE)
     path: str = scope["path"]
     media = _media_type(headers)
     if path.startswith("/api/") and method in ("POST", "PUT", "PATCH"):
         wanted = _NOT_JSON.get(path.rstrip("/"))
         if wanted is None and not _is_json(media):
-            raise UnsupportedMediaType(
-                f"Content-Type: send this endpoint JSON as 'application/json' (got {media!r})"
+            raise HTTPError(
+                415, f"Content-Type: send this endpoint JSON as 'application/json' (got {media!r})"
             )
         if wanted is not None and media != wanted:
-            raise UnsupportedMediaType(
-                f"Content-Type: send this endpoint {wanted!r} (got {media!r})"
-            )
+            raise HTTPError(415, f"Content-Type: send this endpoint {wanted!r} (got {media!r})")
     if not path.startswith("/api/") and CSRF_COOKIE not in Request(scope).cookies:
-        raise CrossSite(
+        raise HTTPError(
+            403,
             "the form has no session check (cookie daskscope_csrf): reload the page and "
-            "send the form again"
+            "send the form again",
+            title=CROSS_SITE,
         )
 
 
@@ -230,4 +223,5 @@ def check_csrf(request: Request, sent: Any) -> None:
     """Refuse a form whose ``csrf`` field does not match the cookie (double submit)."""
     cookie = request.cookies.get(CSRF_COOKIE, "")
     if not (isinstance(sent, str) and cookie and secrets.compare_digest(sent, cookie)):
-        raise CrossSite("the form's session check failed: reload the page and send it again")
+        why = "the form's session check failed: reload the page and send it again"
+        raise HTTPError(403, why, title=CROSS_SITE)

@@ -431,7 +431,8 @@ class MetricsCollector:
     # -- outputs ----------------------------------------------------------------------
 
     def print_summary(self, console: Any = None) -> None:
-        from daskscope.workflow.summary import print_summary
+        """The run's summary as Rich tables (:mod:`daskscope.cli.run_summary`)."""
+        from daskscope.cli.run_summary import print_summary
 
         print_summary(self._finished(), console=console)
 
@@ -452,8 +453,8 @@ class MetricsCollector:
         return collector
 
     def plot(self, kind: str, **kwargs: Any) -> Any:
-        """One of the figures of :mod:`daskscope.workflow.plots` by name."""
-        from daskscope.workflow import plots
+        """One of the figures of :mod:`daskscope.plots` by name."""
+        from daskscope import plots
 
         return plots.PLOTS[kind](self._finished(), **kwargs)
 

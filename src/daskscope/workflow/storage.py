@@ -74,7 +74,7 @@ def store_run(
     records = run_records(run)
     if server is None and database is None and config.get("server"):
         server, token = config.get("server"), config.get("token")
-    from daskscope.collector.sink import sink_for
+    from daskscope.collector.destination import sink_for
 
     sink = sink_for(
         database=database,

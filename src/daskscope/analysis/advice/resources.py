@@ -1,6 +1,10 @@
 """Advice rules: resources (issue 14) — memory, spilling, non-CPU time, lost workers,
 failed tasks, and for Coffea runs the reads and the chunk size.
 
+(Over 400 lines: the rules of one family, each with its evidence and remedy over the
+shared window and activity helpers at the top; a rule is read on its own, and the family
+in one place.)
+
 Each rule reads only :class:`AdviceFacts`. For a computation the worker samples, events
 and errors are those within its start and stop (errors also by its groups), and the fine
 metrics those of its groups' prefixes; for a run, those within the run's start and stop,

@@ -1,6 +1,9 @@
 """Advice rules: scheduling (issue 14) — how the work was cut into tasks and spread over
 the cluster's threads.
 
+(Over 400 lines: eight rules of one family, each with its evidence and remedy over the
+shared helpers at the top; a rule is read on its own, and the family in one place.)
+
 Every rule reads :class:`AdviceFacts`: the task groups (``detail["task_groups"]``, for a
 computation only its own), the computations, the cluster row, and what
 ``views/advice.py`` gathered from the task timeline into ``extra`` (see

@@ -25,7 +25,7 @@ from daskscope.views import (
 from daskscope.views.account import PAGE_CLUSTERS, USAGE_METRICS
 from daskscope.views.listing import ListingQuery, cluster_listing
 from daskscope.web.auth import viewer_of
-from daskscope.web.errors import BadRequest
+from daskscope.web.errors import HTTPError
 from daskscope.web.render import page
 from daskscope.web.routes.common import (
     Limit,
@@ -79,7 +79,7 @@ def _range(days: int, since: float | None, until: float | None) -> TimeRange:
     try:
         return time_range(days, since, until)
     except ValueError as exc:
-        raise BadRequest(str(exc)) from None
+        raise HTTPError(400, str(exc)) from None
 
 
 def _account(
@@ -102,7 +102,7 @@ def _day(text: str | None, name: str) -> float | None:
     try:
         day = dt.date.fromisoformat(text)
     except ValueError:
-        raise BadRequest(f"{name} must be a date like 2026-11-16, got {text!r}") from None
+        raise HTTPError(400, f"{name} must be a date like 2026-11-16, got {text!r}") from None
     return dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp()
 
 

@@ -9,7 +9,7 @@ from fastapi.responses import Response
 
 from daskscope.store.runs import AmbiguousRun, UnknownRun
 from daskscope.views.advice import AdviceView, UnknownComputation, cluster_advice, run_advice
-from daskscope.web.errors import BadRequest, NotFound
+from daskscope.web.errors import HTTPError
 from daskscope.web.routes.common import (
     account_scope,
     described,
@@ -35,7 +35,9 @@ def cluster_advice_json(
     try:
         return view_response(cluster_advice(store_of(request), full, computation))
     except UnknownComputation as exc:
-        raise NotFound(str(exc), hint="The cluster page's Computations tab lists them.") from None
+        raise HTTPError(
+            404, str(exc), hint="The cluster page's Computations tab lists them."
+        ) from None
 
 
 @api.get("/runs/{run_id}/advice", summary="What the advice rules found for a workflow run",
@@ -44,7 +46,7 @@ def run_advice_json(request: Request, run_id: str) -> Response:
     try:
         view = run_advice(store_of(request), run_id, account=account_scope(request))
     except UnknownRun as exc:
-        raise NotFound(str(exc), data=exc.data(), hint="The runs page lists them.") from None
+        raise HTTPError(404, str(exc), data=exc.data(), hint="The runs page lists them.") from None
     except AmbiguousRun as exc:
-        raise BadRequest(str(exc), data=exc.data(), hint="Give more of the run's id.") from None
+        raise HTTPError(400, str(exc), data=exc.data(), hint="Give more of the run's id.") from None
     return view_response(view)

@@ -33,7 +33,7 @@ from fastapi.staticfiles import StaticFiles
 
 from daskscope import format
 from daskscope.web import bokeh_assets
-from daskscope.web.errors import NotFound
+from daskscope.web.errors import HTTPError
 
 __all__ = ["CACHE_CONTROL", "IMMUTABLE", "StaticAssets", "api", "pages", "plotly_url"]
 
@@ -91,7 +91,7 @@ def _package_file(package: str, *parts: str) -> bytes:
         return resources.files(package).joinpath(*parts).read_bytes()
     except (ModuleNotFoundError, FileNotFoundError) as exc:
         name = "/".join(parts)
-        raise NotFound(f"{name} is missing: pip install 'daskscope[web]'") from exc
+        raise HTTPError(404, f"{name} is missing: pip install 'daskscope[web]'") from exc
 
 
 @functools.cache
@@ -127,7 +127,7 @@ def _swagger(name: str) -> Asset:
 @pages.get("/assets/swagger-ui/{name}")
 def swagger_file(request: Request, name: str) -> Response:
     if name not in SWAGGER_FILES:
-        raise NotFound(f"no Swagger UI file {name!r}")
+        raise HTTPError(404, f"no Swagger UI file {name!r}")
     return send(request, _swagger(name))
 
 
@@ -144,7 +144,7 @@ def bokeh_js(request: Request, version: str, name: str) -> Response:
     (an opaque origin) loads them."""
     asset = _bokeh(version, name)
     if asset is None:
-        raise NotFound(f"Bokeh {version} has no script {name!r} here")
+        raise HTTPError(404, f"Bokeh {version} has no script {name!r} here")
     return send(request, asset)
 
 

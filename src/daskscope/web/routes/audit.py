@@ -15,7 +15,7 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
 from daskscope.store.audit import KINDS, AuditPage, Kind, audit_page, export_events
 from daskscope.web.auth import viewer_of
-from daskscope.web.errors import Forbidden
+from daskscope.web.errors import HTTPError
 from daskscope.web.render import page
 from daskscope.web.routes.common import Limit, Offset, json_response, store_of
 
@@ -45,7 +45,8 @@ def audit_scope(request: Request) -> str | None:
     if viewer is None:
         return None
     if not viewer.is_admin:
-        raise Forbidden(
+        raise HTTPError(
+            403,
             "only an account's admins see its audit log",
             hint="Ask an admin of your account (daskscope user list shows them).",
         )

@@ -31,7 +31,7 @@ from daskscope.views.critical_path import AmbiguousComputation, TooLarge
 from daskscope.views.fine_metrics import FineMetricsView, fine_metrics_view
 from daskscope.views.groups import GroupPage, SpanScope, group_page_view, span_scope_view
 from daskscope.views.workers import WorkersView, workers_view
-from daskscope.web.errors import BadRequest, NotFound
+from daskscope.web.errors import HTTPError
 from daskscope.web.render import page
 from daskscope.web.routes.common import (
     Limit,
@@ -158,7 +158,7 @@ def graph_json(
                 store, cluster_id, computation_id, fingerprint=fingerprint
             )
         except (TooLarge, AmbiguousComputation) as exc:
-            raise BadRequest(str(exc)) from None
+            raise HTTPError(400, str(exc)) from None
         if view is not None:
             critical = {"path": view.path, "sizes": {g.name: g.longest_s for g in view.groups}}
     opened = [f for f in (open or "").split(",") if f]
@@ -167,7 +167,7 @@ def graph_json(
         fingerprint=fingerprint, **critical,
     )  # fmt: skip
     if graph is None:
-        raise NotFound(f"cluster {cluster_id} has no computation {computation_id!r}")
+        raise HTTPError(404, f"cluster {cluster_id} has no computation {computation_id!r}")
     return _tagged_response(request, graph)
 
 
@@ -209,9 +209,10 @@ def task_groups_json(
     )
     if found is None:
         what = f"computation {computation!r}" if span is None else f"computation or span {span!r}"
-        raise NotFound(
+        raise HTTPError(
+            404,
             f"cluster {cluster_id} has no {what}; the cluster's page lists its spans "
-            "and computations"
+            "and computations",
         )
     return _tagged_response(request, found)
 
@@ -234,7 +235,7 @@ def prefixes_json(
     cluster_id = visible_cluster_id(request, cluster_id)
     view = span_scope_view(store, cluster_id, span=span, tag=tag)
     if view is None:
-        raise NotFound(f"cluster {cluster_id} has no span {span!r}; its page lists its spans")
+        raise HTTPError(404, f"cluster {cluster_id} has no span {span!r}; its page lists its spans")
     return _tagged_response(request, view)
 
 
@@ -255,7 +256,7 @@ def profile_json(
         with store.engine.connect() as conn:
             comp = find_computation(conn, cluster_id, computation)
         if comp is None:
-            raise NotFound(f"cluster {cluster_id} has no computation {computation!r}")
+            raise HTTPError(404, f"cluster {cluster_id} has no computation {computation!r}")
         start = comp["started_at"]
         stop = comp["stopped_at"]
     windows = profile_trees(store, cluster_id, start=start, stop=stop)
@@ -290,5 +291,5 @@ def metrics_json(
     cluster_id = visible_cluster_id(request, cluster_id)
     view = fine_metrics_view(store, cluster_id, tag=tag, span_id=span)
     if view is None:
-        raise NotFound(f"cluster {cluster_id} has no span {span!r}")
+        raise HTTPError(404, f"cluster {cluster_id} has no span {span!r}")
     return _tagged_response(request, view)

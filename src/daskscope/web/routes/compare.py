@@ -21,7 +21,7 @@ from daskscope.views.history import (
     history_view,
     regressions_view,
 )
-from daskscope.web.errors import BadRequest, NotFound
+from daskscope.web.errors import HTTPError
 from daskscope.web.render import page
 from daskscope.web.routes.common import (
     Offset,
@@ -48,15 +48,15 @@ def _answered() -> Iterator[None]:
     try:
         yield
     except BadReference as exc:
-        raise BadRequest(str(exc), hint=f"Write each side as {REFERENCE_SYNTAX}.") from None
+        raise HTTPError(400, str(exc), hint=f"Write each side as {REFERENCE_SYNTAX}.") from None
     except (UnknownPart, UnknownRun) as exc:
-        raise NotFound(
-            str(exc), hint="The cluster and runs pages list what was recorded."
+        raise HTTPError(
+            404, str(exc), hint="The cluster and runs pages list what was recorded."
         ) from None
     except AmbiguousRun as exc:
-        raise BadRequest(str(exc), data=exc.data(), hint="Give more of the run's id.") from None
+        raise HTTPError(400, str(exc), data=exc.data(), hint="Give more of the run's id.") from None
     except ValueError as exc:
-        raise BadRequest(str(exc)) from None
+        raise HTTPError(400, str(exc)) from None
 
 
 def _compare(request: Request, a: str, b: str) -> CompareView:

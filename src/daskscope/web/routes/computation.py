@@ -31,7 +31,7 @@ from daskscope.views.critical_path import (
     CriticalPathView,
     TooLarge,
 )
-from daskscope.web.errors import BadRequest, NotFound
+from daskscope.web.errors import HTTPError
 from daskscope.web.render import page
 from daskscope.web.routes.common import (
     Limit,
@@ -68,13 +68,14 @@ def _view(
             store, cluster_id, computation_id, threads=threads, fingerprint=fingerprint
         )
     except TooLarge as exc:
-        raise BadRequest(
-            str(exc), hint="Its task groups are listed on the cluster's page."
+        raise HTTPError(
+            400, str(exc), hint="Its task groups are listed on the cluster's page."
         ) from None
     except AmbiguousComputation as exc:
-        raise BadRequest(str(exc), hint="The cluster's page lists its computations.") from None
+        raise HTTPError(400, str(exc), hint="The cluster's page lists its computations.") from None
     if view is None:
-        raise NotFound(
+        raise HTTPError(
+            404,
             f"cluster {cluster_id} has no computation {computation_id!r}",
             hint="The cluster's page lists its computations.",
         )
@@ -98,7 +99,7 @@ def _paged(
     limit: int = PAGE_GROUPS,
 ) -> CriticalPathPage:
     if sort not in GROUP_SORTS:
-        raise BadRequest(f"sort must be one of {', '.join(GROUP_SORTS)}, not {sort!r}")
+        raise HTTPError(400, f"sort must be one of {', '.join(GROUP_SORTS)}, not {sort!r}")
     totals = group_totals(store_of(request), view.cluster_id, view.computation_id, fingerprint)
     return critical_path_page(view, totals, query=q, sort=sort, offset=offset, limit=limit)
 

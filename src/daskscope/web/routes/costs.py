@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from daskscope.views.costs import ClusterCostsView, CostsView, cluster_costs_view, costs_view
 from daskscope.views.encode import to_data
-from daskscope.web.errors import BadRequest
+from daskscope.web.errors import HTTPError
 from daskscope.web.render import page
 from daskscope.web.routes.common import (
     account_scope,
@@ -37,7 +37,7 @@ def _costs(request: Request, tag: str | None, since: str | None, until: str | No
             account=account_scope(request),
         )  # fmt: skip
     except ValueError as exc:
-        raise BadRequest(str(exc), hint="Give days as 2026-11-01 (UTC).") from None
+        raise HTTPError(400, str(exc), hint="Give days as 2026-11-01 (UTC).") from None
 
 
 @pages.get("/costs", response_class=HTMLResponse)

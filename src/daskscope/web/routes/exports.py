@@ -1,28 +1,27 @@
-"""Downloads of a cluster in other tools' formats (``/api/v1/clusters/{id}/export/...``):
-the task timeline for Perfetto, the profiles for speedscope, the spans as an
-OpenTelemetry trace. The same bytes as ``daskscope export``, under the same file name."""
+"""Downloads of a cluster in other tools' formats (``/api/v1/clusters/{id}/export/NAME``),
+a route per name of :mod:`daskscope.export.registry`: the task timeline for Perfetto,
+the profiles for speedscope, the spans as an OpenTelemetry trace. The same bytes as
+``daskscope export``, under the same file name."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
-from typing import Literal
+import inspect
+from collections.abc import Callable
+from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
-from daskscope.export.common import BadWindow, ExportError, file_name
-from daskscope.web.errors import BadRequest, NotFound
+from daskscope.export.common import file_name
+from daskscope.export.registry import Family, families
+from daskscope.views.export import BadWindow, ExportError, export_view
+from daskscope.web.errors import HTTPError
 from daskscope.web.routes.common import store_of, visible_cluster_id
 
 __all__ = ["api", "pages"]
 
 pages = APIRouter(include_in_schema=False)
 api = APIRouter(tags=["exports"])
-
-_COMPUTATION = Query(None, description="Only this computation.")
-_START = Query(None, description="Start of the window, epoch seconds.")
-_STOP = Query(None, description="End of the window, epoch seconds.")
 
 
 def _attachment(name: str) -> dict[str, str]:
@@ -34,102 +33,86 @@ def _http_error(exc: ExportError) -> Exception:
     """An empty window is a 400; an unknown computation or nothing recorded a 404, the
     message saying which and what to do."""
     if isinstance(exc, BadWindow):
-        return BadRequest(str(exc))
-    return NotFound(str(exc))
+        return HTTPError(400, str(exc))
+    return HTTPError(404, str(exc))
 
 
-@api.get(
-    "/clusters/{cluster_id}/export/perfetto",
-    summary="The task timeline for ui.perfetto.dev: Chrome trace-event JSON or Perfetto protobuf",
-    response_class=StreamingResponse,
-    responses={
-        200: {
-            "content": {"application/json": {}, "application/octet-stream": {}},
-            "description": "A trace file.",
-        }
-    },
-)
-def perfetto_download(
-    request: Request,
-    cluster_id: str,
-    computation: str | None = _COMPUTATION,
-    start: float | None = _START,
-    stop: float | None = _STOP,
-    format: Literal["json", "proto"] = Query(
-        "json", description="Chrome trace-event JSON, or Perfetto's protobuf trace."
-    ),
-) -> StreamingResponse:
-    """Streamed page by page: a cluster of millions of tasks never sits in memory."""
-    from daskscope.export.perfetto import perfetto_chunks
-    from daskscope.export.perfetto_proto import PERFETTO_EXTENSIONS, perfetto_proto_chunks
-
-    cluster_id = visible_cluster_id(request, cluster_id)
-    write = perfetto_proto_chunks if format == "proto" else perfetto_chunks
-    try:
-        chunks: Iterable[str | bytes] = write(
-            store_of(request), cluster_id, computation=computation, start=start, stop=stop
-        )
-    except ExportError as exc:
-        raise _http_error(exc) from exc
-    name = file_name(cluster_id, "timeline", PERFETTO_EXTENSIONS[format], computation)
-    media = "application/octet-stream" if format == "proto" else "application/json"
-    return StreamingResponse(chunks, media_type=media, headers=_attachment(name))
-
-
-@api.get(
-    "/clusters/{cluster_id}/export/speedscope",
-    summary="The stored profiles as speedscope JSON (opens in speedscope.app)",
-    response_class=Response,
-    responses={200: {"content": {"application/json": {}}, "description": "A profile file."}},
-)
-def speedscope_download(
-    request: Request,
-    cluster_id: str,
-    computation: str | None = _COMPUTATION,
-    start: float | None = _START,
-    stop: float | None = _STOP,
-) -> Response:
-    from daskscope.export.speedscope import speedscope_document
-
-    cluster_id = visible_cluster_id(request, cluster_id)
-    try:
-        document = speedscope_document(
-            store_of(request), cluster_id, computation=computation, start=start, stop=stop
-        )
-    except ExportError as exc:
-        raise _http_error(exc) from exc
-    name = file_name(cluster_id, "profile", "speedscope.json", computation)
-    return Response(json.dumps(document), media_type="application/json", headers=_attachment(name))
-
-
-@api.get(
-    "/clusters/{cluster_id}/export/otlp",
-    summary="The cluster, its computations and Dask spans as an OpenTelemetry trace",
-    response_class=Response,
-    responses={
-        200: {
-            "content": {"application/x-protobuf": {}, "application/json": {}},
-            "description": "OTLP ExportTraceServiceRequest, protobuf or OTLP/JSON.",
-        }
-    },
-)
-def otlp_download(
-    request: Request,
-    cluster_id: str,
-    format: Literal["protobuf", "json"] = Query(
-        "protobuf", description="OTLP protobuf or OTLP/JSON."
-    ),
-    groups: bool = Query(False, description="A span per task group too."),
-) -> Response:
-    from daskscope.export.otlp import otlp_json, otlp_request
-
-    cluster_id = visible_cluster_id(request, cluster_id)
-    trace = otlp_request(store_of(request), cluster_id, groups=groups)
-    if format == "json":
-        name = file_name(cluster_id, "trace", "otlp.json")
-        body = json.dumps(otlp_json(trace)).encode()
-        return Response(body, media_type="application/json", headers=_attachment(name))
-    name = file_name(cluster_id, "trace", "otlp.pb")
-    return Response(
-        trace.SerializeToString(), media_type="application/x-protobuf", headers=_attachment(name)
+def _query(name: str, annotation: Any, default: Any, description: str) -> inspect.Parameter:
+    return inspect.Parameter(
+        name,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=Query(default, description=description),
+        annotation=annotation,
     )
+
+
+def _parameters(family: Family) -> list[inspect.Parameter]:
+    """The query parameters of the family's route: its options, and its formats when
+    it has several."""
+    found = []
+    for option in family.options:
+        if option == "computation":
+            found.append(_query("computation", str | None, None, "Only this computation."))
+        elif option == "window":
+            found.append(_query("start", float | None, None, "Start of the window, epoch seconds."))
+            found.append(_query("stop", float | None, None, "End of the window, epoch seconds."))
+        else:
+            assert option == "groups", option
+            found.append(_query("groups", bool, False, "A span per task group too."))
+    if len(family.formats) > 1:
+        choices = Literal[tuple(f.format for f in family.formats)]  # type: ignore[valid-type]
+        found.append(_query("format", choices, family.default.format, family.format_help))
+    return found
+
+
+def _download(family: Family) -> Callable[..., Response]:
+    def download(request: Request, cluster_id: str, **query: Any) -> Response:
+        exporter = family.format(query.pop("format", family.default.format))
+        cluster_id = visible_cluster_id(request, cluster_id)
+        try:
+            view = export_view(store_of(request), cluster_id, **query)
+            chunks = exporter.render(view)
+        except ExportError as exc:
+            raise _http_error(exc) from exc
+        name = file_name(cluster_id, exporter.subject, exporter.extension, query.get("computation"))
+        headers = _attachment(name)
+        if exporter.streamed:  # page by page: a cluster of millions of tasks never in memory
+            return StreamingResponse(chunks, media_type=exporter.media_type, headers=headers)
+        body = b"".join(c.encode() if isinstance(c, str) else c for c in chunks)
+        return Response(body, media_type=exporter.media_type, headers=headers)
+
+    plain = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    download.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter("request", plain, annotation=Request),
+            inspect.Parameter("cluster_id", plain, annotation=str),
+            *_parameters(family),
+        ],
+        return_annotation=Response,
+    )
+    download.__doc__ = "\n\n".join(family.help.split("\n\n")[1:]) or None
+    return download
+
+
+def _register() -> None:
+    """A route per name of the registry."""
+    for family in families():
+        streamed = any(f.streamed for f in family.formats)
+        api.add_api_route(
+            f"/clusters/{{cluster_id}}/export/{family.name}",
+            _download(family),
+            methods=["GET"],
+            name=f"{family.name}_download",
+            summary=family.summary,
+            response_model=None,
+            response_class=StreamingResponse if streamed else Response,
+            responses={
+                200: {
+                    "content": {f.media_type: {} for f in family.formats},
+                    "description": family.format_help,
+                }
+            },
+        )
+
+
+_register()

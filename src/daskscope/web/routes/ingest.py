@@ -27,14 +27,7 @@ from daskscope.store.schema import TABLE_FOR
 from daskscope.text import escape_text
 from daskscope.web.admission import Admission, declared_length
 from daskscope.web.auth import viewer_of
-from daskscope.web.errors import (
-    BadRequest,
-    HTTPError,
-    PayloadTooLarge,
-    TooEarly,
-    Unauthorized,
-    redact,
-)
+from daskscope.web.errors import HTTPError, redact
 from daskscope.web.routes.common import store_of
 from daskscope.web.tokencache import TokenRevoked, verify_in_transaction
 from daskscope.wire import NotJSON, WireBatch, WireError, decode_parts
@@ -45,19 +38,12 @@ pages = APIRouter(include_in_schema=False)
 api = APIRouter(tags=["ingest"])
 
 
-class UnprocessableBatch(HTTPError):
-    status = 422
-    title = "Batch refused"
-
-
-class ConflictingBatch(HTTPError):
-    status = 409
-    title = "Batch conflicts with stored data"
-
-
-class StoreUnavailable(HTTPError):
-    status = 503
-    title = "Store unavailable"
+#: The titles of its refusals (422, 409, 503): they say more than the status's phrase
+REFUSED, CONFLICTS, UNAVAILABLE = (
+    "Batch refused",
+    "Batch conflicts with stored data",
+    "Store unavailable",
+)
 
 
 #: Seconds a sender waits before sending again a batch whose cluster is not known yet
@@ -75,12 +61,12 @@ async def read_limited_body(request: Request, limit: int) -> list[bytes]:
     ``limit`` (whatever the header says)."""
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > limit:
-        raise PayloadTooLarge(f"a batch may have {limit} bytes; this one has {length}")
+        raise HTTPError(413, f"a batch may have {limit} bytes; this one has {length}")
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise PayloadTooLarge(f"a batch may have {limit} bytes; split it")
+            raise HTTPError(413, f"a batch may have {limit} bytes; split it")
         chunks.append(chunk)
     return chunks
 
@@ -194,30 +180,38 @@ def store_batch(
             whole = True
             stored = write_parts(store, parts, len(batch), rejected=rejected, superseded=superseded)
     except WireError as exc:  # a record's fields, found as its part was decoded
-        raise UnprocessableBatch(str(exc)) from None
+        raise HTTPError(422, str(exc), title=REFUSED) from None
     except ClusterNotYetKnown as exc:
         # order must not matter: the sender keeps the batch and sends it again
-        raise TooEarly(str(exc), headers={"Retry-After": str(CLUSTER_RETRY_AFTER_S)}) from None
+        raise HTTPError(
+            425, str(exc), headers={"Retry-After": str(CLUSTER_RETRY_AFTER_S)}
+        ) from None
     except ForeignRecord as exc:
-        raise ConflictingBatch(str(exc)) from None
+        raise HTTPError(409, str(exc), title=CONFLICTS) from None
     except TokenRevoked as exc:
-        raise Unauthorized(f"{exc}; nothing of this batch was stored") from None
+        raise HTTPError(401, f"{exc}; nothing of this batch was stored") from None
     except RecordConflict as exc:
         rows = batch.rows()  # rare: decoded whole again, to say which record
         index = next(i for i, (_, row) in enumerate(rows) if row["id"] == exc.record_id)
-        raise ConflictingBatch(
+        raise HTTPError(
+            409,
             f"records[{index}].data.id: this record id belongs to another cluster; "
-            "nothing of this batch was stored"
+            "nothing of this batch was stored",
+            title=CONFLICTS,
         ) from None
     except WriteFailed as exc:
         # the server's log has the details; the caller learns nothing of the store
         if exc.retryable:
-            raise StoreUnavailable(
-                "the store cannot be written now; nothing of this batch was stored; retry later"
+            raise HTTPError(
+                503,
+                "the store cannot be written now; nothing of this batch was stored; retry later",
+                title=UNAVAILABLE,
             ) from None
-        raise UnprocessableBatch(
+        raise HTTPError(
+            422,
             f"the store refused this batch ({redact(short_reason(exc.__cause__ or exc))}); "
-            "nothing of it was stored"
+            "nothing of it was stored",
+            title=REFUSED,
         ) from None
     return {
         "stored": stored,
@@ -252,6 +246,6 @@ def parse_batch(body: bytes) -> WireBatch:
     try:
         return decode_parts(body, max_records=int(config.get("ingest.max-batch-records")))
     except NotJSON as exc:
-        raise BadRequest(f"the body {exc.message}") from None
+        raise HTTPError(400, f"the body {exc.message}") from None
     except WireError as exc:
-        raise UnprocessableBatch(str(exc)) from None
+        raise HTTPError(422, str(exc), title=REFUSED) from None

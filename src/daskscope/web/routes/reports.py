@@ -29,7 +29,7 @@ from daskscope.store.reports import (
     save_report,
 )
 from daskscope.web import bokeh_assets
-from daskscope.web.errors import BadRequest, HTTPError, NotFound, PayloadTooLarge
+from daskscope.web.errors import HTTPError
 from daskscope.web.render import page
 from daskscope.web.routes.common import account_scope, store_of, visible_cluster_id
 from daskscope.web.security import CSRF_FIELD, check_csrf
@@ -53,14 +53,8 @@ REPORT_CSP = (
 _ENVELOPE = 64 * 1024
 
 
-class LengthRequired(HTTPError):
-    status = 411
-    title = "Length required"
-
-
-class NotAPerformanceReport(HTTPError):
-    status = 422
-    title = "Not a performance report"
+#: The title of its 422 (the status's phrase says less)
+NOT_A_REPORT = "Not a performance report"
 
 
 async def _receive_upload(
@@ -69,27 +63,29 @@ async def _receive_upload(
     limit = max_report_bytes()
     length = request.headers.get("content-length")
     if length is None:
-        raise LengthRequired("send the upload with a Content-Length header")
+        raise HTTPError(411, "send the upload with a Content-Length header")
     if not length.isdigit():
-        raise BadRequest("invalid Content-Length")
+        raise HTTPError(400, "invalid Content-Length")
     if int(length) > limit + _ENVELOPE:
-        raise PayloadTooLarge(f"the upload has {length} bytes; reports may have {limit}")
+        raise HTTPError(413, f"the upload has {length} bytes; reports may have {limit}")
     form = await request.form(max_files=1, max_fields=5)
     if form_page:  # the page's form, sent with the session cookies: CSRF-checked
         check_csrf(request, form.get(CSRF_FIELD))
     upload = form.get("file")
     if upload is None or isinstance(upload, str):
-        raise BadRequest("send the report as the multipart form field 'file'")
+        raise HTTPError(400, "send the report as the multipart form field 'file'")
     content = await upload.read()
     if not content:
-        raise BadRequest("the uploaded file is empty")
+        raise HTTPError(400, "the uploaded file is empty")
     if len(content) > limit:
-        raise PayloadTooLarge(f"the report has {len(content)} bytes; the limit is {limit}")
+        raise HTTPError(413, f"the report has {len(content)} bytes; the limit is {limit}")
     try:
         check_report(content, repr(upload.filename or "the upload"))
     except NotAReport as exc:
-        raise NotAPerformanceReport(
+        raise HTTPError(
+            422,
             str(exc),
+            title=NOT_A_REPORT,
             data={"accepted": ACCEPTED},
             hint="Go back to the performance reports page and choose the report's HTML file.",
         ) from None
@@ -106,13 +102,13 @@ async def _receive_upload(
             account=account_scope(request),
         )
     except ReportTooLarge as exc:
-        raise PayloadTooLarge(str(exc)) from None
+        raise HTTPError(413, str(exc)) from None
 
 
 def _info(request: Request, report_id: str) -> dict[str, Any]:
     info = report_info(store_of(request), report_id, account=account_scope(request))
     if info is None:
-        raise NotFound(f"no performance report with id {report_id!r}")
+        raise HTTPError(404, f"no performance report with id {report_id!r}")
     return info
 
 
@@ -146,7 +142,7 @@ def report_page(request: Request, report_id: str) -> HTMLResponse:
 def report_raw(request: Request, report_id: str) -> Response:
     content = read_report(store_of(request), report_id, account=account_scope(request))
     if content is None:
-        raise NotFound(f"no performance report with id {report_id!r}")
+        raise HTTPError(404, f"no performance report with id {report_id!r}")
     if request.headers.get("sec-fetch-dest") == "document":
         # Opened as the tab itself, a sandboxed page may still navigate that tab: show
         # it inside the viewer's iframe instead, which may not.

@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from daskscope import catalogue
 from daskscope.store.runs import AmbiguousRun, UnknownRun
-from daskscope.views.encode import to_data, to_json
+from daskscope.views.encode import to_data
 from daskscope.views.run import (
     SECTION_FIGURES,
     RunList,
@@ -23,9 +23,9 @@ from daskscope.views.run import (
     run_list,
     stored_run_view,
 )
-from daskscope.web.errors import BadRequest, NotFound
+from daskscope.web.errors import HTTPError
 from daskscope.web.render import page
-from daskscope.web.routes.common import Limit, Offset, account_scope, store_of
+from daskscope.web.routes.common import Limit, Offset, account_scope, store_of, view_response
 
 __all__ = ["api", "pages"]
 
@@ -59,21 +59,17 @@ def _runs(request: Request, query: RunQuery) -> RunList:
     try:
         return run_list(store_of(request), query, account=account_scope(request))
     except ValueError as exc:
-        raise BadRequest(str(exc), hint="Dates read 2026-01-31 (UTC).") from None
+        raise HTTPError(400, str(exc), hint="Dates read 2026-01-31 (UTC).") from None
 
 
 def _run(request: Request, run_id: str) -> RunView:
     try:
         return stored_run_view(store_of(request), run_id, account=account_scope(request))
     except UnknownRun as exc:
-        raise NotFound(str(exc), data=exc.data(), hint="The runs page lists them.") from None
+        raise HTTPError(404, str(exc), data=exc.data(), hint="The runs page lists them.") from None
     except AmbiguousRun as exc:
         hint = "Give more of the id: the runs page lists them."
-        raise BadRequest(str(exc), data=exc.data(), hint=hint) from None
-
-
-def _json(view: RunList | RunView) -> Response:
-    return Response(to_json(view), media_type="application/json")
+        raise HTTPError(400, str(exc), data=exc.data(), hint=hint) from None
 
 
 _DEFAULT = RunQuery()
@@ -136,10 +132,10 @@ def run_page(request: Request, run_id: str) -> HTMLResponse:
 @api.get("/runs", summary="Workflow runs, filtered, ordered and paged (newest first)",
          response_model=RunList)  # fmt: skip
 def runs_json(request: Request, query: Asked) -> Response:
-    return _json(_runs(request, query))
+    return view_response(_runs(request, query))
 
 
 @api.get("/runs/{run_id}", summary="One workflow run: figures, sections, chunks, workers",
          response_model=RunView)  # fmt: skip
 def run_json(request: Request, run_id: str) -> Response:
-    return _json(_run(request, run_id))
+    return view_response(_run(request, run_id))

@@ -20,7 +20,7 @@ from daskscope.views.timeline import (
     task_detail_view,
     timeline_view,
 )
-from daskscope.web.errors import BadRequest, NotFound
+from daskscope.web.errors import HTTPError
 from daskscope.web.render import page
 from daskscope.web.routes.common import described, store_of, view_response, visible_cluster_id
 
@@ -78,7 +78,7 @@ def _view(
             max_tasks=max_tasks,
         )
     except ValueError as exc:
-        raise BadRequest(str(exc), hint="start and stop are UTC epoch seconds.") from None
+        raise HTTPError(400, str(exc), hint="start and stop are UTC epoch seconds.") from None
 
 
 def _cluster_name(store: Store, cluster_id: str) -> str:
@@ -138,5 +138,5 @@ def task_json(request: Request, cluster_id: str, key: str) -> Response:
     cluster_id = visible_cluster_id(request, cluster_id)
     view = task_detail_view(store_of(request), cluster_id, key)
     if view is None:
-        raise NotFound(f"cluster {cluster_id} recorded no task {key!r}")
+        raise HTTPError(404, f"cluster {cluster_id} recorded no task {key!r}")
     return view_response(view)

@@ -1,5 +1,9 @@
 """What a workflow backend provides, and the registry third-party backends join.
 
+The built-in backends are named in a table (:data:`BUILTIN`, module and class), imported
+when first asked for; this module imports none of them, and they do not register
+themselves.
+
 A backend knows how to follow one execution system: it samples the resources in use
 (``start_tracking``/``stop_tracking``), opens a span that tags the run's work
 (``create_span``), reads the span's fine performance metrics (``get_span_metrics``) and
@@ -10,11 +14,13 @@ keys stay absent.
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, ClassVar
 
 __all__ = [
+    "BUILTIN",
     "AbstractMetricsBackend",
     "Backend",
     "backend_names",
@@ -83,6 +89,14 @@ class Backend(ABC):
 #: The seed's name of the base class
 AbstractMetricsBackend = Backend
 
+#: the built-in backends: name -> (module, class), imported on first use so that
+#: workers never pay for them
+BUILTIN: dict[str, tuple[str, str]] = {
+    "dask": ("daskscope.workflow.backends.dask", "DaskBackend"),
+    "local": ("daskscope.workflow.backends.local", "LocalBackend"),
+}
+
+#: backends by name: the built-in ones once asked for, and those registered
 _REGISTRY: dict[str, type[Backend]] = {}
 
 
@@ -90,28 +104,29 @@ def register_backend(name: str, backend: type[Backend], *, replace: bool = False
     """Make ``backend`` available as ``MetricsCollector(backend=name)``."""
     if not (isinstance(backend, type) and issubclass(backend, Backend)):
         raise TypeError(f"{backend!r} is not a daskscope Backend subclass")
-    if name in _REGISTRY and not replace and _REGISTRY[name] is not backend:
+    known = _known(name)
+    if known is not None and not replace and known is not backend:
         raise ValueError(f"a backend named {name!r} is registered already; pass replace=True")
     _REGISTRY[name] = backend
 
 
 def get_backend(name: str) -> type[Backend]:
-    _load_builtin()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
+    found = _known(name)
+    if found is None:
         raise ValueError(
-            f"unknown workflow backend {name!r}; known: {sorted(_REGISTRY)} "
+            f"unknown workflow backend {name!r}; known: {backend_names()} "
             "(daskscope.workflow.register_backend adds one)"
-        ) from None
+        )
+    return found
 
 
 def backend_names() -> list[str]:
-    _load_builtin()
-    return sorted(_REGISTRY)
+    return sorted({*BUILTIN, *_REGISTRY})
 
 
-def _load_builtin() -> None:
-    # Importing the modules registers them; done lazily so that workers never pay.
-    from daskscope.workflow.backends import dask as _dask  # noqa: F401
-    from daskscope.workflow.backends import local as _local  # noqa: F401
+def _known(name: str) -> type[Backend] | None:
+    """The backend registered as ``name``, a built-in one imported the first time."""
+    if name not in _REGISTRY and name in BUILTIN:
+        module, cls = BUILTIN[name]
+        _REGISTRY[name] = getattr(importlib.import_module(module), cls)
+    return _REGISTRY.get(name)

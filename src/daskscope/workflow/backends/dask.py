@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from daskscope.workflow import metrics as m
 from daskscope.workflow.backends import scheduler_side as remote
-from daskscope.workflow.backends.base import Backend, SpanMetrics, register_backend
+from daskscope.workflow.backends.base import Backend, SpanMetrics
 
 __all__ = ["DaskBackend"]
 
@@ -136,6 +136,3 @@ class DaskBackend(Backend):
         if self._interval:
             caps |= {"tracking", "workers", "memory", "cpu", "active_tasks"}
         return caps
-
-
-register_backend("dask", DaskBackend)

@@ -16,7 +16,7 @@ from typing import Any
 
 import psutil
 
-from daskscope.workflow.backends.base import Backend, SpanMetrics, register_backend
+from daskscope.workflow.backends.base import Backend, SpanMetrics
 from daskscope.workflow.tracking import COLLECTOR_ENV
 
 __all__ = ["LocalBackend"]
@@ -185,6 +185,3 @@ def _pool_worker(proc: psutil.Process) -> bool:
         return parent is not None and parent.cmdline() == cmdline
     except psutil.Error:
         return False
-
-
-register_backend("local", LocalBackend)

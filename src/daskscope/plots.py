@@ -1,5 +1,9 @@
-"""Figures of a run (matplotlib, imported on first use). Each function returns the
-figure; where its data is missing the figure says why instead of drawing nothing."""
+"""Figures of a workflow run (matplotlib, imported on first use):
+``MetricsCollector.plot(kind)``. Each function returns the figure; where its data is
+missing the figure says why instead of drawing nothing.
+
+Presentation, beside :mod:`daskscope.cli` and :mod:`daskscope.web`: it reads a finished
+run and nothing of the workflow's machinery imports it but the collector's ``plot``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""A run's summary as Rich tables, rendered from its :class:`~daskscope.views.run.RunView`
-(a live run and the same run read back from the store print the same tables). A figure
-that was not measured reads ``format.MISSING`` and says why."""
+"""A workflow run's summary as Rich tables, rendered from its
+:class:`~daskscope.views.run.RunView` (a live run and the same run read back from the
+store print the same tables): ``MetricsCollector.print_summary()`` and ``daskscope run``.
+A figure that was not measured reads ``format.MISSING`` and says why."""
 
 from __future__ import annotations
 
