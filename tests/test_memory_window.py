@@ -70,13 +70,24 @@ async def until(condition: Any, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
-async def within(awaitable: Awaitable[T], what: str, seconds: float = DEADLINE) -> T:
+async def within(
+    awaitable: Awaitable[T],
+    what: str,
+    seconds: float = DEADLINE,
+    scheduler: Scheduler | None = None,
+) -> T:
     """``awaitable``'s result, or a failure that names the step that did not end (a hang
-    anywhere in a cluster's life otherwise shows only as the whole test's timeout)."""
+    anywhere in a cluster's life otherwise shows only as the whole test's timeout), with
+    the scheduler's tasks and workers as they were then."""
     try:
         return await asyncio.wait_for(awaitable, seconds)
     except TimeoutError:
-        raise AssertionError(f"waited {seconds:.0f} s for {what}") from None
+        seen = ""
+        if scheduler is not None:
+            tasks = {str(ts.key): ts.state for ts in scheduler.tasks.values()}
+            workers = {a: len(ws.processing) for a, ws in scheduler.workers.items()}
+            seen = f"; the scheduler's tasks {tasks}, workers (processing) {workers}"
+        raise AssertionError(f"waited {seconds:.0f} s for {what}{seen}") from None
 
 
 def lives(events: Any, end: float) -> dict[str, list[tuple[float, float]]]:
@@ -125,9 +136,12 @@ def test_memory_reserved_covers_the_same_window_as_core_time(tmp_path: Path) -> 
             async with Worker(scheduler.address, nthreads=1, memory_limit=5 * GIB) as gone:
                 await until(lambda: gone.address in scheduler.workers, "the early worker")
                 on_it = client.submit(nap, 0.5, workers=[gone.address])
-                assert await within(on_it, "a task") == 0.5
+                assert await within(on_it, "a task on it", scheduler=scheduler) == 0.5
+                # its result goes with it: nothing left for Dask to compute again
+                on_it.release()
             await until(lambda: gone.address not in scheduler.workers, "it to leave")
-            assert await within(client.submit(nap, 1.5, pure=False), "a task") == 1.5
+            elsewhere = client.submit(nap, 1.5, pure=False)
+            assert await within(elsewhere, "a task elsewhere", scheduler=scheduler) == 1.5
             before = time.time()
             cluster_id = await within(daskscope.register(client, database=url), "register()")
             after = time.time()
@@ -136,10 +150,18 @@ def test_memory_reserved_covers_the_same_window_as_core_time(tmp_path: Path) -> 
                 await until(lambda: extra.address in scheduler.workers, "the extra worker")
                 cluster.scale(4)
                 await until(lambda: len(scheduler.workers) == 5, "the cluster scaled to 4")
-                await within(client.gather(client.map(nap, [0.2] * 10, pure=False)), "ten tasks")
+                await within(
+                    client.gather(client.map(nap, [0.2] * 10, pure=False)),
+                    "ten tasks",
+                    scheduler=scheduler,
+                )
                 cluster.scale(1)
                 await until(lambda: len(scheduler.workers) == 2, "the cluster scaled to 1")
-                await within(client.gather(client.map(nap, [0.2] * 4, pure=False)), "four tasks")
+                await within(
+                    client.gather(client.map(nap, [0.2] * 4, pure=False)),
+                    "four tasks",
+                    scheduler=scheduler,
+                )
             await until(lambda: len(scheduler.workers) == 1, "the extra worker to leave")
             assert await within(client.submit(nap, 0.3, pure=False), "the last task") == 0.3
         early = [gone.address]
