@@ -16,8 +16,8 @@ import pytest
 import sqlalchemy as sa
 
 from daskscope import wire
-from daskscope.model import stamp_revisions
-from daskscope.store import open_store, table_counts
+from daskscope.model import record_to_dict, stamp_revisions
+from daskscope.store import WriteFailed, open_store, table_counts, write_parts
 from daskscope.store import schema as s
 from daskscope.store.identity import add_user, create_account, create_token
 from daskscope.web import create_app
@@ -151,3 +151,30 @@ def test_the_same_batch_stores_the_same_rows_in_parts_or_whole(
     assert tables[0] == tables[1]
     (inc3,) = [row for row in tables[0]["task_groups"] if "inc-3" in row]
     assert 99 in inc3  # the later record of the same id
+
+
+def test_what_the_parts_raise_reaches_the_caller_and_the_databases_errors_stay_its(
+    tmp_path: Path,
+) -> None:
+    """A check of the caller's own (a part that fails to decode) reaches it as raised; a
+    query of the check that the database fails is a write failure like any other (the
+    ingest route answers 503 for it, not 500), and nothing of the batch is kept."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    first = {s.clusters: [record_to_dict(make_cluster("c1", start=1.8e9, id="c1"))]}
+    with open_store(url) as store:
+
+        def then_bad_record(conn: sa.Connection) -> Iterator[Any]:
+            yield first
+            raise wire.WireError("records[1].data.x", "made up")
+
+        with pytest.raises(wire.WireError, match="made up"):
+            write_parts(store, then_bad_record, 2)
+
+        def then_bad_query(conn: sa.Connection) -> Iterator[Any]:
+            yield first
+            conn.exec_driver_sql("SELECT * FROM no_such_table")
+            yield {s.task_groups: []}
+
+        with pytest.raises(WriteFailed, match="nothing of this batch was stored"):
+            write_parts(store, then_bad_query, 2)
+        assert table_counts(store)["clusters"] == 0

@@ -262,13 +262,17 @@ class _PartsFailed(Exception):
 
 
 def _own_failures(parts: Iterable[Mapping[sa.Table, Sequence[dict[str, Any]]]]) -> Iterator[Any]:
-    """``parts``, with whatever producing them raises carried as :class:`_PartsFailed`."""
+    """``parts``, with what producing them raises carried as :class:`_PartsFailed`,
+    except the database's own errors (a check's query that lost its connection or met a
+    deadlock): those are retried or reported as any write's."""
     iterator = iter(parts)
     while True:
         try:
             part = next(iterator)
         except StopIteration:
             return
+        except sa.exc.DBAPIError:
+            raise
         except Exception as exc:
             raise _PartsFailed(exc) from exc
         yield part
