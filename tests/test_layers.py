@@ -27,6 +27,7 @@ LAYERS = {
     "web": 3,
     "export": 3,
     "plots": 3,
+    "notebook": 3,
 }
 
 #: the imports that go to the right on purpose: (importer, imported module)
@@ -42,6 +43,8 @@ DOORS = {
     # imports its renderers): MetricsCollector.print_summary and .plot
     ("daskscope.workflow.collector", "daskscope.cli.run_summary"),
     ("daskscope.workflow.collector", "daskscope.plots"),
+    # ... and its notebook display (_repr_mimebundle_), rendered when shown
+    ("daskscope.workflow.collector", "daskscope.notebook.live"),
 }
 
 #: circles among the modules that are known and left for later: each a set of modules
@@ -165,7 +168,7 @@ def test_the_public_apis_doors_open_only_when_called() -> None:
     # importing daskscope.workflow (every worker does) loads no presentation
     for item in imports("daskscope.workflow.collector"):
         if (item.importer, item.module) in DOORS:
-            assert item.function in ("print_summary", "plot"), item
+            assert item.function in ("print_summary", "plot", "_repr_mimebundle_"), item
 
 
 def test_the_exports_render_views_and_never_read_the_store() -> None:
@@ -210,7 +213,7 @@ def test_the_recorder_never_reaches_into_the_stores_tables_or_writer() -> None:
 
 def test_the_workflow_package_imports_no_presentation() -> None:
     presentation = ("daskscope.views", "daskscope.cli", "daskscope.web", "daskscope.export",
-                    "daskscope.plots", "rich", "matplotlib")  # fmt: skip
+                    "daskscope.plots", "daskscope.notebook", "rich", "matplotlib")  # fmt: skip
     for item in every_import():
         if package_of(item.importer) != "daskscope.workflow":
             continue

@@ -17,9 +17,13 @@ from daskscope.workflow.tracking import track_memory, track_metrics, track_time
 __all__ = [
     "MetricsCollector",
     "__version__",
+    "cluster",
+    "compare",
     "dask_setup",
     "flush",
+    "load",
     "register",
+    "run",
     "track_memory",
     "track_metrics",
     "track_time",
@@ -53,6 +57,43 @@ def dask_setup(scheduler: Any) -> None:
         # The log line above already says it; never fail the scheduler's start.
         with contextlib.suppress(Exception):
             scheduler.log_event("daskscope", {"action": "attach-failed", "error": cause})
+
+
+# -- in a notebook (docs/notebook.md): the store and its views load on first use only -----
+
+
+def cluster(id_or_name: str, *, store: Any = None) -> Any:
+    """The recorded cluster with this id (or a unique start of it, or its name): shown
+    in a notebook with its statistics, top task prefixes, fine-metric bars and dashboard
+    page. ``store``: an open Store or a database URL (default: the configured store)."""
+    from daskscope.notebook import cluster as _cluster
+
+    return _cluster(id_or_name, store=store)
+
+
+def run(id_or_prefix: str, *, store: Any = None) -> Any:
+    """The stored workflow run with this id (or a unique start of it), shown as
+    ``daskscope run ID`` shows it."""
+    from daskscope.notebook import run as _run
+
+    return _run(id_or_prefix, store=store)
+
+
+def compare(a: Any, b: Any, *, store: Any = None) -> Any:
+    """Two clusters, computations, span tags or runs side by side (``daskscope compare``'s
+    references, or what :func:`cluster` and :func:`run` returned)."""
+    from daskscope.notebook import compare as _compare
+
+    return _compare(a, b, store=store)
+
+
+def load(ref: str, *, store: Any = None) -> Any:
+    """A stored cluster or run (``run:ID``) as plain data (``.data``) and tables of its
+    chunks, worker samples, task executions and fine metrics (``.to_pandas()``,
+    ``.to_arrow()``)."""
+    from daskscope.notebook import load as _load
+
+    return _load(ref, store=store)
 
 
 def _address(scheduler: Any) -> str:

@@ -436,6 +436,13 @@ class MetricsCollector:
 
         print_summary(self._finished(), console=console)
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """In a notebook: the run as it is, kept up to date while it runs
+        (:mod:`daskscope.notebook.live`)."""
+        from daskscope.notebook.live import collector_bundle
+
+        return collector_bundle(self)
+
     def save(self, path: str | os.PathLike[str]) -> Any:
         from daskscope.workflow.persist import save_run
 
