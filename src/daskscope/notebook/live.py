@@ -24,7 +24,7 @@ from typing import Any
 from daskscope import config
 from daskscope.format import count_text, duration_text
 from daskscope.notebook.dashboard import dashboard
-from daskscope.notebook.html import escape, frame, note
+from daskscope.notebook.html import escape, frame
 from daskscope.notebook.render import run_html, run_text
 from daskscope.views.run import RunView, run_view
 from daskscope.workflow.run import WorkflowRun
@@ -121,10 +121,8 @@ def collector_html(collector: MetricsCollector) -> str:
     body = (
         f"<h3>daskscope · run {escape(collector.name)}"
         '<span class="ds-badge" data-state="not started">not started</span></h3>'
-        + note(
-            "not measuring yet: run the work inside `with collector:`; this output "
-            "follows it while it runs"
-        )
+        + '<p class="ds-muted">not measuring yet: run the work inside '
+        "<code>with collector:</code>; this output follows it while it runs</p>"
     )
     return frame(body, name="run")
 

@@ -10,7 +10,7 @@ the texts of :mod:`daskscope.format`, as the CLI and the pages show them.
 
 from __future__ import annotations
 
-from daskscope.catalogue import activity_colours, figure
+from daskscope.catalogue import ACTIVITIES, activity_colours, figure
 from daskscope.format import MISSING, count_text, duration_text, money_text, timestamp_text
 from daskscope.notebook.dashboard import Dashboard
 from daskscope.notebook.html import Bar, bars, escape, frame, note, table
@@ -35,6 +35,12 @@ TOP_PREFIXES = 8
 #: task prefixes drawn as fine-metric bars beside the whole cluster's
 BAR_PREFIXES = 6
 _FIGURE_GROUPS = ("Throughput", "Events", "Resources", "Timing")
+
+
+def in_catalogue_order(names: list[str]) -> list[str]:
+    """Activities as every page orders them: the catalogue's first, then by name."""
+    known = [a.name for a in ACTIVITIES]
+    return [n for n in known if n in names] + sorted(set(names) - set(known))
 
 
 # -- a cluster -----------------------------------------------------------------------------
@@ -194,7 +200,9 @@ def run_activity_bar(view: RunView) -> tuple[list[Bar], dict[str, str]]:
     ]
     if not parts:
         return [], {}
-    colours = activity_colours(label for label, _, _ in parts)
+    order = in_catalogue_order([label for label, _, _ in parts])
+    parts.sort(key=lambda p: order.index(p[0]))
+    colours = activity_colours(order)
     total = duration_text(sum(v for _, v, _ in parts))
     return [Bar("all tasks", total, parts)], colours
 
@@ -305,6 +313,8 @@ def _verdict(text: str | None) -> str:
 def compare_bars(view: CompareView) -> tuple[list[Bar], dict[str, str]]:
     """A's and B's seconds by activity as two bars on one scale."""
     rows = [r for r in view.activities if (r.a or 0) > 0 or (r.b or 0) > 0]
+    order = in_catalogue_order([r.key for r in rows])
+    rows.sort(key=lambda r: order.index(r.key))
     colours = activity_colours(r.key for r in rows)
     out = []
     for side in ("a", "b"):
