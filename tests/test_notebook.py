@@ -344,3 +344,23 @@ def test_outside_a_kernel_a_collector_is_a_static_snapshot() -> None:
     assert WIDGET_VIEW not in shown
     assert 'data-state="not started"' in shown["text/html"]
     assert shown["text/plain"] == "daskscope run plain: not started (use `with collector:`)"
+
+
+def test_by_name_with_a_configured_server_and_what_is_not_there(executed: dict[str, Any]) -> None:
+    """In this process, on the notebook's store: a cluster found by its name, the link
+    to its page on the configured server, and a name nothing goes by."""
+    import dask
+
+    import daskscope
+    from daskscope.notebook import NotRecorded
+
+    truth = executed["printed"]["TRUTH"]
+    url = f"sqlite:///{Path(executed['folder']) / 'store.db'}"
+    with dask.config.set({"daskscope.public-url": "https://daskscope.example.org/"}):
+        shown = daskscope.cluster("notebook cluster", store=url)
+    assert shown.id == truth["cluster_id"]
+    page = f"https://daskscope.example.org/clusters/{truth['cluster_id']}"
+    assert f'href="{page}"' in shown._repr_html_()
+    assert f"dashboard: {page}" in repr(shown)
+    with pytest.raises(NotRecorded, match="no cluster or workflow run is named 'nothing'"):
+        daskscope.load("nothing", store=url)

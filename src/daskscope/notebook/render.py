@@ -218,7 +218,8 @@ def run_html(
         f'<span class="ds-badge" data-state="{escape(r.status)}">{escape(r.status)}</span></h3>'
         f'<p class="ds-muted"><code>{escape(r.id)}</code> · {escape(r.backend)} backend · '
         f"started {escape(timestamp_text(r.started_at))} UTC · wall time "
-        f"{escape(duration_text(r.wall_time_s))} · {count_text(r.chunk_count)} chunks"
+        f"{escape(duration_text(r.wall_time_s))}"
+        + ("" if live else f" · {count_text(r.chunk_count)} chunks")
         + (f" · cluster <code>{escape(r.cluster_id[:8])}</code>" if r.cluster_id else "")
         + "</p>"
     )
@@ -258,7 +259,11 @@ def run_html(
             name="chunks",
         )
         if stats
-        else note(f"no chunks: {view.chunks_why}")
+        else note(
+            "the chunks' figures come when the run ends"
+            if live
+            else f"no chunks: {view.chunks_why}"
+        )
     )
     body = (
         head
