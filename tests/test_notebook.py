@@ -339,11 +339,15 @@ def test_the_html_draws_offline_in_chromium(executed: dict[str, Any]) -> None:
 def test_outside_a_kernel_a_collector_is_a_static_snapshot() -> None:
     from daskscope import MetricsCollector
 
-    collector = MetricsCollector(enabled=False, store=False, name="plain")
+    collector = MetricsCollector(store=False, name="plain")
     shown = collector._repr_mimebundle_()
     assert WIDGET_VIEW not in shown
     assert 'data-state="not started"' in shown["text/html"]
     assert shown["text/plain"] == "daskscope run plain: not started (use `with collector:`)"
+    with MetricsCollector(enabled=False, store=False, name="off") as off:
+        pass
+    shown = off._repr_mimebundle_()
+    assert 'data-state="off"' in shown["text/html"] and WIDGET_VIEW not in shown
 
 
 def test_by_name_with_a_configured_server_and_what_is_not_there(executed: dict[str, Any]) -> None:

@@ -45,9 +45,14 @@ _shown: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
 
 
 def _state(collector: MetricsCollector) -> str:
+    """ "finished", "running" (from its enter until its run is made: the exit's wait for
+    the last fine metrics included), "off" (``enabled=False``) or "not started"."""
     if collector.run is not None:
         return "finished"
-    return "running" if getattr(collector, "_open", False) else "not started"
+    if not collector.enabled:
+        return "off"
+    entered = hasattr(collector, "_t0")  # set by __enter__
+    return "running" if entered else "not started"
 
 
 def _live_run(collector: MetricsCollector) -> tuple[RunView, str]:
@@ -118,11 +123,17 @@ def collector_html(collector: MetricsCollector) -> str:
     if state == "running":
         view, said = _live_run(collector)
         return run_html(view, None, live_note=said, live=True)
+    if state == "off":
+        words = "measurement is off for this collector (<code>enabled=False</code>)"
+    else:
+        words = (
+            "not measuring yet: run the work inside <code>with collector:</code>; this "
+            "output follows it while it runs"
+        )
     body = (
         f"<h3>daskscope · run {escape(collector.name)}"
-        '<span class="ds-badge" data-state="not started">not started</span></h3>'
-        + '<p class="ds-muted">not measuring yet: run the work inside '
-        "<code>with collector:</code>; this output follows it while it runs</p>"
+        f'<span class="ds-badge" data-state="{state}">{state}</span></h3>'
+        f'<p class="ds-muted">{words}</p>'
     )
     return frame(body, name="run")
 
@@ -135,6 +146,8 @@ def collector_text(collector: MetricsCollector) -> str:
     if state == "running":
         view, said = _live_run(collector)
         return run_text(view, None) + f"\n  {said}"
+    if state == "off":
+        return f"daskscope run {collector.name}: measurement off (enabled=False)"
     return f"daskscope run {collector.name}: not started (use `with collector:`)"
 
 
@@ -152,7 +165,7 @@ def collector_bundle(collector: MetricsCollector) -> dict[str, Any]:
     come or running and ipywidgets is there, a widget kept up to date."""
     html = collector_html(collector)
     bundle: dict[str, Any] = {"text/plain": collector_text(collector), "text/html": html}
-    if _state(collector) == "finished" or not _in_kernel():
+    if _state(collector) in ("finished", "off") or not _in_kernel():
         return bundle
     try:
         import ipywidgets  # type: ignore[import-untyped]
