@@ -215,7 +215,7 @@ def test_the_cluster_shows_the_statistics_dask_ran(executed: dict[str, Any]) -> 
     assert "daskscope serve --database" in html  # no server configured: how to open one
 
 
-def test_the_fine_metric_bars_are_daskss_own_figures(executed: dict[str, Any]) -> None:
+def test_the_fine_metric_bars_are_dasks_own_figures(executed: dict[str, Any]) -> None:
     truth = executed["printed"]["TRUTH"]["fine"]
     html = bundle(executed, "cluster")["text/html"]
     whole = re.search(r'<tr data-bar="all tasks">(.*?)</tr>', html)
