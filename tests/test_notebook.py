@@ -231,7 +231,7 @@ def test_the_fine_metric_bars_are_dasks_own_figures(executed: dict[str, Any]) ->
     # in the catalogue's colours: thread-cpu as every page draws it
     from daskscope.catalogue import ACTIVITY_COLOURS
 
-    cpu = re.search(r'data-activity="thread-cpu"[^>]*style="[^"]*background:([^;"]+)"', html)
+    cpu = re.search(r'data-activity="thread-cpu"[^>]*style="[^"]*background-color:([^;"]+)"', html)
     assert cpu is not None and cpu.group(1) == ACTIVITY_COLOURS["thread-cpu"]
 
 
@@ -328,10 +328,22 @@ def test_the_html_draws_offline_in_chromium(executed: dict[str, Any]) -> None:
             "rows => rows.map(r => r.innerText)",
         )
         page.screenshot(path="/tmp/notebook-outputs.png", full_page=True)
+        # opened untrusted, JupyterLab drops <style> elements: the bars keep their shape
+        bare = page_file.with_name("outputs-unstyled.html")
+        bare.write_text(re.sub(r"<style>.*?</style>", "", page_file.read_text(), flags=re.S))
+        page.goto(bare.as_uri())
+        boxes = page.eval_on_selector_all(
+            '[data-daskscope="cluster"] tr[data-bar="all tasks"] span[data-activity]',
+            "spans => spans.map(s => [s.getBoundingClientRect().width, "
+            "s.getBoundingClientRect().height])",
+        )
+        page.screenshot(path="/tmp/notebook-outputs-unstyled.png", full_page=True)
         context.close()
         browser.close()
     assert asked == [] and errors == []
     assert widths and all(w > 0 for w in widths[:1]) and sum(widths) > 100
+    assert [round(w) for w, _ in boxes] == [round(w) for w in widths]
+    assert all(h > 0 for _, h in boxes)
     tasks = count_text(len(executed["printed"]["TRUTH"]["submitted"]))
     assert any(re.fullmatch(rf"tasks executed\s+{tasks}", row) for row in shown), shown
 

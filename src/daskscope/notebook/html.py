@@ -22,7 +22,7 @@ STYLE = """<style>
 .daskscope-nb h4{font-size:13px;margin:.8em 0 .2em}
 .daskscope-nb .ds-muted{opacity:.7}
 .daskscope-nb .ds-badge{display:inline-block;padding:0 .5em;border-radius:.6em;font-size:11px;
-  border:1px solid currentColor;margin-left:.4em;vertical-align:middle}
+  border:1px solid currentColor;margin-left:.2em;vertical-align:middle}
 .daskscope-nb table{border-collapse:collapse;margin:.2em 0 .4em}
 .daskscope-nb th,.daskscope-nb td{padding:.1em .7em .1em 0;text-align:left;border:none;
   vertical-align:top;white-space:nowrap}
@@ -30,15 +30,20 @@ STYLE = """<style>
 .daskscope-nb td.ds-num,.daskscope-nb th.ds-num{text-align:right;
   font-variant-numeric:tabular-nums}
 .daskscope-nb .ds-cols{display:flex;flex-wrap:wrap;gap:0 2.5em}
-.daskscope-nb .ds-bar{display:flex;height:14px;width:100%;min-width:160px;
-  background:rgba(127,127,127,.15);border-radius:2px;overflow:hidden}
-.daskscope-nb .ds-bar span{display:block;height:100%}
-.daskscope-nb .ds-bars td.ds-track{width:420px}
-.daskscope-nb .ds-key{display:inline-block;width:.8em;height:.8em;margin-right:.3em;
-  vertical-align:baseline;border-radius:2px}
+.daskscope-nb .ds-bar,.daskscope-nb .ds-key{border-radius:2px}
 .daskscope-nb .ds-legend{display:flex;flex-wrap:wrap;gap:.1em 1.2em;margin:.2em 0}
 .daskscope-nb .ds-better{color:#1a7f37}.daskscope-nb .ds-worse{color:#cf222e}
 </style>"""
+
+
+# The bars' own shape inline too: a notebook opened untrusted (JupyterLab) loses its
+# <style> elements but keeps style attributes
+_TRACK = (
+    "display:flex;height:14px;width:420px;max-width:60vw;overflow:hidden;"
+    "background-color:rgba(127,127,127,.15);"
+)
+_PART = "display:block;height:14px;"
+_KEY = "display:inline-block;width:.8em;height:.8em;margin-right:.3em;"
 
 
 def escape(text: object) -> str:
@@ -106,20 +111,21 @@ def bars(
             if activity not in drawn:
                 drawn.append(activity)
             width = 100.0 * value / longest
+            colour = escape(colours.get(activity, "#999"))
             parts.append(
                 f'<span data-activity="{escape(activity)}" data-value="{value!r}" '
                 f'title="{escape(activity)}: {escape(text)}" '
-                f'style="width:{width:.3f}%;background:{escape(colours.get(activity, "#999"))}">'
-                "</span>"
+                f'style="{_PART}width:{width:.3f}%;background-color:{colour}"></span>'
             )
         lines.append(
             f'<tr data-bar="{escape(bar.label)}"><td>{escape(bar.label)}</td>'
             f'<td class="ds-num">{escape(bar.total_text)}</td>'
-            f'<td class="ds-track"><div class="ds-bar">{"".join(parts)}</div></td></tr>'
+            f'<td class="ds-track"><div class="ds-bar" style="{_TRACK}">{"".join(parts)}</div>'
+            "</td></tr>"
         )
     legend = "".join(
-        f'<span><span class="ds-key" style="background:{escape(colours.get(a, "#999"))}">'
-        f"</span>{escape(a)}</span>"
+        f'<span><span class="ds-key" style="{_KEY}background-color:'
+        f'{escape(colours.get(a, "#999"))}"></span>{escape(a)}</span>'
         for a in drawn
     )
     return (

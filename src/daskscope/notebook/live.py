@@ -132,7 +132,7 @@ def collector_html(collector: MetricsCollector) -> str:
         )
     body = (
         f"<h3>daskscope · run {escape(collector.name)}"
-        f'<span class="ds-badge" data-state="{state}">{state}</span></h3>'
+        f' <span class="ds-badge" data-state="{state}">{state}</span></h3>'
         f'<p class="ds-muted">{words}</p>'
     )
     return frame(body, name="run")

@@ -125,7 +125,7 @@ def cluster_html(view: ClusterView, fine: FineMetricsView, dash: Dashboard) -> s
     state = "running" if view.running else "stopped"
     head = (
         f"<h3>daskscope · cluster {escape(c.name or c.id[:8])}"
-        f'<span class="ds-badge" data-state="{state}">{state}</span></h3>'
+        f' <span class="ds-badge" data-state="{state}">{state}</span></h3>'
         f'<p class="ds-muted"><code>{escape(c.id)}</code> · {escape(c.account)} / '
         f"{escape(c.user)} · started {escape(timestamp_text(c.started_at))} UTC · "
         f"dask {escape(c.dask_version)}</p>"
@@ -215,7 +215,7 @@ def run_html(
     r = view.run
     head = (
         f"<h3>daskscope · run {escape(r.name)}"
-        f'<span class="ds-badge" data-state="{escape(r.status)}">{escape(r.status)}</span></h3>'
+        f' <span class="ds-badge" data-state="{escape(r.status)}">{escape(r.status)}</span></h3>'
         f'<p class="ds-muted"><code>{escape(r.id)}</code> · {escape(r.backend)} backend · '
         f"started {escape(timestamp_text(r.started_at))} UTC · wall time "
         f"{escape(duration_text(r.wall_time_s))}"
