@@ -143,7 +143,7 @@ def cluster_html(view: ClusterView, fine: FineMetricsView, dash: Dashboard) -> s
     fine_html = (
         bars(drawn, colours, name="fine-metrics")
         if drawn
-        else note("no fine metrics recorded (Dask reports them from version 2023.x on)")
+        else note("no fine metrics recorded for this cluster")
     )
     body = (
         head
