@@ -43,6 +43,7 @@ cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
 client = Client(cluster)
 cluster_id = daskscope.register(client, database=url, name="notebook cluster")
 submitted = set()  # every key this notebook hands Dask: the ground truth of task counts
+print("SOURCE " + json.dumps(daskscope.__file__))
 """
 
 PLAIN = """
@@ -182,8 +183,10 @@ def executed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             if out["output_type"] == "stream" and out["name"] == "stdout":
                 for line in out["text"].splitlines():
                     tag, _, rest = line.partition(" ")
-                    if tag in ("LIVE", "TRUTH", "FRAMES"):
+                    if tag in ("SOURCE", "LIVE", "TRUTH", "FRAMES"):
                         printed[tag] = json.loads(rest)
+    # the kernel ran this checkout's daskscope
+    assert Path(printed["SOURCE"]).is_relative_to(SRC), printed["SOURCE"]
     return {"outputs": outputs, "printed": printed, "nb": nb, "folder": folder}
 
 
