@@ -32,6 +32,7 @@ from daskscope.views.fine_metrics import FineMetricsView, fine_metrics_view
 from daskscope.views.groups import GroupPage, SpanScope, group_page_view, span_scope_view
 from daskscope.views.workers import WorkersView, workers_view
 from daskscope.web.errors import HTTPError
+from daskscope.web.prefix_chart import prefix_chart_data
 from daskscope.web.render import page
 from daskscope.web.routes.common import (
     Limit,
@@ -73,8 +74,28 @@ def _view_of(request: Request, cluster_id: str, groups: int, groups_by: str) -> 
 @pages.get("/clusters/{cluster_id}", response_class=HTMLResponse)
 def cluster_page(request: Request, cluster_id: str) -> HTMLResponse:
     view = _view_of(request, cluster_id, 0, "duration")
-    data = to_data(view)
+    # the task-prefix chart, drawn by the server at first paint and by plotly after
+    data = {**to_data(view), "prefix_chart": prefix_chart_data(view.task_prefixes)}
     return page(request, "cluster.html", title=view.cluster.name, data=data, label=label)
+
+
+@pages.get("/clusters/{cluster_id}/prefix-chart")
+def prefix_chart_json(
+    request: Request,
+    cluster_id: str,
+    span: str | None = Query(None, max_length=2000),
+    tag: str | None = Query(None, max_length=2000),
+) -> Response:
+    """The page's task-prefix chart of a span filter (or, with neither, of every group:
+    live mode) with the scope it was drawn from: the span filter's ``/prefixes`` and
+    ``chart`` (``web/prefix_chart.py``)."""
+    store = store_of(request)
+    cluster_id = visible_cluster_id(request, cluster_id)
+    view = span_scope_view(store, cluster_id, span=span, tag=tag)
+    if view is None:
+        raise HTTPError(404, f"cluster {cluster_id} has no span {span!r}; its page lists its spans")
+    chart = prefix_chart_data(view.task_prefixes)
+    return json_response({**to_data(view), "chart": chart})
 
 
 @api.get(

@@ -134,7 +134,7 @@
     setStat("bytes_processed", ds.bytes(st.bytes_processed));
     setStat("compute", ds.duration(view.cluster.compute_seconds));
     setStat("cost", st.cost ? ds.money(st.cost.total, st.cost.currency) : ds.MISSING);
-    data = { ...data, ...view };
+    data = { ...data, ...view, prefix_chart: null }; // the page's chart is of the page's prefixes
     window.dsComputations.update(view.computations, view.activity_colours);
     window.dsProfile.fillScopes(view.computations);
     window.dsLive.update(view);
@@ -170,7 +170,7 @@
 
   // --- start ------------------------------------------------------------------------
   window.dsComputations.init(base, toggleComputation);
-  window.dsSpans.init(data, base, chooseSpan);
+  window.dsSpans.init(data, chooseSpan);
   window.dsProfile.init(base, data.computations);
   ds.state.onChange(restore);
   restore();
