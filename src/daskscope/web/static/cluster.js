@@ -6,6 +6,7 @@
   let data = ds.data();
   const clusterId = data.cluster.id;
   const base = `/api/v1/clusters/${encodeURIComponent(clusterId)}`;
+  const pageData = `/clusters/${encodeURIComponent(clusterId)}/data`; // the view and its prefix chart
   const TABS = [...document.querySelectorAll("#tabs [role=tab]")].map((t) => t.dataset.tab);
   const shown = new Set(); // tabs drawn at least once
   let metricsKey = null; // the span filter the fine metrics were drawn for
@@ -134,7 +135,7 @@
     setStat("bytes_processed", ds.bytes(st.bytes_processed));
     setStat("compute", ds.duration(view.cluster.compute_seconds));
     setStat("cost", st.cost ? ds.money(st.cost.total, st.cost.currency) : ds.MISSING);
-    data = { ...data, ...view, prefix_chart: null }; // the page's chart is of the page's prefixes
+    data = { ...data, ...view };
     window.dsComputations.update(view.computations, view.activity_colours);
     window.dsProfile.fillScopes(view.computations);
     window.dsLive.update(view);
@@ -153,7 +154,7 @@
     let view = null;
     let running = true;
     try {
-      view = await window.dsLive.changed(base); // null: unchanged since the last poll
+      view = await window.dsLive.changed(pageData); // null: unchanged since the last poll
       if (view) {
         running = view.running;
         await refreshFrom(view);

@@ -27,11 +27,10 @@ window.dsSpans = (() => {
   let scopes = new Map(); // query -> the server's answer, until live mode brings a new view
   let applying = 0; // the latest apply(); an earlier one still waiting draws nothing
 
-  // What ran in the selected spans (null: in the whole cluster), summed by the server
+  // What ran in the selected spans, summed by the server, and its chart
   function scopeOf(selected) {
-    let query = "";
-    if (selected) query = selected.spanId ? `span=${encodeURIComponent(selected.spanId)}` : `tag=${encodeURIComponent(selected.tag)}`;
-    if (!scopes.has(query)) scopes.set(query, ds.json(query ? `${chartUrl}?${query}` : chartUrl));
+    const query = selected.spanId ? `span=${encodeURIComponent(selected.spanId)}` : `tag=${encodeURIComponent(selected.tag)}`;
+    if (!scopes.has(query)) scopes.set(query, ds.json(`${chartUrl}?${query}`));
     return scopes.get(query);
   }
 
@@ -66,10 +65,7 @@ window.dsSpans = (() => {
       note.textContent = "";
       document.getElementById("prefix-note").textContent = "";
       window.dsComputations.filter(null);
-      // the page's chart, or (live mode brought new prefixes) the server's chart of them
-      const drawn = data.prefix_chart || (await scopeOf(null)).chart;
-      if (mine !== applying) return selected;
-      await window.dsPrefixes.draw(chart, drawn);
+      await window.dsPrefixes.draw(chart, data.prefix_chart);
       document.getElementById("no-prefixes").hidden = data.task_prefixes.length > 0;
     } else {
       const scope = await scopeOf(selected);
