@@ -81,10 +81,11 @@ FIGURES = ("html", "fcp", "dcl", "drawn", "ready", "listing")
 HEADS = ("html", "FCP", "DCL", "drawn", "ready", "listing")
 KEYS = (*FIGURES, "bytes")
 
-# A cluster page: the first frame after its task-prefix chart is in the page with its
-# axis titles, as the server drew it (its second plot's title: the drawing is whole) or
-# as plotly drew it (a page that draws it only with plotly: the tree before), and the
-# first frame after plotly's chart is
+# A cluster page: when its task-prefix chart was first painted with its axis titles: as
+# the server drew it, when both titles were painted (Element Timing: the frame's paint,
+# not the frame's start); as plotly drew it (a page that draws it only with plotly: the
+# tree before), the first frame after it was in the page. And the first frame after
+# plotly's (interactive) chart was in the page.
 OBSERVE_CLUSTER = """
 window.__marks = {};
 const mark = (name) => {
@@ -92,6 +93,13 @@ const mark = (name) => {
   window.__marks[name] = -1;
   requestAnimationFrame(() => { window.__marks[name] = performance.now(); });
 };
+// the server's drawing: when its axis titles were painted (Element Timing)
+window.__painted = [];
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    if (e.identifier === 'prefix-chart') window.__painted.push(e.renderTime || e.loadTime);
+  }
+}).observe({ type: 'element', buffered: true });
 new MutationObserver(() => {
   if (document.querySelector('#prefix-chart .sb-time .sb-title')) mark('chart');
   if (!document.querySelector('#prefix-chart .main-svg .g-x2title')) return;
@@ -107,8 +115,10 @@ READ_CLUSTER = """() => {
   const plotly = resources.filter((e) => e.name.includes("/assets/plotly"))
     .reduce((a, e) => a + e.transferSize, 0);
   const paint = performance.getEntriesByName("first-contentful-paint")[0];
+  // drawn by the server: when both titles were painted; else the frame after plotly's
+  const painted = window.__painted.length === 2 ? Math.max(...window.__painted) : null;
   return { html: n.responseEnd, fcp: paint ? paint.startTime : NaN,
-           dcl: n.domContentLoadedEventEnd, chart: window.__marks.chart,
+           dcl: n.domContentLoadedEventEnd, chart: painted ?? window.__marks.chart,
            interactive: window.__marks.plotly, plotly, bytes };
 }"""
 
