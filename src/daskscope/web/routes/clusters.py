@@ -32,6 +32,7 @@ from daskscope.views.fine_metrics import FineMetricsView, fine_metrics_view
 from daskscope.views.groups import GroupPage, SpanScope, group_page_view, span_scope_view
 from daskscope.views.workers import WorkersView, workers_view
 from daskscope.web.errors import HTTPError
+from daskscope.web.prefix_chart import prefix_chart_data
 from daskscope.web.render import page
 from daskscope.web.routes.common import (
     Limit,
@@ -70,11 +71,42 @@ def _view_of(request: Request, cluster_id: str, groups: int, groups_by: str) -> 
     return cluster_view(store, visible_cluster_id(request, cluster_id), groups=groups, groups_by=by)
 
 
+def _page_data(view: ClusterView) -> dict[str, Any]:
+    """What the page's scripts get: the view, and the task-prefix chart (drawn by the
+    server at first paint, by plotly after: ``web/prefix_chart.py``)."""
+    return {**to_data(view), "prefix_chart": prefix_chart_data(view.task_prefixes)}
+
+
 @pages.get("/clusters/{cluster_id}", response_class=HTMLResponse)
 def cluster_page(request: Request, cluster_id: str) -> HTMLResponse:
     view = _view_of(request, cluster_id, 0, "duration")
-    data = to_data(view)
+    data = _page_data(view)
     return page(request, "cluster.html", title=view.cluster.name, data=data, label=label)
+
+
+@pages.get("/clusters/{cluster_id}/data")
+def cluster_page_data(request: Request, cluster_id: str) -> Response:
+    """The page's data afresh, with an ETag: what a live page polls."""
+    return _tagged_response(request, _page_data(_view_of(request, cluster_id, 0, "duration")))
+
+
+@pages.get("/clusters/{cluster_id}/prefix-chart")
+def prefix_chart_json(
+    request: Request,
+    cluster_id: str,
+    span: str | None = Query(None, max_length=2000),
+    tag: str | None = Query(None, max_length=2000),
+) -> Response:
+    """The page's task-prefix chart of a span filter (with neither, of every group's
+    prefixes) with the scope it was drawn from: the span filter's ``/prefixes`` and
+    ``chart`` (``web/prefix_chart.py``)."""
+    store = store_of(request)
+    cluster_id = visible_cluster_id(request, cluster_id)
+    view = span_scope_view(store, cluster_id, span=span, tag=tag)
+    if view is None:
+        raise HTTPError(404, f"cluster {cluster_id} has no span {span!r}; its page lists its spans")
+    chart = prefix_chart_data(view.task_prefixes)
+    return json_response({**to_data(view), "chart": chart})
 
 
 @api.get(

@@ -6,6 +6,7 @@
   let data = ds.data();
   const clusterId = data.cluster.id;
   const base = `/api/v1/clusters/${encodeURIComponent(clusterId)}`;
+  const pageData = `/clusters/${encodeURIComponent(clusterId)}/data`; // the view and its prefix chart
   const TABS = [...document.querySelectorAll("#tabs [role=tab]")].map((t) => t.dataset.tab);
   const shown = new Set(); // tabs drawn at least once
   let metricsKey = null; // the span filter the fine metrics were drawn for
@@ -153,7 +154,7 @@
     let view = null;
     let running = true;
     try {
-      view = await window.dsLive.changed(base); // null: unchanged since the last poll
+      view = await window.dsLive.changed(pageData); // null: unchanged since the last poll
       if (view) {
         running = view.running;
         await refreshFrom(view);
@@ -170,7 +171,7 @@
 
   // --- start ------------------------------------------------------------------------
   window.dsComputations.init(base, toggleComputation);
-  window.dsSpans.init(data, base, chooseSpan);
+  window.dsSpans.init(data, chooseSpan);
   window.dsProfile.init(base, data.computations);
   ds.state.onChange(restore);
   restore();

@@ -77,6 +77,7 @@ window.dsMetrics = (() => {
     }
     if (width < 640) legendRows = activities.length; // plotly stacks a narrow legend
     const bottom = 70 + 22 * legendRows;
+    await ds.plotly();
     await Plotly.newPlot(div, traces, ds.layout({
       barmode: "stack", height: 26 * shown.length + 30 + TOOLBAR + bottom, xaxis,
       yaxis: ds.axis("task prefix", { autorange: "reversed", type: "category", automargin: false,

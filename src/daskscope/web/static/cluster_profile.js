@@ -33,6 +33,7 @@ window.dsProfile = (() => {
       customdata: body.ids.map((_, i) => [ds.duration(body.self_s[i]), ds.duration(body.total_s[i]), ds.text(body.where[i])]),
       hovertemplate: "<b>%{label}</b><br>total %{customdata[1]}<br>self %{customdata[0]}<br>%{customdata[2]}<extra></extra>",
     };
+    await ds.plotly();
     await Plotly.react(div, [trace], ds.layout({ margin: { l: 5, r: 5, t: 30, b: 5 } }), ds.config);
     drawn = scope;
     div.dataset.zoom = level;

@@ -1,10 +1,11 @@
 // Cluster page: the span filter (?span= a span id or a tag). A span stands for its
 // subtree, a tag for every span carrying it; the server sums the prefixes of the task
-// groups that ran in those spans and names their computations (/prefixes?span=|tag=).
+// groups that ran in those spans, names their computations and lays out their chart
+// (/clusters/{id}/prefix-chart?span=|tag=: /prefixes with the chart).
 "use strict";
 window.dsSpans = (() => {
   let data = null;
-  let base = "";
+  let chartUrl = "";
 
   // {ids, name, tag} of a span= value; null when it names nothing on this page
   function resolve(value) {
@@ -26,10 +27,10 @@ window.dsSpans = (() => {
   let scopes = new Map(); // query -> the server's answer, until live mode brings a new view
   let applying = 0; // the latest apply(); an earlier one still waiting draws nothing
 
-  // What ran in the selected spans, summed by the server
+  // What ran in the selected spans, summed by the server, and its chart
   function scopeOf(selected) {
     const query = selected.spanId ? `span=${encodeURIComponent(selected.spanId)}` : `tag=${encodeURIComponent(selected.tag)}`;
-    if (!scopes.has(query)) scopes.set(query, ds.json(`${base}/prefixes?${query}`));
+    if (!scopes.has(query)) scopes.set(query, ds.json(`${chartUrl}?${query}`));
     return scopes.get(query);
   }
 
@@ -64,7 +65,7 @@ window.dsSpans = (() => {
       note.textContent = "";
       document.getElementById("prefix-note").textContent = "";
       window.dsComputations.filter(null);
-      await window.dsPrefixes.draw(chart, data.task_prefixes);
+      await window.dsPrefixes.draw(chart, data.prefix_chart);
       document.getElementById("no-prefixes").hidden = data.task_prefixes.length > 0;
     } else {
       const scope = await scopeOf(selected);
@@ -74,7 +75,7 @@ window.dsSpans = (() => {
       document.getElementById("prefix-note").textContent =
         `Task prefixes of the ${ds.count(scope.group_count)} task groups that ran in span ${selected.name}.`;
       window.dsComputations.filter(new Set(scope.computations), `span ${selected.name}`);
-      await window.dsPrefixes.draw(chart, prefixes);
+      await window.dsPrefixes.draw(chart, scope.chart);
       document.getElementById("no-prefixes").hidden = prefixes.length > 0;
     }
     if (mine === applying) document.body.dataset.spanApplied = selected ? ds.state.get("span") : "";
@@ -86,9 +87,10 @@ window.dsSpans = (() => {
     return { spanId: selected ? selected.spanId : null, tag: selected ? selected.tag : null };
   }
 
-  function init(pageData, apiBase, choose) {
+  function init(pageData, choose) {
     data = pageData;
-    base = apiBase;
+    chartUrl = `/clusters/${encodeURIComponent(data.cluster.id)}/prefix-chart`;
+    window.dsPrefixes.init(data.prefix_chart);
     // Delegated: live mode redraws the span table
     document.getElementById("panel-spans").addEventListener("click", (ev) => {
       const b = ev.target.closest("button.span-link");

@@ -99,6 +99,7 @@ window.dsWorkers = (() => {
   };
 
   async function plot(div, traces, layout) {
+    await ds.plotly();
     await Plotly.newPlot(div, traces, ds.layout(layout), ds.config);
   }
 

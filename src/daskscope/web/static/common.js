@@ -1,4 +1,5 @@
-// Helpers shared by the dashboard's pages (no dependencies but plotly.js).
+// Helpers shared by the dashboard's pages (no dependencies; plotly.js for the charts,
+// loaded by the page or, where a page draws its first chart without it, by ds.plotly()).
 // Numbers read as daskscope.format writes them: DS_FORMAT is format.SPEC, which the
 // server puts before this file (web/routes/assets.py), so these functions apply the
 // same definitions as the terminal and the templates. Rounding is toFixed's (half away
@@ -8,7 +9,8 @@
 // on every chart's mode bar that opens plotly's cloud with the chart's data (task keys,
 // members, costs): off for every chart on every page, whatever config a page passes,
 // and no address to send to should a page turn it back on.
-if (window.Plotly) Plotly.setPlotConfig({ showSendToCloud: false, plotlyServerURL: "" });
+const dsNoCloud = () => Plotly.setPlotConfig({ showSendToCloud: false, plotlyServerURL: "" });
+if (window.Plotly) dsNoCloud();
 const ds = (() => {
   const F = DS_FORMAT;
   const MISSING = F.missing;
@@ -124,8 +126,31 @@ const ds = (() => {
     },
   };
 
+  // plotly.js for a page that does not load it itself (its <meta name="daskscope-plotly">
+  // names it): fetched after the page's first frame, so that the 1.5 MB and the most of a
+  // second it takes to compile and run come after what the server drew (the cluster
+  // page's first chart); every chart drawing awaits this.
+  let plotlyLoad = null;
+  function plotly() {
+    if (window.Plotly) return Promise.resolve(window.Plotly);
+    if (plotlyLoad) return plotlyLoad;
+    const meta = document.querySelector('meta[name="daskscope-plotly"]');
+    if (!meta) return Promise.reject(new Error("this page loads no plotly.js"));
+    plotlyLoad = new Promise((resolve, reject) => {
+      requestAnimationFrame(() => setTimeout(() => {
+        const script = document.createElement("script");
+        script.src = meta.content;
+        script.onload = () => { dsNoCloud(); resolve(window.Plotly); };
+        script.onerror = () => { plotlyLoad = null; reject(new Error(`plotly.js did not load from ${meta.content}`)); };
+        document.head.append(script);
+      }, 0));
+    });
+    return plotlyLoad;
+  }
+
   return {
     ...fmt,
+    plotly,
     data: () => JSON.parse(document.getElementById("page-data").textContent),
     animate,
     layout: (extra) => Object.assign(

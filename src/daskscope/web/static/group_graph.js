@@ -200,6 +200,7 @@ window.dsGroupGraph = (() => {
       traces.push(trace(g.nodes, "task groups"));
     }
     div.style.height = `${height}px`;
+    await ds.plotly(); // the cluster page loads plotly.js after its first paint
     await Plotly.react(div, traces, ds.layout({
       showlegend: false, dragmode: "pan", hovermode: "closest", shapes, annotations,
       width, height, margin: { l: margin, r: margin, t: margin, b: margin },
