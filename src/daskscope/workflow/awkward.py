@@ -318,7 +318,7 @@ def _fine_figures(
         metrics.pop(key, None)  # parse_fine_metrics' two-way split does not apply
     if not span_metrics:
         why = "no fine metrics of the run's span (no tasks ran in it)"
-        return dict.fromkeys(["cpu_seconds", "event_rate_aggregated_khz", *split_keys], why)
+        return dict.fromkeys(["cpu_seconds", "event_rate_per_cpu_second_khz", *split_keys], why)
     if kinds:
         split, unknown = split_by_kind(span_metrics, kinds)
         metrics.update(split)
@@ -336,9 +336,9 @@ def _fine_figures(
         missing.update(dict.fromkeys(split_keys[3:], NO_GRAPH))
     events, cpu = metrics.get("total_events"), metrics.get("cpu_seconds")
     if events is not None and cpu:
-        metrics["event_rate_aggregated_khz"] = events / cpu / 1e3
+        metrics["event_rate_per_cpu_second_khz"] = events / cpu / 1e3
     else:
-        metrics.pop("event_rate_aggregated_khz", None)
+        metrics.pop("event_rate_per_cpu_second_khz", None)
     # Σ task seconds from the fine metrics stands in for Σ chunk seconds
     wall, busy, cores = (
         metrics.get("wall_time_s"),
