@@ -20,10 +20,10 @@ ak = pytest.importorskip("awkward")
 pytest.importorskip("matplotlib")
 
 from distributed import Client, LocalCluster  # noqa: E402
-from test_workflow_coffea import ENTRIES, entries, runner, write_nanoaod  # noqa: E402
 
 from daskscope import MetricsCollector, track_bytes, track_metrics, track_time  # noqa: E402
 from daskscope.workflow.persist import load_run  # noqa: E402
+from test_workflow_coffea import ENTRIES, entries, runner, write_nanoaod  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Missing cross-reference:RuntimeWarning")
 
@@ -111,7 +111,8 @@ def check_bytes_and_sizes(collector: MetricsCollector, fileset: dict) -> None:
         assert jet + event <= c.bytes_read
         assert (c.tree_compressed_bytes, c.tree_uncompressed_bytes) == tree_sizes(c.filename)
     sections = collector.sections
-    assert sections["jet_pt"]["bytes_read"] == sum(c.sections["jet_pt"]["bytes_read"] for c in chunks)
+    in_chunks = sum(c.sections["jet_pt"]["bytes_read"] for c in chunks)
+    assert sections["jet_pt"]["bytes_read"] == in_chunks
     assert sections["jet_pt"]["count"] == len(chunks)
     # the run: each file once, uproot's own totals
     sizes = [tree_sizes(p) for paths in fileset.values() for p in paths]
@@ -161,7 +162,7 @@ def test_custom_metrics_per_dataset_and_track_workers_off(fileset: dict, tmp_pat
 
     proc = make_processor()
     with MetricsCollector(processor_instance=proc, store=False, track_workers=False) as collector:
-        out, report = runner(processor.IterativeExecutor())(fileset, proc, treename="Events")
+        _, report = runner(processor.IterativeExecutor())(fileset, proc, treename="Events")
         # roastcoffea's shape, nested mappings included
         collector.set_coffea_report(
             report,
@@ -189,7 +190,7 @@ def test_custom_metrics_per_dataset_and_track_workers_off(fileset: dict, tmp_pat
     again = MetricsCollector.load(tmp_path / "run")
     assert again.run.info["datasets"]["signal"] == {"cutflow_passed": 5}
     # a name daskscope measures itself is refused, saying what to do
-    with pytest.raises(ValueError, match="rename them, e.g. 'my_total_events'"):
+    with pytest.raises(ValueError, match=r"rename them, e\.g\. 'my_total_events'"):
         collector.set_custom_metrics({"ttbar": {"total_events": 1}})
     with pytest.raises(TypeError, match="map each dataset name"):
         collector.set_custom_metrics({"ttbar": 3})
@@ -222,7 +223,7 @@ def test_every_plot_draws_the_runs_data(client: Client, fileset: dict, tmp_path:
     with MetricsCollector(
         client, processor_instance=proc, worker_tracking_interval=0.05, store=False
     ) as collector:
-        out, report = run(fileset, proc, treename="Events")
+        _, report = run(fileset, proc, treename="Events")
         collector.set_coffea_report(report)
     check_bytes_and_sizes(collector, fileset)
     r = collector.run
@@ -268,9 +269,11 @@ def test_every_plot_draws_the_runs_data(client: Client, fileset: dict, tmp_path:
     for line in ax.lines:
         w = per[line.get_label()]
         # the limit is Dask's own, the share the sampled RSS over it
-        assert {v for v in w["memory_limit_bytes"] if v is not None} == {
-            dask_workers[line.get_label()]["memory_limit"]
-        } == {MEMORY_LIMIT}
+        assert (
+            {v for v in w["memory_limit_bytes"] if v is not None}
+            == {dask_workers[line.get_label()]["memory_limit"]}
+            == {MEMORY_LIMIT}
+        )
         truth = [None if v is None else 100 * v / MEMORY_LIMIT for v in w["memory_bytes"]]
         assert _ys(line) == pytest.approx(truth)
     ax = fig("memory")
@@ -289,9 +292,7 @@ def test_every_plot_draws_the_runs_data(client: Client, fileset: dict, tmp_path:
     ax = fig("chunk_durations")
     assert sum(_bar_heights(ax)) == len(r.chunks)
     ax = fig("duration_vs_events")
-    assert sorted(p[0] for p in ax.collections[0].get_offsets()) == sorted(
-        c.events for c in chunks
-    )
+    assert sorted(p[0] for p in ax.collections[0].get_offsets()) == sorted(c.events for c in chunks)
     ax = fig("throughput")
     widths = _bar_widths(ax)
     assert sum(h * w * 1e3 for h, w in zip(_bar_heights(ax), widths, strict=True)) == (

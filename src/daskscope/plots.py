@@ -392,6 +392,7 @@ def efficiency_summary(run: WorkflowRun) -> Any:
 def resource_summary(run: WorkflowRun) -> Any:
     return _summary(run, "Resources", RESOURCES)
 
+
 PLOTS: dict[str, Callable[..., Any]] = {
     "workers": workers_over_time,
     "memory": memory_per_worker,
