@@ -35,6 +35,7 @@ from distributed import Client, LocalCluster
 import daskscope
 
 HAVE_ROAST = importlib.util.find_spec("roastcoffea") is not None
+DASH = "\u2013"  # what the docs print for "no such figure"
 
 #: (what it is, daskscope's key, roastcoffea's key); None: that tool has no such figure
 PAIRS = (
@@ -161,6 +162,18 @@ def run_theirs(client: Client, fileset: dict, proc: Any, out: Path) -> dict[str,
     return {"metrics": collector.get_metrics(), "saved": saved, "plots": n_plots}
 
 
+def medians(metrics: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per key, the median over the runs of the numbers (None when a run lacks it)."""
+    import statistics
+
+    out: dict[str, Any] = {}
+    for key in metrics[0] if metrics else ():
+        values = [m.get(key) for m in metrics]
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            out[key] = statistics.median(values)
+    return out
+
+
 def strict_json(path: Path) -> str:
     """'yes', or the first non-strict token a strict parser refuses."""
     files = [path] if path.is_file() else sorted(path.rglob("*.json"))
@@ -178,7 +191,7 @@ def strict_json(path: Path) -> str:
 
 def text(value: Any) -> str:
     if value is None:
-        return "–"
+        return DASH
     if isinstance(value, float):
         return "NaN" if math.isnan(value) else f"{value:.4g}"
     return str(value)
@@ -189,6 +202,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4, help="threads per worker")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--events", type=int, default=200_000, help="events per file")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per tool, order alternating")
     args = parser.parse_args()
     if not HAVE_ROAST:
         print("roastcoffea is not importable here (it needs Python >= 3.12): daskscope alone")
@@ -212,24 +226,43 @@ def main() -> None:
                 schema=NanoAODSchema, chunksize=50_000,
             )(fileset, processors()[0], treename="Events")  # fmt: skip
             t0 = time.perf_counter()
-            results = {"daskscope": run_ours(client, fileset, ours, out)}
-            if theirs is not None:
-                results["roastcoffea"] = run_theirs(client, fileset, theirs, out)
+            runs: dict[str, list[dict[str, Any]]] = {"daskscope": [], "roastcoffea": []}
+            for i in range(args.repeat):
+                order = ["daskscope", "roastcoffea"][:: 1 if i % 2 == 0 else -1]
+                for tool in order:
+                    if tool == "daskscope":
+                        runs[tool].append(run_ours(client, fileset, ours, out / f"d{i}"))
+                    elif theirs is not None:
+                        runs[tool].append(run_theirs(client, fileset, theirs, out / f"r{i}"))
             elapsed = time.perf_counter() - t0
         load = os.getloadavg()
-        print(f"{args.workers} workers × {args.threads} threads on {os.cpu_count()} cores; "
-              f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {elapsed:.0f} s")  # fmt: skip
-        ds = results["daskscope"]["metrics"]
-        rc = results.get("roastcoffea", {}).get("metrics", {})
-        print(f"| figure | daskscope key | value | roastcoffea key | value |")
+        print(
+            f"{args.workers} workers x {args.threads} threads on {os.cpu_count()} cores; "
+            f"{args.repeat} runs per tool (medians); load average {load[0]:.2f} "
+            f"{load[1]:.2f} {load[2]:.2f}; {elapsed:.0f} s"
+        )
+        results = {tool: done[-1] for tool, done in runs.items() if done}
+        ds = medians([r["metrics"] for r in runs["daskscope"]])
+        rc = medians([r["metrics"] for r in runs["roastcoffea"]])
+        print("| figure | daskscope key | value | roastcoffea key | value |")
         print("|---|---|---|---|---|")
         for label, ours_key, their_key in PAIRS:
-            print(f"| {label} | `{ours_key}` | {text(ds.get(ours_key))} | "
-                  f"{f'`{their_key}`' if their_key else '–'} | "
-                  f"{text(rc.get(their_key)) if their_key else '–'} |")  # fmt: skip
+            theirs_key = f"`{their_key}`" if their_key else DASH
+            theirs_value = text(rc.get(their_key)) if their_key else DASH
+            print(f"| {label} | `{ours_key}` | {text(ds.get(ours_key))} | {theirs_key} | "
+                  f"{theirs_value} |")  # fmt: skip
         if rc and ds.get("event_rate_per_cpu_second_khz") and rc.get("event_rate_cpu_total_khz"):
             ratio = ds["event_rate_per_cpu_second_khz"] / rc["event_rate_cpu_total_khz"]
-            print(f"\nper CPU-second ÷ roastcoffea's 'Total CPU' rate: {ratio:.1f}×")
+            print(f"\ndaskscope per CPU-second / roastcoffea 'Total CPU' rate: {ratio:.1f}x")
+        if ds.get("event_rate_per_cpu_second_khz") and ds.get("event_rate_per_chunk_second_khz"):
+            ratio = ds["event_rate_per_cpu_second_khz"] / ds["event_rate_per_chunk_second_khz"]
+            print(f"daskscope per CPU-second / per chunk-second, same runs: {ratio:.1f}x")
+        if "roastcoffea" in results:
+            # its per-file ratio, from the same tree sizes: compressed / uncompressed
+            theirs_ratios = results["roastcoffea"]["metrics"].get("compression_ratios")
+            print(f"roastcoffea compression_ratios (compressed/uncompressed): {theirs_ratios}")
+            inverse = ds.get("input_compressed_bytes", 0) / ds.get("input_uncompressed_bytes", 1)
+            print(f"daskscope input_compressed_bytes / input_uncompressed_bytes: {inverse:.4f}")
         for name, result in results.items():
             print(f"{name}: {result['plots']} plots; saved run is strict JSON: "
                   f"{strict_json(Path(result['saved']))}")  # fmt: skip

@@ -312,7 +312,8 @@ def test_plots_draw_measured_data(client: Client) -> None:
     # a plain Dask run reads no uproot file: those two say so (tests/
     # test_workflow_coffea_toolbox.py draws them); the rest draw
     uproot_only = {"bytes_per_chunk": "no bytes read", "compression": "no uproot tree"}
-    overhead = sum(m[f"{a}_seconds"] for a in ("serialize", "deserialize", "compress", "decompress"))
+    stems = ("serialize", "deserialize", "compress", "decompress")
+    overhead = sum(m[f"{a}_seconds"] for a in stems)
     for name in plots.PLOTS:
         fig = collector.plot(name)
         if name in uproot_only:
