@@ -46,8 +46,6 @@ DOORS = {
 
 #: circles among the modules that are known and left for later: each a set of modules
 KNOWN_CIRCLES = [
-    # MetricsCollector asks awkward.py about dask-awkward layers; awkward.py subclasses it
-    {"daskscope.workflow.awkward", "daskscope.workflow.collector"},
     {"daskscope.analysis.graph", "daskscope.analysis.graph_layout"},
 ]
 

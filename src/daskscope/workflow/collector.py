@@ -277,7 +277,7 @@ class MetricsCollector:
         self._watch(record.get("output"))
 
     def _watch(self, *collections: Any) -> None:
-        from daskscope.workflow.awkward import KINDS, classify_layers
+        from daskscope.workflow.awkward_figures import KINDS, classify_layers
 
         rank = {kind: i for i, kind in enumerate(KINDS)}
         for prefix, kind in classify_layers(collections).items():
@@ -357,7 +357,7 @@ class MetricsCollector:
         the span."""
         if self.dask_awkward_path or self._graphs_built or self._rows is not None:
             return True
-        from daskscope.workflow.awkward import reads_with_uproot_dask
+        from daskscope.workflow.awkward_figures import reads_with_uproot_dask
 
         return not self._chunks and reads_with_uproot_dask(run.span_metrics)
 
@@ -365,7 +365,7 @@ class MetricsCollector:
         run = self.run
         assert run is not None
         if self._dask_awkward(run):
-            from daskscope.workflow.awkward import HANDED_OVER, refresh_run
+            from daskscope.workflow.awkward_figures import HANDED_OVER, refresh_run
 
             if not self.dask_awkward_path and run.info.get("path") != "dask-awkward":
                 logger.warning("daskscope: %s", HANDED_OVER)
