@@ -109,6 +109,11 @@ def test_apply_to_fileset_measured_against_ground_truth(
     assert m["total_events"] == sum(ENTRIES.values()) == 2000
     datasets = collector.run.info["datasets"]
     assert datasets["ttbar"]["total_events"] == 1300 and datasets["wjets"]["total_events"] == 700
+    # the user's own figures per dataset sit beside uproot's, on this path too
+    collector.set_custom_metrics({"ttbar": {"cutflow": {"passed": 12}}})
+    datasets = collector.run.info["datasets"]
+    assert datasets["ttbar"]["cutflow.passed"] == 12 and datasets["ttbar"]["total_events"] == 1300
+    assert "cutflow.passed" not in datasets["wjets"]
 
     # partitions: the steps asked for == input tasks that ran in Dask's task stream
     input_tasks = {t["key"] for t in stream.data if key_split(t["key"]) == "from-uproot"}

@@ -373,6 +373,7 @@ class MetricsCollector:
             run.info["path"] = "dask-awkward"
             derived = [*derived_metrics(), *self._derived]
             refresh_run(run, kinds=self._kinds, rows=self._rows, derived=derived)
+            self._add_custom(run)
             return
         run.chunks = sorted(self._chunks.values(), key=lambda c: (c.started_at or 0, c.chunk_id))
         run.coffea_report = self._report
@@ -381,9 +382,7 @@ class MetricsCollector:
         run.info["processor_prefixes"] = sorted(prefixes)
         run.sections = aggregate_sections(run.chunks)
         run.info["datasets"] = dataset_metrics(run.chunks)
-        if self._custom:
-            run.info["custom_metrics"] = self._custom
-            run.info["datasets"] = with_custom_metrics(run.info["datasets"], self._custom)
+        self._add_custom(run)
         run.metrics = workflow_metrics(
             wall_time_s=run.wall_time_s,
             chunks=run.chunks,
@@ -395,6 +394,13 @@ class MetricsCollector:
             processor_prefixes=prefixes,
             derived=[*derived_metrics(), *self._derived],
         )
+
+    def _add_custom(self, run: WorkflowRun) -> None:
+        # the user's figures per dataset, beside the measured ones (either path)
+        if self._custom:
+            run.info["custom_metrics"] = self._custom
+            datasets = run.info.get("datasets") or {}
+            run.info["datasets"] = with_custom_metrics(datasets, self._custom)
 
     def _settle_cores(self, run: WorkflowRun) -> None:
         # Local runs: the cores are what the user or the executor said; chunks that all
