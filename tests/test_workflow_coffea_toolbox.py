@@ -417,3 +417,26 @@ def test_saved_runs_are_strict_json_and_old_keys_read_under_new_names(
     text = console.export_text()
     assert "event rate (per CPU-second)" in text and "event rate (per chunk-second)" in text
     assert "roastcoffea" in text and "event_rate_cpu_total_khz" in text
+
+
+def test_overhead_plot_draws_the_spans_serialization(client: Client) -> None:
+    """Data moved between two worker processes is (de)serialized: the overhead plot draws
+    those seconds per prefix, summing to the run's figures (Dask's fine metrics)."""
+    import numpy as np
+
+    from daskscope.plots import overhead_by_prefix
+
+    a, b = sorted(client.scheduler_info()["workers"])
+    with MetricsCollector(client, store=False, worker_tracking_interval=None) as collector:
+        big = client.submit(np.ones, 4_000_000, workers=[a], pure=False)
+        total = client.submit(np.sum, big, workers=[b], pure=False)
+        assert total.result() == 4_000_000
+    m = collector.metrics
+    stems = ("serialize", "deserialize", "compress", "decompress")
+    assert sum(m[f"{s}_seconds"] for s in stems) > 0
+    figure = overhead_by_prefix(collector.run)
+    assert not hasattr(figure, "daskscope_missing")
+    ax = figure.axes[0]
+    for i, stem in enumerate(stems):
+        assert sum(_bar_widths(ax, i)) == pytest.approx(m[f"{stem}_seconds"])
+    figure.savefig("/tmp/coffea-overhead_by_prefix-transfer.png")

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from daskscope import catalogue
 from daskscope.format import MISSING, count_text, value_text
-from daskscope.views.run import SECTION_FIGURES, RunFigure, RunView, run_view
+from daskscope.views.run import RunFigure, RunView, run_view, section_figures
 from daskscope.workflow.run import WorkflowRun
 
 __all__ = ["chunk_table", "print_summary", "summary_tables"]
@@ -98,7 +98,9 @@ def _section_table(view: RunView) -> Table:
     table = Table(title="Sections", title_justify="left")
     table.add_column("section")
     table.add_column("kind")
-    described = [(catalogue.figure("section", key), field) for key, field in SECTION_FIGURES]
+    described = [
+        (catalogue.figure("section", key), field) for key, field in section_figures(view.sections)
+    ]
     for figure, _ in described:
         table.add_column(figure.label, justify="right")
     if view.sections_why:

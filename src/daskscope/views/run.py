@@ -48,6 +48,7 @@ __all__ = [
     "WorkerRow",
     "run_list",
     "run_view",
+    "section_figures",
     "stored_run_view",
     "time_bound",
 ]
@@ -130,6 +131,17 @@ SECTION_FIGURES: tuple[tuple[str, str], ...] = (
     ("mean_memory_delta_bytes", "mean_memory_delta_bytes"),
     ("memory_after_peak_bytes", "memory_after_peak_bytes"), ("bytes_read", "bytes_read"),
 )  # fmt: skip
+#: Columns shown only when a section has them (``track_bytes`` is rarer than the others)
+_SECTION_IF_ANY = frozenset({"bytes_read"})
+
+
+def section_figures(sections: Sequence[SectionRow]) -> tuple[tuple[str, str], ...]:
+    """The :data:`SECTION_FIGURES` a table of ``sections`` shows: all, but the bytes
+    column only when a section counted bytes (``track_bytes``)."""
+    return tuple(
+        (key, field) for key, field in SECTION_FIGURES
+        if key not in _SECTION_IF_ANY or any(getattr(s, field) is not None for s in sections)
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -335,7 +347,7 @@ class _Facts:
         if key in ("bytes_read", "data_rate_gbps"):
             return "no bytes read reported"
         if key in ("input_compressed_bytes", "input_uncompressed_bytes", "compression_ratio"):
-            return "no uproot tree sizes (not every chunk read an uproot tree)"
+            return "no uproot tree sizes"
         if key == "total_events" or key.startswith("event_rate"):
             return "no events reported"
         return "not reported for this run"
