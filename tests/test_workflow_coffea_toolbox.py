@@ -419,24 +419,43 @@ def test_saved_runs_are_strict_json_and_old_keys_read_under_new_names(
     assert "roastcoffea" in text and "event_rate_cpu_total_khz" in text
 
 
-def test_overhead_plot_draws_the_spans_serialization(client: Client) -> None:
-    """Data moved between two worker processes is (de)serialized: the overhead plot draws
-    those seconds per prefix, summing to the run's figures (Dask's fine metrics)."""
+def randoms(n: int) -> Any:
+    import numpy as np
+
+    return np.random.default_rng(0).random(n)
+
+
+def test_overhead_plot_draws_the_spans_serialization() -> None:
+    """A worker told to spill everything (de)serializes and (de)compresses what it keeps
+    inside its tasks' span: the overhead plot draws those seconds per prefix, summing to
+    the run's figures (Dask's fine metrics); the bytes spilled are the array's."""
+    import dask
     import numpy as np
 
     from daskscope.plots import overhead_by_prefix
 
-    a, b = sorted(client.scheduler_info()["workers"])
-    with MetricsCollector(client, store=False, worker_tracking_interval=None) as collector:
-        big = client.submit(np.ones, 4_000_000, workers=[a], pure=False)
-        total = client.submit(np.sum, big, workers=[b], pure=False)
-        assert total.result() == 4_000_000
+    spill_all = {"distributed.worker.memory.target": 1e-6, "distributed.worker.memory.spill": False}
+    with (
+        dask.config.set(spill_all),
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, memory_limit="1GiB",
+            dashboard_address=":0",
+        ) as cluster,
+        Client(cluster) as spilling,
+        MetricsCollector(spilling, store=False, worker_tracking_interval=None) as collector,
+    ):  # fmt: skip
+        big = spilling.submit(randoms, 1_000_000, pure=False)
+        total = spilling.submit(np.sum, big, pure=False).result()
+        assert total == pytest.approx(np.sum(randoms(1_000_000)))
     m = collector.metrics
+    # random doubles do not compress: what went to disk is at least the array
+    assert m["spill_write_bytes"] >= randoms(1_000_000).nbytes
     stems = ("serialize", "deserialize", "compress", "decompress")
-    assert sum(m[f"{s}_seconds"] for s in stems) > 0
+    assert m["serialize_seconds"] > 0 and m["deserialize_seconds"] > 0
     figure = overhead_by_prefix(collector.run)
     assert not hasattr(figure, "daskscope_missing")
     ax = figure.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["randoms", "sum"]
     for i, stem in enumerate(stems):
         assert sum(_bar_widths(ax, i)) == pytest.approx(m[f"{stem}_seconds"])
-    figure.savefig("/tmp/coffea-overhead_by_prefix-transfer.png")
+    figure.savefig("/tmp/coffea-overhead_by_prefix-spill.png")

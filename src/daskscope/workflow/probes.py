@@ -73,7 +73,8 @@ def describe_events(events: Any) -> dict[str, Any]:
             out["bytes_read"] = lambda: int(source.num_requested_bytes)
         treename = static.get("treename")
         if treename:
-            out["tree_bytes"] = lambda: tree_bytes(factory.file_handle, treename)
+            key = (static.get("filename"), treename, str(static.get("fileuuid")))
+            out["tree_bytes"] = lambda: _tree_bytes_once(key, factory.file_handle)
     except Exception:
         pass
     return out
@@ -98,6 +99,19 @@ def tree_bytes(file_handle: Any, treename: str) -> tuple[int, int] | None:
         return int(tree.compressed_bytes), int(tree.uncompressed_bytes)
     except Exception:
         return None
+
+
+#: (file, tree, uuid) -> its sizes, per process: a file's chunks look its tree up once
+_TREE_SIZES: dict[tuple[Any, str, str], tuple[int, int] | None] = {}
+_TREE_SIZES_KEPT = 256
+
+
+def _tree_bytes_once(key: tuple[Any, str, str], file_handle: Any) -> tuple[int, int] | None:
+    if key not in _TREE_SIZES:
+        if len(_TREE_SIZES) >= _TREE_SIZES_KEPT:
+            _TREE_SIZES.pop(next(iter(_TREE_SIZES)))
+        _TREE_SIZES[key] = tree_bytes(file_handle, key[1])
+    return _TREE_SIZES[key]
 
 
 def _length(events: Any) -> int | None:
