@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from daskscope.client import flush, register
-from daskscope.workflow.tracking import track_memory, track_metrics, track_time
+from daskscope.workflow.tracking import track_bytes, track_memory, track_metrics, track_time
 
 __all__ = [
     "MetricsCollector",
@@ -24,6 +24,7 @@ __all__ = [
     "load",
     "register",
     "run",
+    "track_bytes",
     "track_memory",
     "track_metrics",
     "track_time",

@@ -109,6 +109,11 @@ def test_apply_to_fileset_measured_against_ground_truth(
     assert m["total_events"] == sum(ENTRIES.values()) == 2000
     datasets = collector.run.info["datasets"]
     assert datasets["ttbar"]["total_events"] == 1300 and datasets["wjets"]["total_events"] == 700
+    # the user's own figures per dataset sit beside uproot's, on this path too
+    collector.set_custom_metrics({"ttbar": {"cutflow": {"passed": 12}}})
+    datasets = collector.run.info["datasets"]
+    assert datasets["ttbar"]["cutflow.passed"] == 12 and datasets["ttbar"]["total_events"] == 1300
+    assert "cutflow.passed" not in datasets["wjets"]
 
     # partitions: the steps asked for == input tasks that ran in Dask's task stream
     input_tasks = {t["key"] for t in stream.data if key_split(t["key"]) == "from-uproot"}
@@ -151,7 +156,7 @@ def test_apply_to_fileset_measured_against_ground_truth(
     assert sum(m[f"{p}_seconds"] for p in parts) == pytest.approx(m["execute_seconds"])
     assert sum(m[f"{p}_cpu_seconds"] for p in parts) == pytest.approx(m["cpu_seconds"])
     assert m["read_seconds"] > 0 and m["processor_seconds"] > 0
-    assert m["event_rate_aggregated_khz"] == pytest.approx(2000 / m["cpu_seconds"] / 1e3)
+    assert m["event_rate_per_cpu_second_khz"] == pytest.approx(2000 / m["cpu_seconds"] / 1e3)
     busy = m["execute_seconds"]
     assert m["parallel_efficiency"] == pytest.approx(busy / (m["wall_time_s"] * 2))
     # uproot's own read seconds, per partition, summed
@@ -228,7 +233,7 @@ def test_without_report_or_entry_ranges_figures_are_absent_with_reasons(
     assert result["ttbar"]["nevents"] == 1300
     for key in ("total_events", "bytes_read", "partitions", "num_chunks"):
         assert key not in m and collector.not_measured[key] == NO_REPORT
-    for key in ("data_rate_gbps", "event_rate_wall_khz", "event_rate_aggregated_khz"):
+    for key in ("data_rate_gbps", "event_rate_wall_khz", "event_rate_per_cpu_second_khz"):
         assert key not in m
     # CPU is still measured; the processor/overhead split still comes from the graph
     assert m["cpu_seconds"] > 0 and m["processor_seconds"] > 0

@@ -40,6 +40,16 @@ FIGURES: tuple[Figure, ...] = (
     _w("bytes_read", "bytes read", "bytes",
        "Σ chunk `bytes_read` of the chunks that succeeded (absent if any lacks it), else "
        "the report's `bytesread`", "uproot `source.num_requested_bytes`"),
+    _w("input_compressed_bytes", "input size (compressed)", "bytes",
+       "Σ over the files processed (once each) of uproot's `TTree.compressed_bytes`: "
+       "every basket of every branch, TKey headers included (`fZipBytes`)",
+       "uproot: the tree's branch metadata, no basket read"),
+    _w("input_uncompressed_bytes", "input size (uncompressed)", "bytes",
+       "Σ over the files processed (once each) of uproot's `TTree.uncompressed_bytes` "
+       "(`fTotBytes`)", "uproot: the tree's branch metadata, no basket read"),
+    _w("compression_ratio", "compression ratio", "ratio",
+       "`input_uncompressed_bytes / input_compressed_bytes` (uproot's own "
+       "`compression_ratio` of one tree)", "the figures above"),
     _w("num_chunks", "chunks", "count",
        "chunks that succeeded, else the report's `chunks`", "chunk records / report"),
     _w("num_chunks_planned", "chunks planned", "count", "coffea's report `chunks`",
@@ -80,15 +90,17 @@ FIGURES: tuple[Figure, ...] = (
        "the figures above", "higher"),
     _w("event_rate_wall_khz", "event rate (wall)", "kHz",
        "`total_events / wall_time_s / 1e3`", "the figures above", "higher"),
-    _w("event_rate_aggregated_khz", "event rate (aggregated)", "kHz",
-       "`total_events / cpu_seconds / 1e3`: events per CPU-second summed across workers",
+    _w("event_rate_per_cpu_second_khz", "event rate (per CPU-second)", "kHz",
+       "`total_events / cpu_seconds / 1e3`: events per thread-CPU second summed across "
+       "workers (the spec's \"aggregated\" rate; stored runs' `event_rate_aggregated_khz`)",
        "fine metrics / psutil", "higher"),
-    _w("event_rate_per_busy_second_khz", "event rate (per busy second)", "kHz",
-       "`total_events / processing_time_s / 1e3`: events per second a chunk was running",
-       "the figures above", "higher"),
-    _w("data_rate_per_busy_second_gbps", "data rate (per busy second)", "Gbit/s",
-       "`bytes_read × 8 / processing_time_s / 1e9`: bytes per second a chunk was running",
-       "the figures above", "higher"),
+    _w("event_rate_per_chunk_second_khz", "event rate (per chunk-second)", "kHz",
+       "`total_events / processing_time_s / 1e3`: events per second of summed chunk wall "
+       "time (roastcoffea's `event_rate_cpu_total_khz`; stored runs' "
+       "`event_rate_per_busy_second_khz`)", "the figures above", "higher"),
+    _w("data_rate_per_chunk_second_gbps", "data rate (per chunk-second)", "Gbit/s",
+       "`bytes_read × 8 / processing_time_s / 1e9`: bytes per second of summed chunk wall "
+       "time (stored runs' `data_rate_per_busy_second_gbps`)", "the figures above", "higher"),
     _w("event_rate_core_khz", "event rate (per core)", "kHz",
        "`total_events / (wall_time_s × cores) / 1e3`; absent when cores are unknown",
        "the figures above", "higher"),
@@ -144,6 +156,12 @@ FIGURES: tuple[Figure, ...] = (
     Figure("chunk", "bytes_read", "bytes read", "bytes",
            "uproot's `num_requested_bytes` of the chunk's own file handle at the end of "
            "the call", "`@track_metrics`"),
+    Figure("chunk", "tree_compressed_bytes", "tree size (compressed)", "bytes",
+           "uproot's `TTree.compressed_bytes` of the chunk's tree (the whole file's)",
+           "`@track_metrics`"),
+    Figure("chunk", "tree_uncompressed_bytes", "tree size (uncompressed)", "bytes",
+           "uproot's `TTree.uncompressed_bytes` of the chunk's tree (the whole file's)",
+           "`@track_metrics`"),
     Figure("chunk", "memory_peak_bytes", "memory peak", "bytes",
            "the process's high-water mark when it rose during the chunk, else the highest "
            "RSS seen at the chunk's start, end and `track_memory` boundaries",
@@ -169,6 +187,9 @@ FIGURES: tuple[Figure, ...] = (
            "Σ change of process RSS across every call", "`track_memory`"),
     Figure("section", "mean_memory_delta_bytes", "memory Δ mean", "bytes",
            "`memory_delta_bytes / count`", "the figures above"),
+    Figure("section", "bytes_read", "bytes read Σ", "bytes",
+           "Σ change of uproot's `num_requested_bytes` of the events' file handle "
+           "across every call", "`track_bytes`"),
     Figure("section", "memory_after_peak_bytes", "memory after (peak)", "bytes",
            "the highest RSS at a call's end", "`track_memory`", "lower"),
 )  # fmt: skip

@@ -13,12 +13,19 @@ from rich.text import Text
 
 from daskscope import catalogue
 from daskscope.format import MISSING, count_text, value_text
-from daskscope.views.run import SECTION_FIGURES, RunFigure, RunView, run_view
+from daskscope.views.run import RunFigure, RunView, run_view, section_figures
 from daskscope.workflow.run import WorkflowRun
 
 __all__ = ["chunk_table", "print_summary", "summary_tables"]
 
 _DIM = "dim"
+#: Under the throughput table: the two event rates divide by different seconds, and
+#: roastcoffea's "Event Rate (Total CPU)" is the second of them
+RATE_NOTE = (
+    "per CPU-second: events ÷ Σ thread-CPU seconds of the tasks; per chunk-second: "
+    'events ÷ Σ chunk wall seconds — roastcoffea\'s "Event Rate (Total CPU)" '
+    "(event_rate_cpu_total_khz) is the per chunk-second rate"
+)
 
 
 def _missing(why: str | None) -> Text:
@@ -39,7 +46,11 @@ def summary_tables(run: WorkflowRun | RunView) -> list[Table]:
     tables = []
     for group in view.figures:
         table = Table(
-            title=f"{group.title} — {view.run.name}", show_header=False, title_justify="left"
+            title=f"{group.title} — {view.run.name}",
+            show_header=False,
+            title_justify="left",
+            caption=RATE_NOTE if group.title == "Throughput" else None,
+            caption_justify="left",
         )
         table.add_column("metric")
         table.add_column("value", justify="right")
@@ -87,7 +98,9 @@ def _section_table(view: RunView) -> Table:
     table = Table(title="Sections", title_justify="left")
     table.add_column("section")
     table.add_column("kind")
-    described = [(catalogue.figure("section", key), field) for key, field in SECTION_FIGURES]
+    described = [
+        (catalogue.figure("section", key), field) for key, field in section_figures(view.sections)
+    ]
     for figure, _ in described:
         table.add_column(figure.label, justify="right")
     if view.sections_why:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from daskscope import catalogue
 from daskscope.format import MISSING, value_text
 from daskscope.workflow.chunk import Chunk
+from daskscope.workflow.renamed import renamed_in_row
 from daskscope.workflow.run import WorkflowRun
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ __all__ = [
     "WorkerRow",
     "run_list",
     "run_view",
+    "section_figures",
     "stored_run_view",
     "time_bound",
 ]
@@ -116,6 +118,8 @@ class SectionRow:
     mean_cpu_s: float | None = None
     mean_memory_delta_bytes: float | None = None
     memory_after_peak_bytes: float | None = None
+    #: ``track_bytes``: Σ bytes uproot requested inside the section
+    bytes_read: float | None = None
 
 
 #: The section figures a page or table shows, by catalogue key ("section" scope), and the
@@ -125,8 +129,19 @@ SECTION_FIGURES: tuple[tuple[str, str], ...] = (
     ("mean_wall_s", "mean_wall_s"), ("cpu_s", "cpu_s"), ("mean_cpu_s", "mean_cpu_s"),
     ("memory_delta_bytes", "memory_delta_bytes"),
     ("mean_memory_delta_bytes", "mean_memory_delta_bytes"),
-    ("memory_after_peak_bytes", "memory_after_peak_bytes"),
+    ("memory_after_peak_bytes", "memory_after_peak_bytes"), ("bytes_read", "bytes_read"),
 )  # fmt: skip
+#: Columns shown only when a section has them (``track_bytes`` is rarer than the others)
+_SECTION_IF_ANY = frozenset({"bytes_read"})
+
+
+def section_figures(sections: Sequence[SectionRow]) -> tuple[tuple[str, str], ...]:
+    """The :data:`SECTION_FIGURES` a table of ``sections`` shows: all, but the bytes
+    column only when a section counted bytes (``track_bytes``)."""
+    return tuple(
+        (key, field) for key, field in SECTION_FIGURES
+        if key not in _SECTION_IF_ANY or any(getattr(s, field) is not None for s in sections)
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -240,9 +255,11 @@ class RunList:
 # -- which figures, in which group -----------------------------------------------------
 
 _GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Throughput", ("data_rate_gbps", "event_rate_wall_khz", "event_rate_aggregated_khz",
-                    "event_rate_core_khz", "speedup", "parallel_efficiency")),
-    ("Events", ("total_events", "bytes_read", "num_chunks")),
+    ("Throughput", ("data_rate_gbps", "event_rate_wall_khz", "event_rate_per_cpu_second_khz",
+                    "event_rate_per_chunk_second_khz", "event_rate_core_khz", "speedup",
+                    "parallel_efficiency")),
+    ("Events", ("total_events", "bytes_read", "num_chunks", "input_compressed_bytes",
+                "input_uncompressed_bytes", "compression_ratio")),
     ("Resources", ("cores", "workers_avg", "workers_peak", "memory_peak_bytes",
                    "memory_avg_bytes", "chunk_memory_peak_bytes")),
     ("Timing", ("wall_time_s", "processing_time_s", "chunk_cpu_seconds")),
@@ -256,9 +273,12 @@ _ACTIVITY = "activity_"
 # shown on the summary itself, not as figures
 _NOT_FIGURES = frozenset({"status", "error"})
 _CHUNK_FIGURES = ("wall_s", "cpu_s", "events", "bytes_read", "memory_peak_bytes")
-_FINE = frozenset(_GROUPS[-1][1]) | {"event_rate_aggregated_khz"}
+_FINE = frozenset(_GROUPS[-1][1]) | {"event_rate_per_cpu_second_khz"}
 _TRACKED = frozenset({"workers_avg", "workers_peak", "memory_peak_bytes", "memory_avg_bytes"})
-_FROM_CHUNKS = frozenset({"processing_time_s", "chunk_cpu_seconds", "chunk_memory_peak_bytes"})
+_FROM_CHUNKS = frozenset({
+    "processing_time_s", "chunk_cpu_seconds", "chunk_memory_peak_bytes",
+    "event_rate_per_chunk_second_khz", "data_rate_per_chunk_second_gbps",
+})  # fmt: skip
 NO_CHUNKS = "no @track_metrics chunk reached the collector"
 NO_SECTIONS = "no track_time/track_memory section ran"
 NO_DATASETS = "no chunk names a dataset (coffea's events.metadata['dataset'])"
@@ -266,7 +286,8 @@ NO_DATASETS = "no chunk names a dataset (coffea's events.metadata['dataset'])"
 #: the chunk path's, then the dask-awkward path's (uproot's report per dataset)
 DATASET_FIGURES = (
     "num_chunks", "num_failed_attempts", "total_events", "bytes_read", "processing_time_s",
-    "chunk_cpu_seconds", "event_rate_per_busy_second_khz", "data_rate_per_busy_second_gbps",
+    "chunk_cpu_seconds", "event_rate_per_chunk_second_khz", "data_rate_per_chunk_second_gbps",
+    "input_compressed_bytes", "input_uncompressed_bytes", "compression_ratio",
     "partitions", "partitions_failed", "read_time_s", "read_requests",
 )  # fmt: skip
 
@@ -325,6 +346,8 @@ class _Facts:
             return str(self.info.get("cores_note") or "number of cores unknown")
         if key in ("bytes_read", "data_rate_gbps"):
             return "no bytes read reported"
+        if key in ("input_compressed_bytes", "input_uncompressed_bytes", "compression_ratio"):
+            return "no uproot tree sizes"
         if key == "total_events" or key.startswith("event_rate"):
             return "no events reported"
         return "not reported for this run"
@@ -370,6 +393,7 @@ def _sections(sections: Mapping[str, Mapping[str, Any]]) -> tuple[SectionRow, ..
             mean_cpu_s=agg.get("mean_cpu_s"),
             mean_memory_delta_bytes=agg.get("mean_memory_delta_bytes"),
             memory_after_peak_bytes=agg.get("memory_after_peak_bytes"),
+            bytes_read=agg.get("bytes_read"),
         )
         for name, agg in sorted(sections.items())
     )
@@ -439,6 +463,7 @@ def _workers(chunks: Iterable[Chunk]) -> tuple[WorkerRow, ...]:
 
 
 def _summary(row: Mapping[str, Any]) -> RunSummary:
+    row = renamed_in_row(row)
     info = row.get("info") or {}
     facts = _Facts(row["backend"], info, int(row.get("chunk_count") or 0))
     metrics = row.get("metrics") or {}
@@ -462,6 +487,7 @@ def _summary(row: Mapping[str, Any]) -> RunSummary:
 
 
 def _view(row: Mapping[str, Any], chunks: Sequence[Chunk]) -> RunView:
+    row = renamed_in_row(row)
     info = row.get("info") or {}
     facts = _Facts(row["backend"], info, len(chunks))
     sections = row.get("sections") or {}

@@ -56,6 +56,11 @@ class Chunk:
     entry_start: int | None = None
     entry_stop: int | None = None
     fileuuid: Any = None
+    #: uproot's compressed / uncompressed bytes of the chunk's whole tree (every basket
+    #: of every branch, from the branches' metadata): a property of the file, not of
+    #: the chunk; the run sums it once per file
+    tree_compressed_bytes: int | None = None
+    tree_uncompressed_bytes: int | None = None
     #: per section: kind, count, wall_s, cpu_s / memory_delta_bytes, memory_after_bytes
     sections: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: custom fields set with ``current_chunk().set(...)``

@@ -24,8 +24,10 @@ from daskscope.workflow.chunk import Chunk
 from daskscope.workflow.metrics import (
     DerivedMetric,
     aggregate_sections,
+    custom_dataset_metrics,
     dataset_metrics,
     derived_metrics,
+    with_custom_metrics,
     workflow_metrics,
 )
 from daskscope.workflow.run import WorkflowRun
@@ -54,7 +56,8 @@ class MetricsCollector:
     ``client``: a Dask client (Dask backend) or None (local backend: coffea's
     ``IterativeExecutor``/``FuturesExecutor``). ``processor_instance``: the coffea
     processor, whose tasks are the "processor" side of the processor/overhead split.
-    ``worker_tracking_interval``: seconds between resource samples (None: no sampling).
+    ``worker_tracking_interval``: seconds between resource samples (None: no sampling);
+    ``track_workers=False`` turns the sampling off too (roastcoffea's name).
     ``enabled=False`` turns every measurement off, ``@track_metrics`` included.
     ``store``: write the run into the daskscope store (``database``: its URL; default the
     store of the cluster's recorder, else the configured one). ``executor``: the coffea
@@ -79,6 +82,7 @@ class MetricsCollector:
         name: str | None = None,
         backend: str | Backend | None = None,
         worker_tracking_interval: float | None = 1.0,
+        track_workers: bool = True,
         enabled: bool = True,
         store: bool = True,
         database: str | None = None,
@@ -99,7 +103,7 @@ class MetricsCollector:
             type(processor_instance).__name__ if processor_instance else "workflow"
         )
         self.enabled = enabled
-        self.worker_tracking_interval = worker_tracking_interval
+        self.worker_tracking_interval = worker_tracking_interval if track_workers else None
         self.store = store
         self.database = database
         self.metrics_timeout = metrics_timeout
@@ -119,6 +123,7 @@ class MetricsCollector:
         self.run: WorkflowRun | None = None
         self._chunks: dict[str, Chunk] = {}
         self._report: dict[str, Any] | None = None
+        self._custom: dict[str, dict[str, Any]] = {}
         self._store_thread: Any = None
         self._store_error: BaseException | None = None
         self.run_id: str | None = None
@@ -272,7 +277,7 @@ class MetricsCollector:
         self._watch(record.get("output"))
 
     def _watch(self, *collections: Any) -> None:
-        from daskscope.workflow.awkward import KINDS, classify_layers
+        from daskscope.workflow.awkward_figures import KINDS, classify_layers
 
         rank = {kind: i for i, kind in enumerate(KINDS)}
         for prefix, kind in classify_layers(collections).items():
@@ -296,8 +301,9 @@ class MetricsCollector:
             self._changed_after_exit()
         return output
 
-    def set_coffea_report(self, report: Any) -> None:
-        """Use coffea's report (``savemetrics=True``) for events, bytes and chunks.
+    def set_coffea_report(self, report: Any, custom_metrics: Any = None) -> None:
+        """Use coffea's report (``savemetrics=True``) for events, bytes and chunks;
+        ``custom_metrics``: the user's figures per dataset (:meth:`set_custom_metrics`).
 
         Given uproot's computed report of coffea's dask-awkward path
         (``allow_read_errors_with_report=True``) instead, the run is measured as that
@@ -305,12 +311,21 @@ class MetricsCollector:
         TypeError saying to compute it."""
         from daskscope.workflow.coffea import is_coffea_report, report_to_plain
 
+        if custom_metrics is not None:
+            self.set_custom_metrics(custom_metrics)
         if not is_coffea_report(report):
             from daskscope.workflow.uproot_report import report_rows
 
             self._set_rows(report_rows(report))
             return
         self._report = report_to_plain(report)
+        self._changed_after_exit()
+
+    def set_custom_metrics(self, custom_metrics: Any) -> None:
+        """The user's own figures per dataset, ``{dataset: {name: value}}``, shown and
+        stored beside the measured ones (``info["datasets"]``, ``info["custom_metrics"]``);
+        may be called after the ``with`` block."""
+        self._custom.update(custom_dataset_metrics(custom_metrics))
         self._changed_after_exit()
 
     def _set_rows(self, rows: list[dict[str, Any]]) -> None:
@@ -342,7 +357,7 @@ class MetricsCollector:
         the span."""
         if self.dask_awkward_path or self._graphs_built or self._rows is not None:
             return True
-        from daskscope.workflow.awkward import reads_with_uproot_dask
+        from daskscope.workflow.awkward_figures import reads_with_uproot_dask
 
         return not self._chunks and reads_with_uproot_dask(run.span_metrics)
 
@@ -350,7 +365,7 @@ class MetricsCollector:
         run = self.run
         assert run is not None
         if self._dask_awkward(run):
-            from daskscope.workflow.awkward import HANDED_OVER, refresh_run
+            from daskscope.workflow.awkward_figures import HANDED_OVER, refresh_run
 
             if not self.dask_awkward_path and run.info.get("path") != "dask-awkward":
                 logger.warning("daskscope: %s", HANDED_OVER)
@@ -358,6 +373,7 @@ class MetricsCollector:
             run.info["path"] = "dask-awkward"
             derived = [*derived_metrics(), *self._derived]
             refresh_run(run, kinds=self._kinds, rows=self._rows, derived=derived)
+            self._add_custom(run)
             return
         run.chunks = sorted(self._chunks.values(), key=lambda c: (c.started_at or 0, c.chunk_id))
         run.coffea_report = self._report
@@ -366,6 +382,7 @@ class MetricsCollector:
         run.info["processor_prefixes"] = sorted(prefixes)
         run.sections = aggregate_sections(run.chunks)
         run.info["datasets"] = dataset_metrics(run.chunks)
+        self._add_custom(run)
         run.metrics = workflow_metrics(
             wall_time_s=run.wall_time_s,
             chunks=run.chunks,
@@ -377,6 +394,13 @@ class MetricsCollector:
             processor_prefixes=prefixes,
             derived=[*derived_metrics(), *self._derived],
         )
+
+    def _add_custom(self, run: WorkflowRun) -> None:
+        # the user's figures per dataset, beside the measured ones (either path)
+        if self._custom:
+            run.info["custom_metrics"] = self._custom
+            datasets = run.info.get("datasets") or {}
+            run.info["datasets"] = with_custom_metrics(datasets, self._custom)
 
     def _settle_cores(self, run: WorkflowRun) -> None:
         # Local runs: the cores are what the user or the executor said; chunks that all
@@ -459,11 +483,20 @@ class MetricsCollector:
         collector.name = collector.run.name
         return collector
 
-    def plot(self, kind: str, **kwargs: Any) -> Any:
-        """One of the figures of :mod:`daskscope.plots` by name."""
+    def plot(
+        self, kind: str, output_path: str | os.PathLike[str] | None = None, **kwargs: Any
+    ) -> Any:
+        """One of the figures of :mod:`daskscope.plots` by name (saved to ``output_path``
+        when given)."""
         from daskscope import plots
 
-        return plots.PLOTS[kind](self._finished(), **kwargs)
+        return plots.plot(self._finished(), kind, output_path=output_path, **kwargs)
+
+    def save_plots(self, output_path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Every figure of :mod:`daskscope.plots`, as PNGs in the folder ``output_path``."""
+        from daskscope import plots
+
+        return plots.save_plots(self._finished(), output_path)
 
     # -- the store ----------------------------------------------------------------------
 

@@ -19,11 +19,14 @@ __all__ = [
     "aggregate_sections",
     "apply_derived",
     "chunk_attempts",
+    "custom_dataset_metrics",
     "dataset_metrics",
     "derived_metrics",
+    "input_sizes",
     "parse_fine_metrics",
     "register_derived_metric",
     "time_weighted",
+    "with_custom_metrics",
     "workflow_metrics",
 ]
 
@@ -218,6 +221,7 @@ def workflow_metrics(
     processing = _sum(done, "wall_s") if done else report.get("processtime")
     put("processing_time_s", processing)
     if done:
+        out.update(input_sizes(done))
         put("chunk_cpu_seconds", _sum(done, "cpu_s"))
         peaks = [c.memory_peak_bytes for c in done if c.memory_peak_bytes is not None]
         put("chunk_memory_peak_bytes", max(peaks) if peaks else None)
@@ -256,7 +260,7 @@ def workflow_metrics(
     cpu = out.get("cpu_seconds")
     if events is not None and cpu:
         # the spec's "events per total CPU-second", CPU summed across workers
-        out["event_rate_aggregated_khz"] = events / cpu / 1e3
+        out["event_rate_per_cpu_second_khz"] = events / cpu / 1e3
 
     if info.get("status"):
         out["status"] = info["status"]
@@ -267,13 +271,36 @@ def workflow_metrics(
     return out
 
 
+def input_sizes(chunks: list[Chunk]) -> dict[str, Any]:
+    """The compressed and uncompressed bytes of the input trees, once per file (a file's
+    chunks all carry its tree's figures), and their ratio; absent when any chunk lacks
+    them (not an uproot input)."""
+    trees: dict[tuple[Any, Any], tuple[int, int]] = {}
+    for chunk in chunks:
+        if chunk.tree_compressed_bytes is None or chunk.tree_uncompressed_bytes is None:
+            return {}
+        key = (chunk.filename, chunk.treename)
+        trees[key] = (chunk.tree_compressed_bytes, chunk.tree_uncompressed_bytes)
+    if not trees:
+        return {}
+    compressed = sum(c for c, _ in trees.values())
+    uncompressed = sum(u for _, u in trees.values())
+    out: dict[str, Any] = {
+        "input_compressed_bytes": compressed,
+        "input_uncompressed_bytes": uncompressed,
+    }
+    if compressed > 0:
+        out["compression_ratio"] = uncompressed / compressed
+    return out
+
+
 def _busy_rates(events: Any, nbytes: Any, processing: float) -> dict[str, float]:
     # per second a chunk was running (Σ chunk wall), not per second of the run
     out = {}
     if events is not None:
-        out["event_rate_per_busy_second_khz"] = events / processing / 1e3
+        out["event_rate_per_chunk_second_khz"] = events / processing / 1e3
     if nbytes is not None:
-        out["data_rate_per_busy_second_gbps"] = nbytes * 8 / processing / 1e9
+        out["data_rate_per_chunk_second_gbps"] = nbytes * 8 / processing / 1e9
     return out
 
 
@@ -311,11 +338,64 @@ def dataset_metrics(chunks: list[Chunk]) -> dict[str, dict[str, Any]]:
             total = _sum(done, field)
             if total is not None:
                 figures[key] = total
+        figures.update(input_sizes(done))
         processing = figures.get("processing_time_s")
         if processing:
             events, nbytes = figures.get("total_events"), figures.get("bytes_read")
             figures.update(_busy_rates(events, nbytes, processing))
         out[name] = figures
+    return out
+
+
+#: the figures measured per dataset: a custom metric may not take one of these names
+DATASET_KEYS = frozenset({
+    "num_chunks", "num_failed_attempts", *(key for key, _ in _DATASET_SUMS),
+    "event_rate_per_chunk_second_khz", "data_rate_per_chunk_second_gbps",
+    "input_compressed_bytes", "input_uncompressed_bytes", "compression_ratio",
+})  # fmt: skip
+
+
+def custom_dataset_metrics(custom: Any) -> dict[str, dict[str, Any]]:
+    """The user's per-dataset figures ``{dataset: {name: value}}`` made plain: a nested
+    mapping becomes dotted names (``performance_counters.num_requested_bytes``); a name
+    the collector measures itself is refused (ValueError saying to rename it)."""
+    if not isinstance(custom, Mapping) or not all(isinstance(v, Mapping) for v in custom.values()):
+        raise TypeError(
+            "custom_metrics must map each dataset name to a dict of its figures, e.g. "
+            "{'ttbar': {'cutflow_passed': 812}}"
+        )
+    out: dict[str, dict[str, Any]] = {}
+    for dataset, figures in custom.items():
+        flat = _flatten(figures)
+        clash = sorted(set(flat) & DATASET_KEYS)
+        if clash:
+            raise ValueError(
+                f"custom_metrics of dataset {dataset!r} use names daskscope measures itself "
+                f"({', '.join(clash)}): rename them, e.g. 'my_{clash[0]}'"
+            )
+        out[str(dataset)] = {k: plain(v) for k, v in flat.items()}
+    return out
+
+
+def _flatten(figures: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in figures.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def with_custom_metrics(
+    datasets: Mapping[str, Mapping[str, Any]], custom: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """The measured per-dataset figures with the user's beside them (a dataset only the
+    user names gets only the user's figures)."""
+    out = {name: dict(figures) for name, figures in datasets.items()}
+    for name, figures in custom.items():
+        out.setdefault(name, {}).update(figures)
     return out
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from daskscope.workflow.chunk import Chunk
+from daskscope.workflow.renamed import renamed_in_row
 from daskscope.workflow.run import WorkflowRun
 
 __all__ = [
@@ -68,6 +69,8 @@ def run_from_dict(data: dict[str, Any]) -> WorkflowRun:
             f"saved with a newer daskscope (format version {version!r}, this one reads up "
             f"to {VERSION}); upgrade daskscope: pip install -U daskscope"
         )
+    # a file saved before a metric was renamed reads under today's name
+    data = renamed_in_row(data)
     return WorkflowRun(
         run_id=data["run_id"],
         name=data["name"],

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["describe_events", "maxrss", "peak", "rss"]
+__all__ = ["bytes_requested", "describe_events", "maxrss", "peak", "rss", "tree_bytes"]
 
 _process: Any = None
 
@@ -54,7 +54,7 @@ def describe_events(events: Any) -> dict[str, Any]:
     opens one handle per chunk), or None.
     """
     static: dict[str, Any] = {}
-    out: dict[str, Any] = {"static": static, "bytes_read": None}
+    out: dict[str, Any] = {"static": static, "bytes_read": None, "tree_bytes": None}
     if events is None:
         return out
     metadata = getattr(events, "metadata", None)
@@ -71,9 +71,47 @@ def describe_events(events: Any) -> dict[str, Any]:
         source = factory.file_handle.file.source
         if hasattr(source, "num_requested_bytes"):
             out["bytes_read"] = lambda: int(source.num_requested_bytes)
+        treename = static.get("treename")
+        if treename:
+            key = (static.get("filename"), treename, str(static.get("fileuuid")))
+            out["tree_bytes"] = lambda: _tree_bytes_once(key, factory.file_handle)
     except Exception:
         pass
     return out
+
+
+def bytes_requested(events: Any) -> int | None:
+    """uproot's count of bytes requested so far through ``events``' file handle."""
+    try:
+        source = events.attrs.get("@events_factory").file_handle.file.source
+        return int(source.num_requested_bytes)
+    except Exception:
+        return None
+
+
+def tree_bytes(file_handle: Any, treename: str) -> tuple[int, int] | None:
+    """(compressed, uncompressed) bytes of every basket of the tree, TKey headers
+    included: uproot's ``TTree.compressed_bytes``/``uncompressed_bytes``, read from the
+    branches' metadata (``fZipBytes``/``fTotBytes``) — no basket is read. Called after
+    the chunk's bytes are counted, so a lookup never adds to them."""
+    try:
+        tree = file_handle[treename]
+        return int(tree.compressed_bytes), int(tree.uncompressed_bytes)
+    except Exception:
+        return None
+
+
+#: (file, tree, uuid) -> its sizes, per process: a file's chunks look its tree up once
+_TREE_SIZES: dict[tuple[Any, str, str], tuple[int, int] | None] = {}
+_TREE_SIZES_KEPT = 256
+
+
+def _tree_bytes_once(key: tuple[Any, str, str], file_handle: Any) -> tuple[int, int] | None:
+    if key not in _TREE_SIZES:
+        if len(_TREE_SIZES) >= _TREE_SIZES_KEPT:
+            _TREE_SIZES.pop(next(iter(_TREE_SIZES)))
+        _TREE_SIZES[key] = tree_bytes(file_handle, key[1])
+    return _TREE_SIZES[key]
 
 
 def _length(events: Any) -> int | None:

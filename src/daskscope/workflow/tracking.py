@@ -29,7 +29,7 @@ from daskscope.workflow.delivery import (
     note_graph,
     receivable,
 )
-from daskscope.workflow.probes import describe_events, maxrss, peak, rss
+from daskscope.workflow.probes import bytes_requested, describe_events, maxrss, peak, rss
 
 __all__ = [
     "CHUNK_TOPIC",
@@ -40,6 +40,7 @@ __all__ = [
     "current_chunk",
     "is_enabled",
     "set_enabled",
+    "track_bytes",
     "track_memory",
     "track_metrics",
     "track_time",
@@ -239,6 +240,32 @@ def track_memory(owner: Any, name: str) -> Iterator[None]:
         )
 
 
+@contextlib.contextmanager
+def track_bytes(owner: Any, events: Any, name: str) -> Iterator[None]:
+    """Count the bytes uproot requests inside a section of the current chunk: the
+    change of ``events``' file-handle count (``num_requested_bytes``), and wall time.
+
+    ``owner`` is the processor (``self``), unused, as in :func:`track_time`. Outside a
+    tracked chunk, or with an input that has no uproot file handle, this does nothing
+    (no section: absent, never 0)."""
+    chunk = _current.get() if is_enabled() else None
+    before = bytes_requested(events) if chunk is not None else None
+    if chunk is None or before is None:
+        yield
+        return
+    wall0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        after = bytes_requested(events)
+        chunk._section(
+            name,
+            "bytes",
+            wall_s=time.perf_counter() - wall0,
+            bytes_read=(after if after is not None else before) - before,
+        )
+
+
 def _events_arg_index(func: Callable[..., Any]) -> int:
     try:
         params = list(inspect.signature(func).parameters)
@@ -353,6 +380,10 @@ def _run_chunk(
     )
     if context.events is not None:
         chunk.events = context.events
+    # after the bytes are counted: looking the tree up never adds to them
+    sizes = info["tree_bytes"]() if info["tree_bytes"] else None
+    if sizes is not None:
+        chunk.tree_compressed_bytes, chunk.tree_uncompressed_bytes = sizes
     if error is not None:
         # A failed attempt is data too: sent, then the exception goes on as before
         chunk.status = "failed"

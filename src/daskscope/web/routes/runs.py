@@ -16,11 +16,11 @@ from daskscope import catalogue
 from daskscope.store.runs import AmbiguousRun, UnknownRun
 from daskscope.views.encode import to_data
 from daskscope.views.run import (
-    SECTION_FIGURES,
     RunList,
     RunQuery,
     RunView,
     run_list,
+    section_figures,
     stored_run_view,
 )
 from daskscope.web.errors import HTTPError
@@ -121,7 +121,8 @@ def runs_page(request: Request, query: Asked) -> HTMLResponse:
 @pages.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(request: Request, run_id: str) -> HTMLResponse:
     view = _run(request, run_id)
-    columns = [(catalogue.figure("section", key), field) for key, field in SECTION_FIGURES]
+    shown = section_figures(view.sections)
+    columns = [(catalogue.figure("section", key), field) for key, field in shown]
     return page(
         request, "run.html", title=view.run.name, view=view, data=to_data(view),
         section_columns=columns,

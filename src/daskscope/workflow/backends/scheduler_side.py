@@ -181,12 +181,17 @@ class WorkflowSchedulerPlugin(SchedulerPlugin):
             per = series["per_worker"].setdefault(
                 s.worker,
                 {"memory_bytes": [None] * (n - 1), "cpu_percent": [None] * (n - 1),
-                 "active_tasks": [None] * (n - 1), "threads": [None] * (n - 1)},
+                 "active_tasks": [None] * (n - 1), "threads": [None] * (n - 1),
+                 "memory_limit_bytes": [None] * (n - 1)},
             )  # fmt: skip
             per["memory_bytes"].append(s.memory)
             per["cpu_percent"].append(s.cpu_percent)
             per["active_tasks"].append(s.executing)
             per["threads"].append(s.nthreads)
+            # the worker's own limit (None: unlimited), for memory as a share of it
+            limit = getattr(ws, "memory_limit", None)
+            limits = per.setdefault("memory_limit_bytes", [None] * (n - 1))
+            limits.append(int(limit) if limit else None)
         for per in series["per_worker"].values():  # workers that left: a gap
             for values in per.values():
                 if len(values) < n:
