@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from daskscope import segments
-from daskscope.segments import Execution, decode_segment, execution
+from daskscope.tasklog import segments
+from daskscope.tasklog.segments import Execution, decode_segment, execution
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the encoder before it was vectorised (str of every key, Arrow's dictionary encoding)
@@ -191,7 +191,7 @@ from encode_segment import realistic, baseline_module
 rows = realistic({n})
 encode = baseline_module({revision!r}).encode_segment if {old} else None
 if encode is None:
-    from daskscope.segments import encode_segment as encode
+    from daskscope.tasklog.segments import encode_segment as encode
 started = time.process_time()
 encode("c", 0, rows)
 print(time.process_time() - started)

@@ -23,7 +23,8 @@ import daskscope
 from daskscope.analysis.cluster import cluster_statistics
 from daskscope.store import Store
 from daskscope.store import schema as s
-from daskscope.store.timeline import task_executions, timeline_extent, timeline_window
+from daskscope.tasklog.lookups import task_executions, timeline_extent
+from daskscope.tasklog.window import timeline_window
 
 #: the store keeps whole microseconds
 CLOCK = 1.5e-6

@@ -14,16 +14,11 @@ import pytest
 import sqlalchemy as sa
 
 from daskscope.collector.http_sink import HttpSink
-from daskscope.segments import Execution, decode_segment, encode_segment, execution
 from daskscope.store import Store, UnknownCluster, open_store, write_records
 from daskscope.store import schema as s
-from daskscope.store.timeline import (
-    slowest_tasks,
-    task_executions,
-    timeline_extent,
-    timeline_window,
-    transfers,
-)
+from daskscope.tasklog.lookups import slowest_tasks, task_executions, timeline_extent, transfers
+from daskscope.tasklog.segments import Execution, decode_segment, encode_segment, execution
+from daskscope.tasklog.window import timeline_window
 from factories import make_cluster
 from pgserver import free_port
 from test_ingest import Server

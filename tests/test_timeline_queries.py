@@ -1,7 +1,7 @@
-"""The timeline's store queries (store/timeline.py) on what they filter and how they
-add up: a span filter keeps the span's whole subtree (a real run of nested spans), a
-filter naming something a segment lacks keeps nothing, and zoomed-out windows read from
-summaries (at coarser levels too) agree with the executions the test wrote."""
+"""The timeline's store queries (tasklog/window.py, tasklog/lookups.py) on what they
+filter and how they add up: a span filter keeps the span's whole subtree (a real run of
+nested spans), a filter naming something a segment lacks keeps nothing, and zoomed-out
+windows read from summaries (at coarser levels too) agree with the executions the test wrote."""
 
 from __future__ import annotations
 
@@ -17,10 +17,12 @@ import pytest
 from distributed import Client, LocalCluster, span
 
 import daskscope
-from daskscope.segments import decode_segment, encode_segment, execution
-from daskscope.store import Store, open_store, timeline_bins, write_records
-from daskscope.store.timeline import task_executions, timeline_window
-from daskscope.summaries import BINS
+from daskscope.store import Store, open_store, write_records
+from daskscope.tasklog import bins as timeline_bins
+from daskscope.tasklog.lookups import task_executions
+from daskscope.tasklog.segments import decode_segment, encode_segment, execution
+from daskscope.tasklog.summaries import BINS
+from daskscope.tasklog.window import timeline_window
 from factories import make_cluster
 
 
@@ -203,7 +205,7 @@ def test_a_filter_without_its_name_in_a_segment_keeps_nothing_there(tmp_path: Pa
 def test_the_exports_reader_of_one_computation_holds_only_its_tasks(tmp_path: Path) -> None:
     """The exports' column-wise reader (store.task_scan) under the same rule: a segment
     that never names the computation gives none of its executions."""
-    from daskscope.store.task_scan import log_extent, ordered_rows, scan_segments
+    from daskscope.tasklog.scan import log_extent, ordered_rows, scan_segments
 
     with open_store(f"sqlite:///{tmp_path / 'store.db'}") as store:
         cluster_id, _ = synthetic(store, 6000, 2000)

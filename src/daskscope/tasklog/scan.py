@@ -18,10 +18,10 @@ import numpy as np
 import numpy.typing as npt
 import sqlalchemy as sa
 
-from daskscope.segments import STATES, DecodedSegment, decode_segment, key_text
 from daskscope.store import schema as s
 from daskscope.store.engine import Store, as_engine
 from daskscope.store.errors import UnknownCluster
+from daskscope.tasklog.segments import STATES, DecodedSegment, decode_segment, key_text
 
 __all__ = [
     "LogExtent",
