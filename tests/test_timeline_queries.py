@@ -24,6 +24,7 @@ from daskscope.tasklog.segments import decode_segment, encode_segment, execution
 from daskscope.tasklog.summaries import BINS
 from daskscope.tasklog.window import timeline_window
 from factories import make_cluster
+from lane_bins import lane_bins
 
 
 def inc(i: int) -> int:
@@ -101,7 +102,7 @@ def test_a_span_filter_keeps_the_spans_below_it(nested: dict[str, Any]) -> None:
     binned = timeline_window(store, cluster_id, span_id=nested["outer"], max_tasks=0, bins=7)
     assert not binned.raw
     assert binned.total_tasks == len(keys["outer"]) + len(keys["inner"])
-    assert sum(b.tasks for lane in binned.lanes for b in lane.bins) >= binned.total_tasks
+    assert sum(b.tasks for lane in binned.lanes for b in lane_bins(lane)) >= binned.total_tasks
 
 
 def test_a_name_no_segment_holds_selects_nothing(nested: dict[str, Any]) -> None:
@@ -175,11 +176,13 @@ def test_zoomed_out_windows_add_up_summaries_at_every_level(tmp_path: Path) -> N
             assert sum(int(lane.columns.tasks.sum()) for lane in window.lanes) >= 60_000
             # the objects made from the columns say the same
             lane = window.lanes[0]
-            assert len(lane.bins) == bins
-            assert sum(b.busy_s.get("compute", 0.0) for b in lane.bins) == pytest.approx(
+            assert len(lane_bins(lane)) == bins
+            assert sum(b.busy_s.get("compute", 0.0) for b in lane_bins(lane)) == pytest.approx(
                 float(lane.columns.busy["compute"].sum())
             )
-            assert {b.top_group for b in lane.bins} - {None} <= {f"work-{g:04x}" for g in range(12)}
+            assert {b.top_group for b in lane_bins(lane)} - {None} <= {
+                f"work-{g:04x}" for g in range(12)
+            }
         # each busy bin is at most as long as the bin, on every lane
         fine = timeline_window(store, cluster_id, max_tasks=1000, bins=2000)
         for lane in fine.lanes:
@@ -199,7 +202,7 @@ def test_a_filter_without_its_name_in_a_segment_keeps_nothing_there(tmp_path: Pa
         assert other.total_tasks == 0 and other.tasks == ()
         binned = timeline_window(store, cluster_id, computation_id="other", max_tasks=0)
         assert binned.total_tasks == 0
-        assert sum(b.tasks for lane in binned.lanes for b in lane.bins) == 0
+        assert sum(b.tasks for lane in binned.lanes for b in lane_bins(lane)) == 0
 
 
 def test_the_exports_reader_of_one_computation_holds_only_its_tasks(tmp_path: Path) -> None:

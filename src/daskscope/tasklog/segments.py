@@ -515,8 +515,8 @@ def decode_segment(format: str, payload: bytes) -> DecodedSegment:
             f"{FORMAT_1!r}); upgrade daskscope"
         )
     import numpy as np
-    import pyarrow as pa  # type: ignore[import-untyped]
-    import pyarrow.ipc as ipc  # type: ignore[import-untyped]
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
 
     if format == FORMAT:
         size = int.from_bytes(payload[:8], "little")
