@@ -1,10 +1,11 @@
 """Imports flow one way (docs/architecture.md): capture (collector/, workflow/, the task
 log's record) → store/ (and the task log's reads) → views/ → presentation (cli/, web/,
 export/, plots.py), each layer importing only from its left but through the few doors
-named here, and a foundation module (model, format, the task log's format) from none; the exports render views and never read
-the store; the sink protocol knows no sink; the workflow package imports no
-presentation; and no module imports itself back through others (imports inside
-functions counted). The analyses' own purity is checked in test_analysis.py."""
+named here, and a foundation module (model, format, the task log's format) from none;
+the exports render views and never read the store; the sink protocol knows no sink; the
+workflow package imports no presentation; and no module imports itself back through
+others (imports inside functions counted). The analyses' own purity is checked in
+test_analysis.py."""
 
 from __future__ import annotations
 
