@@ -37,7 +37,7 @@ T0 = 1_790_000_000.0
 
 
 class _Buffer:
-    """The recorder's buffer of one segment, whichever form segments.py gives it (a
+    """The recorder's buffer of one segment, whichever form tasklog/segments.py gives it (a
     list of ``execution(...)`` tuples, or column-wise ``ExecutionColumns``)."""
 
     def __init__(self) -> None:

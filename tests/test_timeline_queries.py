@@ -206,7 +206,7 @@ def test_a_filter_without_its_name_in_a_segment_keeps_nothing_there(tmp_path: Pa
 
 
 def test_the_exports_reader_of_one_computation_holds_only_its_tasks(tmp_path: Path) -> None:
-    """The exports' column-wise reader (store.task_scan) under the same rule: a segment
+    """The exports' column-wise reader (tasklog.scan) under the same rule: a segment
     that never names the computation gives none of its executions."""
     from daskscope.tasklog.scan import log_extent, ordered_rows, scan_segments
 

@@ -394,15 +394,7 @@ def timeline_view(
 ) -> TimelineView:
     """The window ``[start, stop)`` (None: from the first task / to the last one) of
     the tasks that pass the filters; raises :class:`~daskscope.store.UnknownCluster`."""
-    for name, value in (("start", start), ("stop", stop)):
-        if value is not None and not math.isfinite(value):
-            raise ValueError(f"the window's {name} must be a finite number, got {value}")
-    if start is not None and stop is not None and not math.isfinite(stop - start):
-        raise ValueError("the window is too wide: give start and stop as epoch seconds")
-    if start is not None and stop is not None and stop <= start:
-        raise ValueError(f"the window's stop ({stop}) must be after its start ({start})")
-    if not 1 <= width_bins <= MAX_BINS:
-        raise ValueError(f"bins must be between 1 and {MAX_BINS}, got {width_bins}")
+    _check_window(start, stop, width_bins)
     filters = TimelineFilters(computation_id, span_id, group)
     window = timeline_window(
         store,
@@ -464,6 +456,18 @@ def timeline_view(
         bin_groups=shown.bin_groups,
         slowest=[_task(t, index[(t.worker, t.thread)]) for t in slowest],
     )
+
+
+def _check_window(start: float | None, stop: float | None, width_bins: int) -> None:
+    for name, value in (("start", start), ("stop", stop)):
+        if value is not None and not math.isfinite(value):
+            raise ValueError(f"the window's {name} must be a finite number, got {value}")
+    if start is not None and stop is not None and not math.isfinite(stop - start):
+        raise ValueError("the window is too wide: give start and stop as epoch seconds")
+    if start is not None and stop is not None and stop <= start:
+        raise ValueError(f"the window's stop ({stop}) must be after its start ({start})")
+    if not 1 <= width_bins <= MAX_BINS:
+        raise ValueError(f"bins must be between 1 and {MAX_BINS}, got {width_bins}")
 
 
 @dataclass
