@@ -107,6 +107,8 @@ _rows_cache = _Lru(max_weight=1_000_000)  # segments listed
 
 
 def check_cluster(conn: sa.Connection, cluster_id: str) -> None:
+    """Raises :class:`~daskscope.store.UnknownCluster` when the store has no such cluster
+    (a cluster without a task log reads as an empty one)."""
     found = conn.execute(sa.select(s.clusters.c.id).where(s.clusters.c.id == cluster_id))
     if found.first() is None:
         raise UnknownCluster(cluster_id)

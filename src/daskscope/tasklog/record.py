@@ -1,4 +1,5 @@
-"""The task log: every task execution the scheduler reports, kept (issue 13).
+"""The task log's capture: every task execution the scheduler reports, kept (issue 13;
+the path from here to the reads: :mod:`daskscope.tasklog`).
 
 The transition hook appends each execution to a buffer as one tuple of what Dask handed
 it (:data:`~daskscope.tasklog.segments.Execution`: no record, no text, no pyarrow on the event
