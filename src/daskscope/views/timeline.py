@@ -264,21 +264,20 @@ class TaskDetailView:
 
 # -- what the whole cluster holds, kept until it records more ----------------------------
 
-#: (segments, newest stop) of a cluster's task log: what the cached figures were read from
-Version = LogVersion
-_extents: dict[tuple[int, str, str | None], tuple[Version, TimelineExtent]] = {}
-_lanes: dict[tuple[int, str], tuple[Version, list[tuple[str, int]]]] = {}
+# each kept with the version of the log it was read from (tasklog.reads.log_version)
+_extents: dict[tuple[int, str, str | None], tuple[LogVersion, TimelineExtent]] = {}
+_lanes: dict[tuple[int, str], tuple[LogVersion, list[tuple[str, int]]]] = {}
 _KEPT = 256
 
 
-def _version(store: Store, cluster_id: str) -> Version:
+def _version(store: Store, cluster_id: str) -> LogVersion:
     """How much the cluster's task log holds: the extent and the lanes read every
     segment, so they are read again only when this changes."""
     return log_version(store, cluster_id)
 
 
 def _extent(
-    store: Store, cluster_id: str, computation_id: str | None, version: Version
+    store: Store, cluster_id: str, computation_id: str | None, version: LogVersion
 ) -> TimelineExtent:
     key = (id(store), cluster_id, computation_id)
     kept = _extents.get(key)
@@ -292,12 +291,16 @@ def _extent(
 
 
 _slowest_kept: dict[
-    tuple[int, str, str | None, str | None], tuple[Version, list[TaskExecution]]
+    tuple[int, str, str | None, str | None], tuple[LogVersion, list[TaskExecution]]
 ] = {}
 
 
 def _slowest(
-    store: Store, cluster_id: str, computation_id: str | None, group: str | None, version: Version
+    store: Store,
+    cluster_id: str,
+    computation_id: str | None,
+    group: str | None,
+    version: LogVersion,
 ) -> list[TaskExecution]:
     """The longest executions: the same in every window, read once per state of the log."""
     key = (id(store), cluster_id, computation_id, group)
@@ -313,7 +316,7 @@ def _slowest(
     return found
 
 
-def _cluster_lanes(store: Store, cluster_id: str, version: Version) -> list[tuple[str, int]]:
+def _cluster_lanes(store: Store, cluster_id: str, version: LogVersion) -> list[tuple[str, int]]:
     """Every (worker, thread) that ran a task in the cluster, sorted (one binned query
     over the whole log)."""
     key = (id(store), cluster_id)
