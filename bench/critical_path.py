@@ -164,8 +164,9 @@ def job_part(tasks_list: list[int]) -> None:
 
 
 def view_part(tasks: int) -> None:
-    from daskscope import model, segments
+    from daskscope import model
     from daskscope.store import open_store, write_records
+    from daskscope.tasklog import segments
     from daskscope.views.critical_path import _read_log, critical_path_view
 
     t0 = 1_790_000_000.0

@@ -1,7 +1,8 @@
 """What encoding a task-log segment costs, this daskscope's encoder beside an earlier
 one, in one run.
 
-The earlier encoder is ``src/daskscope/segments.py`` at ``--baseline`` (a git revision),
+The earlier encoder is ``src/daskscope/tasklog/segments.py`` (before the task log's
+package: ``src/daskscope/segments.py``) at ``--baseline`` (a git revision),
 loaded from ``git show`` into a module of its own; both encode the same executions,
 built as the recorder's hook buffers them: 4 workers x 4 threads, tuple keys
 ``('inc-<token>', i)`` and ``('x-<token>', i, j)``, ``getitem`` tuples, string keys of
@@ -38,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from daskscope import segments
-from daskscope.segments import Execution, decode_segment, execution
+from daskscope.tasklog import segments
+from daskscope.tasklog.segments import Execution, decode_segment, execution
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the encoder before it was vectorised (str of every key, Arrow's dictionary encoding)
@@ -92,12 +93,29 @@ def realistic(n: int, seed: int = 1, t0: float = 1.8e9) -> list[Execution]:
     return rows
 
 
+#: where segments.py and its helpers were before the task log had its package
+_MOVED = {
+    "daskscope.segment_keys": "daskscope.tasklog.keys",
+    "daskscope.segment_repeats": "daskscope.tasklog.repeats",
+    "daskscope.arrow_buffers": "daskscope.tasklog.arrow",
+    "daskscope.summaries": "daskscope.tasklog.summaries",
+}
+
+
 def baseline_module(revision: str) -> ModuleType:
-    """``segments.py`` as it was at ``revision``, as a module of its own."""
-    text = subprocess.run(
-        ["git", "show", f"{revision}:src/daskscope/segments.py"],
-        cwd=ROOT, check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
+    """``segments.py`` as it was at ``revision``, as a module of its own (an encoder
+    from before ``tasklog/`` finds its helpers under their old names)."""
+    for where in ("src/daskscope/tasklog/segments.py", "src/daskscope/segments.py"):
+        shown = subprocess.run(
+            ["git", "show", f"{revision}:{where}"], cwd=ROOT, capture_output=True, text=True
+        )
+        if shown.returncode == 0:
+            break
+    else:
+        raise SystemExit(f"{revision} has no segments.py: {shown.stderr.strip()}")
+    text = shown.stdout
+    for old, new in _MOVED.items():
+        sys.modules.setdefault(old, importlib.import_module(new))
     path = Path(tempfile.mkdtemp(prefix="daskscope-baseline-")) / "segments_baseline.py"
     path.write_text(text)
     spec = importlib.util.spec_from_file_location("segments_baseline", path)
@@ -191,7 +209,7 @@ from encode_segment import realistic, baseline_module
 rows = realistic({n})
 encode = baseline_module({revision!r}).encode_segment if {old} else None
 if encode is None:
-    from daskscope.segments import encode_segment as encode
+    from daskscope.tasklog.segments import encode_segment as encode
 started = time.process_time()
 encode("c", 0, rows)
 print(time.process_time() - started)

@@ -31,8 +31,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from daskscope import model, segments
+from daskscope import model
 from daskscope.store import open_store, write_records
+from daskscope.tasklog import segments
 
 WORKERS, THREADS, PER_SEGMENT, T0 = 4, 4, 50_000, 1_790_000_000.0
 
@@ -88,7 +89,7 @@ def old_chunks(store: Any, cluster_id: str) -> Iterator[str]:
     import msgspec
 
     from daskscope.export.perfetto import PAGE_TASKS, _Ids, perfetto_events
-    from daskscope.store.timeline import timeline_window
+    from daskscope.tasklog.window import timeline_window
     from daskscope.views.export import export_view
 
     window = export_view(store, cluster_id).task_window()

@@ -38,7 +38,7 @@ import psutil
 from distributed import Client
 
 from daskscope.store import list_clusters, open_store
-from daskscope.store.task_scan import scan_segments
+from daskscope.tasklog.scan import scan_segments
 
 sys.path.insert(0, str(Path(__file__).parent))
 from overhead import tree_sum

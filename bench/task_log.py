@@ -3,7 +3,7 @@ timeline queries run over the store it wrote; and the storage formats side by si
 
 ``record``: ``--executions`` executions (8 workers x 4 threads, 12 task groups in turn
 over computations of 100,000 tasks, 1-100 ms each, a transfer before every 7th) are fed
-to :class:`daskscope.collector.task_log.TaskLog` exactly as the transition hook feeds it,
+to :class:`daskscope.tasklog.record.TaskLog` exactly as the transition hook feeds it,
 with its real writer thread and a real store sink (SQLite, through the store's child
 process), then copied to PostgreSQL. It prints the hook's time per task (the feeding
 loop's time less the same loop without the call), the writer thread's CPU per task
@@ -40,17 +40,13 @@ from typing import Any
 import numpy as np
 
 from daskscope.collector.destination import sink_for
-from daskscope.collector.task_log import TaskLog
 from daskscope.collector.writer import WriterThread
 from daskscope.model import ClusterRecord, stable_id
-from daskscope.segments import decode_segment, encode_segment, execution
 from daskscope.store import open_store, write_records
-from daskscope.store.timeline import (
-    slowest_tasks,
-    task_executions,
-    timeline_extent,
-    timeline_window,
-)
+from daskscope.tasklog.lookups import slowest_tasks, task_executions, timeline_extent
+from daskscope.tasklog.record import TaskLog
+from daskscope.tasklog.segments import decode_segment, encode_segment, execution
+from daskscope.tasklog.window import timeline_window
 
 WORKERS = [f"tcp://10.0.0.{i}:40{i}1" for i in range(1, 9)]
 THREADS = [139_700_000_000 + i for i in range(4)]
@@ -281,7 +277,7 @@ def formats(args: argparse.Namespace) -> None:
           "  (from decoded columns)")  # fmt: skip
     print(f"  {'SQLite rows':28s} {rows_bytes / n:8.2f} {rows_s / n * 1e6:15.2f}")
     # one binned window (1000 bins per worker thread) over everything
-    from daskscope.summaries import busy_per_bin
+    from daskscope.tasklog.summaries import busy_per_bin
 
     first = min(float(seg.start.min()) for seg in decoded)
     last = max(float(seg.stop.max()) for seg in decoded)

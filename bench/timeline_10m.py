@@ -8,7 +8,7 @@ simulated scheduler: ``--workers`` x ``--threads`` worker threads each taking th
 task when it frees, a few hundred task groups (a few running at once, in nested spans),
 log-normal durations, a transfer before one task in seven. Segments are encoded in the
 recorder's writer thread and written through its store sink (a child process for SQLite)
-into a real store. Then asks ``store.timeline`` for windows at every zoom, at random
+into a real store. Then asks ``tasklog.window`` for windows at every zoom, at random
 places, and for random keys, and prints p50/p95 beside the 200 ms target.
 
     .venv/bin/python bench/timeline_10m.py [--tasks 10000000] [--database URL]
@@ -33,11 +33,12 @@ import numpy as np
 import psutil
 
 from daskscope.collector.destination import sink_for
-from daskscope.collector.task_log import TaskLog
 from daskscope.collector.writer import WriterThread
 from daskscope.model import ClusterRecord, stable_id
 from daskscope.store import open_store
-from daskscope.store.timeline import task_executions, timeline_window
+from daskscope.tasklog.lookups import task_executions
+from daskscope.tasklog.record import TaskLog
+from daskscope.tasklog.window import timeline_window
 
 T0 = 1_790_000_000.0
 TARGET_MS = 200.0
@@ -264,7 +265,7 @@ def queries(
 def recorded(url: str) -> tuple[str, float, float, list[str]]:
     """The cluster of a store recorded before, its first start and last stop, and keys
     of a few of its segments."""
-    from daskscope.segments import decode_segment
+    from daskscope.tasklog.segments import decode_segment
 
     with open_store(url).engine.connect() as conn:
         cluster_id, first, last = conn.exec_driver_sql(

@@ -1,5 +1,5 @@
 """Latency of the task timeline's API route over a large task log, beside the store query
-it wraps (``store.timeline.timeline_window``), measured in one run.
+it wraps (``tasklog.window.timeline_window``), measured in one run.
 
 Builds a store holding one cluster of ``--tasks`` executions (16 worker threads, tasks
 1-100 ms back to back, 30 groups of 10 prefixes, a transfer before one task in ten),
@@ -23,9 +23,11 @@ from typing import Any
 
 import httpx
 
-from daskscope import model, segments
+from daskscope import model
 from daskscope.store import open_store, write_records
-from daskscope.store.timeline import task_executions, timeline_window
+from daskscope.tasklog import segments
+from daskscope.tasklog.lookups import task_executions
+from daskscope.tasklog.window import timeline_window
 from daskscope.web import create_app
 
 WORKERS = 4
@@ -35,7 +37,7 @@ T0 = 1_790_000_000.0
 
 
 class _Buffer:
-    """The recorder's buffer of one segment, whichever form segments.py gives it (a
+    """The recorder's buffer of one segment, whichever form tasklog/segments.py gives it (a
     list of ``execution(...)`` tuples, or column-wise ``ExecutionColumns``)."""
 
     def __init__(self) -> None:

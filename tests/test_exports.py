@@ -779,7 +779,7 @@ def test_perfetto_moves_a_crossing_compute_to_an_overlapping_track() -> None:
     """Two computes Dask put on one thread whose times cross: both stay visible, the
     later on a second track of that thread; a nested or following one stays put."""
     from daskscope.export.perfetto import _Ids, perfetto_events
-    from daskscope.store.timeline import TaskAction, TaskExecution
+    from daskscope.tasklog.forms import TaskAction, TaskExecution
 
     def execution(key: str, start: float, stop: float) -> TaskExecution:
         return TaskExecution(

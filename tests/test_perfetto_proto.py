@@ -27,10 +27,10 @@ from distributed.utils import key_split
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TracePacket, TrackEvent
 
 import daskscope
-from daskscope import segments
 from daskscope.cli.main import cli
 from daskscope.export.perfetto_proto import SEQUENCE, perfetto_proto_chunks
 from daskscope.store import cluster_detail, open_store, write_records
+from daskscope.tasklog import segments
 from daskscope.views.export import NothingRecorded
 from daskscope.web.app import create_app
 from factories import make_cluster
@@ -387,7 +387,7 @@ def test_segments_that_overlap_in_time_come_out_in_time_order(tmp_path: Path) ->
     """Two flushes' segments whose executions interleave (as a slow task's report lands
     in a later flush): the packets still go forward in time, every execution once."""
     from daskscope.export.perfetto import perfetto_chunks
-    from daskscope.store.task_scan import ordered_rows, scan_segments
+    from daskscope.tasklog.scan import ordered_rows, scan_segments
 
     cluster = make_cluster()
     t0 = cluster.started_at + 10

@@ -23,7 +23,9 @@ import daskscope
 from daskscope.analysis.cluster import cluster_statistics
 from daskscope.store import Store
 from daskscope.store import schema as s
-from daskscope.store.timeline import task_executions, timeline_extent, timeline_window
+from daskscope.tasklog.lookups import task_executions, timeline_extent
+from daskscope.tasklog.window import timeline_window
+from lane_bins import lane_bins
 
 #: the store keeps whole microseconds
 CLOCK = 1.5e-6
@@ -153,7 +155,7 @@ def test_every_attempt_of_a_retried_task_is_kept(store: Store, database_url: str
     assert sum(t.state == "retried" for t in window.tasks) == retried
     # zoomed out, the timeline's busy time holds the retried attempts too
     binned = timeline_window(store, cluster_id, max_tasks=0, bins=10)
-    busy = sum(b.busy_s.get("compute", 0.0) for lane in binned.lanes for b in lane.bins)
+    busy = sum(b.busy_s.get("compute", 0.0) for lane in binned.lanes for b in lane_bins(lane))
     truth = sum(e["stop"] - e["start"] for v in failed.values() for e in v)
     truth += sum(
         a["stop"] - a["start"] for e in stream.data if e["status"] == "OK" for a in e["startstops"]

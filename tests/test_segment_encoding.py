@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daskscope.segment_repeats import RepeatFilter
-from daskscope.segments import (
+from daskscope.tasklog.repeats import RepeatFilter
+from daskscope.tasklog.segments import (
     FORMAT,
     FORMAT_1,
     KEY_IS_GROUP,

@@ -21,7 +21,7 @@ import daskscope
 from daskscope.analysis.critical_path import task_path
 from daskscope.cli.main import cli
 from daskscope.store import cluster_detail, open_store
-from daskscope.store.task_scan import scan_segments
+from daskscope.tasklog.scan import scan_segments
 from daskscope.views.critical_path import critical_path_view
 from daskscope.web import create_app
 from webutil import call
@@ -166,7 +166,7 @@ def test_the_page_the_json_and_the_cli_show_it(recorded: dict[str, Any]) -> None
 def test_a_log_without_triggers_gives_a_path_of_its_last_task(tmp_path: Path) -> None:
     """Segments written before triggers were kept decode with none: the path is the
     execution that ended last, not an error."""
-    from daskscope.segments import decode_segment, encode_segment, execution
+    from daskscope.tasklog.segments import decode_segment, encode_segment, execution
 
     rows = [
         execution("a", "a", "a", "tcp://w:1", 1, [{"action": "compute", "start": 1.0,

@@ -26,9 +26,9 @@ from distributed import Client, LocalCluster, get_task_stream
 
 import daskscope
 from daskscope.cli.main import cli
-from daskscope.segments import FORMAT, decode_segment
 from daskscope.store import cluster_detail, open_store, write_records
 from daskscope.store import schema as s
+from daskscope.tasklog.segments import FORMAT, decode_segment
 from daskscope.views.critical_path import AmbiguousComputation, critical_path_view
 from daskscope.web import create_app
 from factories import T0, make_cluster, make_computation

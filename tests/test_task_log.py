@@ -22,11 +22,12 @@ from distributed import Client, LocalCluster, get_task_stream
 
 import daskscope
 from daskscope.collector.destination import sink_for
-from daskscope.collector.task_log import TaskLog
 from daskscope.collector.writer import WriterThread
 from daskscope.store import open_store
 from daskscope.store import schema as s
-from daskscope.store.timeline import task_executions, timeline_extent, timeline_window
+from daskscope.tasklog.lookups import task_executions, timeline_extent
+from daskscope.tasklog.record import TaskLog
+from daskscope.tasklog.window import timeline_window
 
 #: the store keeps whole microseconds
 CLOCK = 1.5e-6

@@ -14,17 +14,13 @@ import pytest
 import sqlalchemy as sa
 
 from daskscope.collector.http_sink import HttpSink
-from daskscope.segments import Execution, decode_segment, encode_segment, execution
 from daskscope.store import Store, UnknownCluster, open_store, write_records
 from daskscope.store import schema as s
-from daskscope.store.timeline import (
-    slowest_tasks,
-    task_executions,
-    timeline_extent,
-    timeline_window,
-    transfers,
-)
+from daskscope.tasklog.lookups import slowest_tasks, task_executions, timeline_extent, transfers
+from daskscope.tasklog.segments import Execution, decode_segment, encode_segment, execution
+from daskscope.tasklog.window import timeline_window
 from factories import make_cluster
+from lane_bins import lane_bins
 from pgserver import free_port
 from test_ingest import Server
 
@@ -139,11 +135,15 @@ def test_the_window_raw_and_binned_agree_with_the_run(store: Store) -> None:
     raw = timeline_window(store, cluster_id, start, stop, max_tasks=100_000)
     binned = timeline_window(store, cluster_id, start, stop, max_tasks=10, bins=400)
     assert raw.raw and not binned.raw and raw.total_tasks == binned.total_tasks > 10
-    assert all(len(lane.bins) == 400 for lane in binned.lanes)
-    assert binned.lanes[0].bins[0].start == start and binned.lanes[0].bins[-1].stop == stop
-    busy = sum(sum(b.busy_s.values()) for lane in binned.lanes for b in lane.bins)
+    assert all(len(lane_bins(lane)) == 400 for lane in binned.lanes)
+    assert (
+        lane_bins(binned.lanes[0])[0].start == start and lane_bins(binned.lanes[0])[-1].stop == stop
+    )
+    busy = sum(sum(b.busy_s.values()) for lane in binned.lanes for b in lane_bins(lane))
     assert busy == pytest.approx(truth.duration_in(start, stop), rel=1e-6)
-    transfer_s = sum(b.busy_s.get("transfer", 0.0) for lane in binned.lanes for b in lane.bins)
+    transfer_s = sum(
+        b.busy_s.get("transfer", 0.0) for lane in binned.lanes for b in lane_bins(lane)
+    )
     assert transfer_s == pytest.approx(
         sum(
             max(0.0, min(stop, a["stop"]) - max(start, a["start"]))
@@ -163,9 +163,11 @@ def test_the_window_raw_and_binned_agree_with_the_run(store: Store) -> None:
             for e in mine
             for a in e["startstops"]
         )
-        assert sum(sum(b.busy_s.values()) for b in lane.bins) == pytest.approx(inside, rel=1e-6)
-        assert {b.top_group for b in lane.bins if b.busy_s} <= {e["group"] for e in mine}
-        assert max(b.tasks for b in lane.bins) >= 1
+        assert sum(sum(b.busy_s.values()) for b in lane_bins(lane)) == pytest.approx(
+            inside, rel=1e-6
+        )
+        assert {b.top_group for b in lane_bins(lane) if b.busy_s} <= {e["group"] for e in mine}
+        assert max(b.tasks for b in lane_bins(lane)) >= 1
 
 
 def test_a_zoomed_out_window_adds_up_the_segments_summaries(store: Store) -> None:
@@ -174,21 +176,23 @@ def test_a_zoomed_out_window_adds_up_the_segments_summaries(store: Store) -> Non
     coarse = timeline_window(store, cluster_id, max_tasks=10, bins=20)
     assert not coarse.raw and coarse.total_tasks == len(truth.executions)
     run_start, run_stop = coarse.start, coarse.stop
-    busy = sum(sum(b.busy_s.values()) for lane in coarse.lanes for b in lane.bins)
+    busy = sum(sum(b.busy_s.values()) for lane in coarse.lanes for b in lane_bins(lane))
     assert busy == pytest.approx(truth.duration_in(run_start, run_stop), rel=1e-5)
     # every execution counted once, in the bin it starts in
-    assert sum(b.tasks for lane in coarse.lanes for b in lane.bins) == len(truth.executions)
+    assert sum(b.tasks for lane in coarse.lanes for b in lane_bins(lane)) == len(truth.executions)
     for lane in coarse.lanes:
         mine = [
             e for e in truth.executions if (e["worker"], e["thread"]) == (lane.worker, lane.thread)
         ]
         seconds = sum(a["stop"] - a["start"] for e in mine for a in e["startstops"])
-        assert sum(sum(b.busy_s.values()) for b in lane.bins) == pytest.approx(seconds, rel=1e-5)
-        assert {b.top_group for b in lane.bins} <= {e["group"] for e in mine}
+        assert sum(sum(b.busy_s.values()) for b in lane_bins(lane)) == pytest.approx(
+            seconds, rel=1e-5
+        )
+        assert {b.top_group for b in lane_bins(lane)} <= {e["group"] for e in mine}
     # a part of the run from the summaries, cut at the window's edges: close to exact
     part = timeline_window(store, cluster_id, run_start + 3, run_stop - 3, max_tasks=10, bins=20)
     inside = truth.duration_in(run_start + 3, run_stop - 3)
-    busy = sum(sum(b.busy_s.values()) for lane in part.lanes for b in lane.bins)
+    busy = sum(sum(b.busy_s.values()) for lane in part.lanes for b in lane_bins(lane))
     assert busy == pytest.approx(inside, rel=0.01)
     assert part.total_tasks == pytest.approx(
         sum(run_start + 3 <= e["start"] < run_stop - 3 for e in truth.executions), rel=0.01
@@ -197,8 +201,8 @@ def test_a_zoomed_out_window_adds_up_the_segments_summaries(store: Store) -> Non
     fine = timeline_window(store, cluster_id, run_start, run_stop, max_tasks=10, bins=2000)
     coarse_again = timeline_window(store, cluster_id, run_start, run_stop, max_tasks=10, bins=20)
     for a, b in zip(fine.lanes, coarse_again.lanes, strict=True):
-        for i, coarse_bin in enumerate(b.bins):
-            fine_sum = sum(sum(x.busy_s.values()) for x in a.bins[i * 100 : (i + 1) * 100])
+        for i, coarse_bin in enumerate(lane_bins(b)):
+            fine_sum = sum(sum(x.busy_s.values()) for x in lane_bins(a)[i * 100 : (i + 1) * 100])
             # a summary bin straddling two window bins is split by overlap: close, not exact
             assert sum(coarse_bin.busy_s.values()) == pytest.approx(fine_sum, abs=0.2)
 

@@ -1,7 +1,7 @@
-"""The timeline's store queries (store/timeline.py) on what they filter and how they
-add up: a span filter keeps the span's whole subtree (a real run of nested spans), a
-filter naming something a segment lacks keeps nothing, and zoomed-out windows read from
-summaries (at coarser levels too) agree with the executions the test wrote."""
+"""The timeline's store queries (tasklog/window.py, tasklog/lookups.py) on what they
+filter and how they add up: a span filter keeps the span's whole subtree (a real run of
+nested spans), a filter naming something a segment lacks keeps nothing, and zoomed-out
+windows read from summaries (at coarser levels too) agree with the executions the test wrote."""
 
 from __future__ import annotations
 
@@ -17,11 +17,14 @@ import pytest
 from distributed import Client, LocalCluster, span
 
 import daskscope
-from daskscope.segments import decode_segment, encode_segment, execution
-from daskscope.store import Store, open_store, timeline_bins, write_records
-from daskscope.store.timeline import task_executions, timeline_window
-from daskscope.summaries import BINS
+from daskscope.store import Store, open_store, write_records
+from daskscope.tasklog import bins as timeline_bins
+from daskscope.tasklog.lookups import task_executions
+from daskscope.tasklog.segments import decode_segment, encode_segment, execution
+from daskscope.tasklog.summaries import BINS
+from daskscope.tasklog.window import timeline_window
 from factories import make_cluster
+from lane_bins import lane_bins
 
 
 def inc(i: int) -> int:
@@ -99,7 +102,7 @@ def test_a_span_filter_keeps_the_spans_below_it(nested: dict[str, Any]) -> None:
     binned = timeline_window(store, cluster_id, span_id=nested["outer"], max_tasks=0, bins=7)
     assert not binned.raw
     assert binned.total_tasks == len(keys["outer"]) + len(keys["inner"])
-    assert sum(b.tasks for lane in binned.lanes for b in lane.bins) >= binned.total_tasks
+    assert sum(b.tasks for lane in binned.lanes for b in lane_bins(lane)) >= binned.total_tasks
 
 
 def test_a_name_no_segment_holds_selects_nothing(nested: dict[str, Any]) -> None:
@@ -173,11 +176,13 @@ def test_zoomed_out_windows_add_up_summaries_at_every_level(tmp_path: Path) -> N
             assert sum(int(lane.columns.tasks.sum()) for lane in window.lanes) >= 60_000
             # the objects made from the columns say the same
             lane = window.lanes[0]
-            assert len(lane.bins) == bins
-            assert sum(b.busy_s.get("compute", 0.0) for b in lane.bins) == pytest.approx(
+            assert len(lane_bins(lane)) == bins
+            assert sum(b.busy_s.get("compute", 0.0) for b in lane_bins(lane)) == pytest.approx(
                 float(lane.columns.busy["compute"].sum())
             )
-            assert {b.top_group for b in lane.bins} - {None} <= {f"work-{g:04x}" for g in range(12)}
+            assert {b.top_group for b in lane_bins(lane)} - {None} <= {
+                f"work-{g:04x}" for g in range(12)
+            }
         # each busy bin is at most as long as the bin, on every lane
         fine = timeline_window(store, cluster_id, max_tasks=1000, bins=2000)
         for lane in fine.lanes:
@@ -197,13 +202,13 @@ def test_a_filter_without_its_name_in_a_segment_keeps_nothing_there(tmp_path: Pa
         assert other.total_tasks == 0 and other.tasks == ()
         binned = timeline_window(store, cluster_id, computation_id="other", max_tasks=0)
         assert binned.total_tasks == 0
-        assert sum(b.tasks for lane in binned.lanes for b in lane.bins) == 0
+        assert sum(b.tasks for lane in binned.lanes for b in lane_bins(lane)) == 0
 
 
 def test_the_exports_reader_of_one_computation_holds_only_its_tasks(tmp_path: Path) -> None:
-    """The exports' column-wise reader (store.task_scan) under the same rule: a segment
+    """The exports' column-wise reader (tasklog.scan) under the same rule: a segment
     that never names the computation gives none of its executions."""
-    from daskscope.store.task_scan import log_extent, ordered_rows, scan_segments
+    from daskscope.tasklog.scan import log_extent, ordered_rows, scan_segments
 
     with open_store(f"sqlite:///{tmp_path / 'store.db'}") as store:
         cluster_id, _ = synthetic(store, 6000, 2000)

@@ -20,10 +20,10 @@ from distributed import Client, LocalCluster, get_task_stream, span
 from distributed.utils import key_split_group
 
 import daskscope
-from daskscope.analysis.timeline import idle_gaps, merged, spread
 from daskscope.cli.main import cli
 from daskscope.cli.timeline import sparkline
 from daskscope.store import UnknownCluster, open_store, write_records
+from daskscope.tasklog.timeline import idle_gaps, merged, spread
 from daskscope.views import to_data
 from daskscope.views.timeline import (
     prefix_colour,

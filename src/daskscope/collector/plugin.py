@@ -39,10 +39,10 @@ from daskscope.collector.profiles import LAST_TIMEOUT, ProfileWindows
 from daskscope.collector.roster import WorkerRoster, wait_for_heartbeats
 from daskscope.collector.sink import Sink
 from daskscope.collector.spans import SpanTracker
-from daskscope.collector.task_log import TaskLog
 from daskscope.collector.tracking import WorkTracker
 from daskscope.config import CollectorSettings
 from daskscope.model import ClusterRecord, Record, WorkerSampleRecord
+from daskscope.tasklog.record import TaskLog
 
 if TYPE_CHECKING:
     from distributed.scheduler import Scheduler, TaskState

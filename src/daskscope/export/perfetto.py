@@ -38,7 +38,7 @@ from daskscope.views.export import ExportView, Page, TaskWindow, export_view
 
 if TYPE_CHECKING:
     from daskscope.store import Store
-    from daskscope.store.timeline import TaskExecution
+    from daskscope.tasklog.forms import TaskExecution
 
 __all__ = [
     "PAGE_TASKS",

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from daskscope.store import Store
-from daskscope.store.task_scan import PlainColumnsCache, ordered_rows, scan_segments
+from daskscope.tasklog.scan import PlainColumnsCache, ordered_rows, scan_segments
 
 __all__ = ["TASK_COLUMNS", "task_columns"]
 

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from daskscope.store import schema as s
 from daskscope.store.engine import Store, as_engine
-from daskscope.store.task_scan import scan_segments
+from daskscope.tasklog.scan import scan_segments
 
 __all__ = ["ErredGroup", "erred_groups", "group_log_times"]
 

@@ -188,7 +188,7 @@ workflow_chunks = _record_table(
     ("cluster_id",),
 )
 
-# Segments are read by cluster and time range (store.timeline)
+# Segments are read by cluster and time range (tasklog/reads.py)
 task_segments = _record_table(
     model.TaskSegmentRecord, "task_segments", ("cluster_id", "first_start")
 )

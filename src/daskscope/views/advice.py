@@ -15,7 +15,9 @@ from daskscope.format import value_text
 from daskscope.store import Store
 from daskscope.store.advice import brief_groups
 from daskscope.store.queries import cluster_detail, worker_samples
-from daskscope.store.timeline import slowest_tasks, timeline_window
+from daskscope.tasklog.forms import COMPUTE
+from daskscope.tasklog.lookups import slowest_tasks
+from daskscope.tasklog.window import timeline_window
 from daskscope.views.advice_resources import resource_extra
 
 __all__ = [
@@ -191,12 +193,13 @@ def _timeline_facts(
                 for a in t.actions:
                     seconds = a.stop - a.start
                     per_group[a.action] = per_group.get(a.action, 0.0) + seconds
-                    if a.action == "compute":
+                    if a.action == COMPUTE:
                         busy[t.worker] = busy.get(t.worker, 0.0) + seconds
         else:
             actions = windows = None
             for lane in window.lanes:
-                seconds = sum(b.busy_s.get("compute", 0.0) for b in lane.bins)
+                computed = lane.columns.busy.get(COMPUTE) if lane.columns is not None else None
+                seconds = sum(computed.tolist()) if computed is not None else 0
                 busy[lane.worker] = busy.get(lane.worker, 0.0) + seconds
         slowest += [
             {

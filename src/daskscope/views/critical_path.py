@@ -41,11 +41,11 @@ from daskscope.analysis.critical_path import (
 from daskscope.analysis.duration import elapsed
 from daskscope.analysis.graph import task_group_graph
 from daskscope.catalogue import NO_ACTIVITY_COLOUR, task_action_colours
-from daskscope.segments import key_text
 from daskscope.store import Store, schema
 from daskscope.store.engine import as_engine
 from daskscope.store.groups import computation_graph_groups
-from daskscope.store.task_scan import scan_segments
+from daskscope.tasklog.scan import scan_segments
+from daskscope.tasklog.segments import key_text
 from daskscope.views.cluster import CodeFrame
 from daskscope.views.computation import GraphEdge
 from daskscope.views.rows import pick

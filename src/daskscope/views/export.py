@@ -21,7 +21,7 @@ from typing import Any
 
 from daskscope.store import Store, cluster_detail, profile_trees
 from daskscope.store.export_reads import ErredGroup, erred_groups, group_log_times
-from daskscope.store.task_scan import (
+from daskscope.tasklog.scan import (
     PlainColumns,
     PlainColumnsCache,
     log_extent,

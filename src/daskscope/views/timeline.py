@@ -2,9 +2,9 @@
 per worker thread, what it ran and when, as the timeline page, its JSON
 (``/api/v1/clusters/{id}/timeline``) and ``daskscope timeline`` show it.
 
-(Over 400 lines: one view and its dataclasses, built raw or binned from one store
-window; both forms share the lanes, keys, gaps and totals built here. Issue 27, point 1,
-gives the task log its own package.)
+(Over 400 lines: one view and its dataclasses, built raw or binned from one window of
+the task log's reads (:mod:`daskscope.tasklog`); both forms share the lanes, keys, gaps
+and totals built here.)
 
 A window holding few executions comes with every task (``raw``); a larger one comes as
 bins per thread, each with its busy seconds by activity and the group that computed
@@ -25,25 +25,23 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import sqlalchemy as sa
 from dask.utils import key_split
 
-from daskscope.analysis.timeline import Interval, clipped_seconds, idle_gaps, spread
 from daskscope.catalogue import task_action_colours
 from daskscope.store import Store
-from daskscope.store import schema as s
 from daskscope.store.series import span_tree_rows
-from daskscope.store.timeline import (
-    Lane,
+from daskscope.tasklog.forms import (
+    COMPUTE,
     LaneColumns,
+    TaskAction,
     TaskExecution,
     TimelineExtent,
     TimelineWindow,
-    slowest_tasks,
-    task_executions,
-    timeline_extent,
-    timeline_window,
 )
+from daskscope.tasklog.lookups import slowest_tasks, task_executions, timeline_extent
+from daskscope.tasklog.reads import LogVersion, log_version
+from daskscope.tasklog.timeline import Interval, clipped_seconds, idle_gaps, spread
+from daskscope.tasklog.window import timeline_window
 
 __all__ = [
     "DEFAULT_BINS",
@@ -87,7 +85,6 @@ PREFIX_PALETTE = (
     "#393b79", "#637939", "#7b4173", "#3182bd", "#31a354", "#756bb1", "#6baed6",
     "#74c476", "#a55194", "#5254a3", "#8ca252", "#ce6dbd", "#0b6e4f",
 )  # fmt: skip
-COMPUTE = "compute"
 
 
 def prefix_colour(prefix: str) -> str:
@@ -103,17 +100,6 @@ class TimelineFilters:
     computation: str | None
     span: str | None
     group: str | None
-
-
-@dataclass(frozen=True)
-class TaskAction:
-    """One start/stop pair Dask reported for an execution; ``source``: where a
-    transfer came from."""
-
-    action: str
-    start: float
-    stop: float
-    source: str | None
 
 
 @dataclass(frozen=True)
@@ -278,26 +264,20 @@ class TaskDetailView:
 
 # -- what the whole cluster holds, kept until it records more ----------------------------
 
-#: (segments, newest stop) of a cluster's task log: what the cached figures were read from
-Version = tuple[int, float | None]
-_extents: dict[tuple[int, str, str | None], tuple[Version, TimelineExtent]] = {}
-_lanes: dict[tuple[int, str], tuple[Version, list[tuple[str, int]]]] = {}
+# each kept with the version of the log it was read from (tasklog.reads.log_version)
+_extents: dict[tuple[int, str, str | None], tuple[LogVersion, TimelineExtent]] = {}
+_lanes: dict[tuple[int, str], tuple[LogVersion, list[tuple[str, int]]]] = {}
 _KEPT = 256
 
 
-def _version(store: Store, cluster_id: str) -> Version:
-    """How much the cluster's task log holds, read from the segments' index alone: the
-    extent and the lanes read every segment, so they are read again only when this
-    changes (a running cluster's log grows; a finished one's never does)."""
-    t = s.task_segments.c
-    query = sa.select(sa.func.count(), sa.func.max(t.last_stop)).where(t.cluster_id == cluster_id)
-    with store.engine.connect() as conn:
-        count, newest = conn.execute(query).one()
-    return int(count), None if newest is None else float(newest)
+def _version(store: Store, cluster_id: str) -> LogVersion:
+    """How much the cluster's task log holds: the extent and the lanes read every
+    segment, so they are read again only when this changes."""
+    return log_version(store, cluster_id)
 
 
 def _extent(
-    store: Store, cluster_id: str, computation_id: str | None, version: Version
+    store: Store, cluster_id: str, computation_id: str | None, version: LogVersion
 ) -> TimelineExtent:
     key = (id(store), cluster_id, computation_id)
     kept = _extents.get(key)
@@ -311,12 +291,16 @@ def _extent(
 
 
 _slowest_kept: dict[
-    tuple[int, str, str | None, str | None], tuple[Version, list[TaskExecution]]
+    tuple[int, str, str | None, str | None], tuple[LogVersion, list[TaskExecution]]
 ] = {}
 
 
 def _slowest(
-    store: Store, cluster_id: str, computation_id: str | None, group: str | None, version: Version
+    store: Store,
+    cluster_id: str,
+    computation_id: str | None,
+    group: str | None,
+    version: LogVersion,
 ) -> list[TaskExecution]:
     """The longest executions: the same in every window, read once per state of the log."""
     key = (id(store), cluster_id, computation_id, group)
@@ -332,7 +316,7 @@ def _slowest(
     return found
 
 
-def _cluster_lanes(store: Store, cluster_id: str, version: Version) -> list[tuple[str, int]]:
+def _cluster_lanes(store: Store, cluster_id: str, version: LogVersion) -> list[tuple[str, int]]:
     """Every (worker, thread) that ran a task in the cluster, sorted (one binned query
     over the whole log)."""
     key = (id(store), cluster_id)
@@ -386,7 +370,7 @@ def _task(task: TaskExecution, lane: int) -> TimelineTask:
         nbytes=task.nbytes,
         computation_id=task.computation_id,
         span_id=task.span_id,
-        actions=[TaskAction(a.action, a.start, a.stop, a.source) for a in task.actions],
+        actions=list(task.actions),
         trigger=task.trigger,
     )
 
@@ -413,15 +397,7 @@ def timeline_view(
 ) -> TimelineView:
     """The window ``[start, stop)`` (None: from the first task / to the last one) of
     the tasks that pass the filters; raises :class:`~daskscope.store.UnknownCluster`."""
-    for name, value in (("start", start), ("stop", stop)):
-        if value is not None and not math.isfinite(value):
-            raise ValueError(f"the window's {name} must be a finite number, got {value}")
-    if start is not None and stop is not None and not math.isfinite(stop - start):
-        raise ValueError("the window is too wide: give start and stop as epoch seconds")
-    if start is not None and stop is not None and stop <= start:
-        raise ValueError(f"the window's stop ({stop}) must be after its start ({start})")
-    if not 1 <= width_bins <= MAX_BINS:
-        raise ValueError(f"bins must be between 1 and {MAX_BINS}, got {width_bins}")
+    _check_window(start, stop, width_bins)
     filters = TimelineFilters(computation_id, span_id, group)
     window = timeline_window(
         store,
@@ -483,6 +459,18 @@ def timeline_view(
         bin_groups=shown.bin_groups,
         slowest=[_task(t, index[(t.worker, t.thread)]) for t in slowest],
     )
+
+
+def _check_window(start: float | None, stop: float | None, width_bins: int) -> None:
+    for name, value in (("start", start), ("stop", stop)):
+        if value is not None and not math.isfinite(value):
+            raise ValueError(f"the window's {name} must be a finite number, got {value}")
+    if start is not None and stop is not None and not math.isfinite(stop - start):
+        raise ValueError("the window is too wide: give start and stop as epoch seconds")
+    if start is not None and stop is not None and stop <= start:
+        raise ValueError(f"the window's stop ({stop}) must be after its start ({start})")
+    if not 1 <= width_bins <= MAX_BINS:
+        raise ValueError(f"bins must be between 1 and {MAX_BINS}, got {width_bins}")
 
 
 @dataclass
@@ -561,64 +549,35 @@ def _binned_parts(
     window: TimelineWindow, index: dict[tuple[str, int], int], labels: list[str]
 ) -> _Parts:
     start, stop = window.start, window.stop
-    given: dict[int, Lane] = {index[(lane.worker, lane.thread)]: lane for lane in window.lanes}
-    busy_by_lane: dict[int, list[Interval]] = defaultdict(list)
+    given: dict[int, LaneColumns] = {
+        index[(lane.worker, lane.thread)]: lane.columns
+        for lane in window.lanes
+        if lane.columns is not None
+    }
+    busy_by_lane: dict[int, list[Interval]] = {}
     activity: dict[str, float] = defaultdict(float)
     by_prefix: dict[str, float] = defaultdict(float)
-    # compute summed over the threads per bin: bins share their edges across threads,
-    # so the utilisation series spreads one interval a bin, not one a bin and thread
-    by_bin: dict[tuple[float, float], float] = defaultdict(float)
     # a window has few groups and thousands of bins: each group's prefix and colour once
     groups: dict[str, int] = {}
     bin_groups: list[BinGroup] = []
     widest = 0.0
     lanes = []
-    compute_columns: list[LaneColumns] = []
+    computed: list[LaneColumns] = []
     for (worker, thread), i in index.items():
-        lane = given.get(i)
-        if lane is None:
+        columns = given.get(i)
+        if columns is None:
             lanes.append(TimelineLane(labels[i], worker, thread, 0.0, _no_bins()))
             continue
-        if lane.columns is not None:  # column-wise: no object per bin
-            bins, lane_widest = _column_bins(lane.columns, groups, bin_groups, activity, by_prefix)
-            computing = bins.busy_s.get(COMPUTE, [])
-            busy_by_lane[i] = _busy_runs(lane.columns)
-            compute_columns.append(lane.columns)
-            widest = max(widest, lane_widest)
-            lanes.append(TimelineLane(labels[i], worker, thread, math.fsum(computing), bins))
-            continue
-        kept = [b for b in lane.bins if b.tasks or b.busy_s]
-        names = sorted({name for b in kept for name in b.busy_s})
-        bins = TimelineBins(
-            start=[b.start for b in kept],
-            stop=[b.stop for b in kept],
-            tasks=[b.tasks for b in kept],
-            top_group=[],
-            busy_s={name: [b.busy_s.get(name, 0.0) for b in kept] for name in names},
-        )
-        for name, per_bin in bins.busy_s.items():
-            activity[name] += sum(per_bin)
-        computing = bins.busy_s.get(COMPUTE, [0.0] * len(kept))
-        intervals = busy_by_lane[i]
-        for b, seconds in zip(kept, computing, strict=True):
-            widest = max(widest, b.stop - b.start)
-            if seconds > 0:
-                intervals.append((b.start, b.stop))
-                by_bin[(b.start, b.stop)] += seconds
-            if b.top_group is None:
-                bins.top_group.append(-1)
-                continue
-            at = groups.get(b.top_group)
-            if at is None:
-                prefix = key_split(b.top_group)
-                at = groups[b.top_group] = len(bin_groups)
-                bin_groups.append(BinGroup(b.top_group, prefix, prefix_colour(prefix)))
-            bins.top_group.append(at)
-            by_prefix[bin_groups[at].prefix] += seconds
-        lanes.append(TimelineLane(labels[i], worker, thread, sum(computing), bins))
+        bins, lane_widest = _column_bins(columns, groups, bin_groups, activity, by_prefix)
+        computing = bins.busy_s.get(COMPUTE, [])
+        busy_by_lane[i] = _busy_runs(columns)
+        computed.append(columns)
+        widest = max(widest, lane_widest)
+        lanes.append(TimelineLane(labels[i], worker, thread, math.fsum(computing), bins))
     whole, per_lane = _gaps(busy_by_lane, labels, start, stop)
-    for edges, seconds in _compute_per_bin(compute_columns).items():
-        by_bin[edges] += seconds
+    # compute summed over the threads per bin: bins share their edges across threads,
+    # so the utilisation series spreads one interval a bin, not one a bin and thread
+    by_bin = _compute_per_bin(computed)
     weighted = [(a, b, seconds) for (a, b), seconds in by_bin.items()]
     return _Parts(
         lanes,

@@ -1,7 +1,8 @@
-"""The task log: every task execution the scheduler reports, kept (issue 13).
+"""The task log's capture: every task execution the scheduler reports, kept (issue 13;
+the path from here to the reads: :mod:`daskscope.tasklog`).
 
 The transition hook appends each execution to a buffer as one tuple of what Dask handed
-it (:data:`~daskscope.segments.Execution`: no record, no text, no pyarrow on the event
+it (:data:`~daskscope.tasklog.segments.Execution`: no record, no text, no pyarrow on the event
 loop). Every ``segment_executions`` executions, and at each flush,
 the buffers are sealed and handed to the writer thread, which encodes them into
 :class:`~daskscope.model.TaskSegmentRecord` s; a flush then writes the encoded segments
@@ -23,8 +24,8 @@ from dataclasses import dataclass
 from time import monotonic, thread_time
 from typing import TYPE_CHECKING, Any
 
-from daskscope.segment_repeats import RepeatFilter
-from daskscope.segments import RETRIED, Execution, encode_segment, execution
+from daskscope.tasklog.repeats import RepeatFilter
+from daskscope.tasklog.segments import RETRIED, Execution, encode_segment, execution
 
 if TYPE_CHECKING:
     from distributed.scheduler import TaskState
@@ -71,7 +72,7 @@ class TaskLogStats:
     executions: int = 0
     #: executions lost because the writer fell behind (or the store kept failing)
     executions_dropped: int = 0
-    #: reports of an execution already recorded (:mod:`daskscope.segment_repeats`)
+    #: reports of an execution already recorded (:mod:`daskscope.tasklog.repeats`)
     executions_repeated: int = 0
     segments_encoded: int = 0
     segments_written: int = 0
@@ -157,7 +158,7 @@ class TaskLog:
         erred: bool,
     ) -> None:
         """One execution of ``ts`` ended (processing -> memory or erred): one tuple
-        appended (:func:`daskscope.segments.execution`, inlined: this runs per task)."""
+        appended (:func:`daskscope.tasklog.segments.execution`, inlined: this runs per task)."""
         startstops = kwargs.get("startstops")
         if not startstops:  # Dask always says; a task without any time has no place
             return
@@ -182,7 +183,7 @@ class TaskLog:
         self, key: Any, ts: TaskState, message: Mapping[str, Any], computation_id: str | None
     ) -> None:
         """An attempt of ``ts`` failed and Dask runs it again (``retries=``): one row of
-        state :data:`~daskscope.segments.RETRIED` from the worker's task-erred
+        state :data:`~daskscope.tasklog.segments.RETRIED` from the worker's task-erred
         ``message`` (rare: off the per-task path). The task keeps its trigger for its
         next attempt, and a failed attempt makes no other task ready."""
         startstops = message.get("startstops")

@@ -18,10 +18,10 @@ import numpy as np
 import numpy.typing as npt
 import sqlalchemy as sa
 
-from daskscope.segments import STATES, DecodedSegment, decode_segment, key_text
 from daskscope.store import schema as s
 from daskscope.store.engine import Store, as_engine
-from daskscope.store.errors import UnknownCluster
+from daskscope.tasklog.reads import check_cluster
+from daskscope.tasklog.segments import STATES, DecodedSegment, decode_segment, key_text
 
 __all__ = [
     "LogExtent",
@@ -58,9 +58,7 @@ def scan_segments(
     t = s.task_segments.c
     engine = as_engine(store)
     with engine.connect() as conn:
-        known = conn.execute(sa.select(s.clusters.c.id).where(s.clusters.c.id == cluster_id))
-        if known.first() is None:
-            raise UnknownCluster(cluster_id)
+        check_cluster(conn, cluster_id)
         query = sa.select(t.id).where(t.cluster_id == cluster_id)
         if stop is not None:
             query = query.where(t.first_start <= stop)
@@ -108,9 +106,7 @@ def log_extent(
         return LogExtent(executions, first, last) if executions else LogExtent(0, None, None)
     t = s.task_segments.c
     with as_engine(store).connect() as conn:
-        known = conn.execute(sa.select(s.clusters.c.id).where(s.clusters.c.id == cluster_id))
-        if known.first() is None:
-            raise UnknownCluster(cluster_id)
+        check_cluster(conn, cluster_id)
         query = sa.select(
             sa.func.coalesce(sa.func.sum(t.executions), 0),
             sa.func.min(t.first_start),

@@ -3,7 +3,7 @@
 per bin, and each group's slowest executions. A zoomed-out timeline window adds up
 summaries instead of decoding every segment (what keeps it fast at ten million tasks).
 
-Built in the recorder's writer thread from the arrays :mod:`daskscope.segments` encodes;
+Built in the recorder's writer thread from the arrays :mod:`daskscope.tasklog.segments` encodes;
 stored in :attr:`~daskscope.model.TaskSegmentRecord.summary` as a JSON header and the
 arrays, zstd-compressed.
 """

@@ -10,7 +10,7 @@ The recorder's hook only appends a tuple of what Dask handed it (no pyarrow, no 
 made on the event loop); :func:`encode_segment` turns a segment's tuples into columns in
 the writer thread and :func:`decode_segment` reads them back wherever the store is read.
 Keys are kept compactly: a key is its group's name (a dictionary entry) and what remains
-of its text (``('inc-3f2a', 3)`` keeps ``3``; :mod:`daskscope.segment_keys`). Strings
+of its text (``('inc-3f2a', 3)`` keeps ``3``; :mod:`daskscope.tasklog.keys`). Strings
 (groups, prefixes, workers, actions, sources, computation and span ids) share one
 dictionary per segment.
 
@@ -20,7 +20,7 @@ compute) is a row of the segment's action columns pointing back to it.
 
 Encoding works on whole columns (``zip``, ``map`` and numpy over the segment), never a
 Python loop per execution, and builds its Arrow arrays from numpy buffers
-(:mod:`daskscope.arrow_buffers`), so the scheduler never pays for Arrow's compute
+(:mod:`daskscope.tasklog.arrow`), so the scheduler never pays for Arrow's compute
 functions.
 """
 
@@ -33,9 +33,9 @@ from itertools import chain, compress, repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from daskscope.arrow_buffers import dictionary_array, numbers, string_array, utf8
 from daskscope.model import TaskSegmentRecord, stable_id
-from daskscope.segment_keys import (
+from daskscope.tasklog.arrow import dictionary_array, numbers, string_array, utf8
+from daskscope.tasklog.keys import (
     KEY_IS_GROUP,
     KEY_TUPLE,
     KEY_WHOLE,
@@ -45,13 +45,13 @@ from daskscope.segment_keys import (
     key_parts,
     key_text,
 )
-from daskscope.summaries import summarize
+from daskscope.tasklog.summaries import summarize
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from daskscope.segment_repeats import RepeatFilter
+    from daskscope.tasklog.repeats import RepeatFilter
 
 __all__ = [
     "FORMAT",
@@ -515,8 +515,8 @@ def decode_segment(format: str, payload: bytes) -> DecodedSegment:
             f"{FORMAT_1!r}); upgrade daskscope"
         )
     import numpy as np
-    import pyarrow as pa  # type: ignore[import-untyped]
-    import pyarrow.ipc as ipc  # type: ignore[import-untyped]
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
 
     if format == FORMAT:
         size = int.from_bytes(payload[:8], "little")

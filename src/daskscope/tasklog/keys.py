@@ -21,7 +21,7 @@ from itertools import compress, repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from daskscope.arrow_buffers import utf8
+from daskscope.tasklog.arrow import utf8
 from daskscope.text import escape_text
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ def _powers(count: int, base: int = _P) -> npt.NDArray[np.uint64]:
 
 
 def _text_hashes(data: bytes, offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
-    """The polynomial hash of each text laid out by :func:`~daskscope.arrow_buffers.utf8`,
+    """The polynomial hash of each text laid out by :func:`~daskscope.tasklog.arrow.utf8`,
     ``sum(byte[i] * P**i)`` modulo 2**64: a running sum of every byte times ``P`` to its
     place in ``data``, each text's part of it brought back by ``P**-start`` (P is odd,
     so it has an inverse modulo 2**64)."""

@@ -1,43 +1,24 @@
 """A zoomed-out timeline window's bins, column-wise: one array per figure for every
 worker thread at once (seconds per activity, executions overlapping, the main group),
 added up from decoded segments and from segment summaries without a Python object or a
-loop per bin or per thread. :mod:`daskscope.store.timeline` turns the result into its
-lanes (:class:`LaneColumns`; a lane's ``LaneBin`` objects are made only when asked).
+loop per bin or per thread. :mod:`daskscope.tasklog.window` puts the result in its
+lanes (:class:`~daskscope.tasklog.forms.LaneColumns`, the only form of a binned lane).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from daskscope.summaries import Summary, overlaps
+from daskscope.tasklog.forms import COMPUTE, LaneColumns
+from daskscope.tasklog.summaries import Summary, overlaps
 
 if TYPE_CHECKING:
-    from daskscope.segments import DecodedSegment
+    from daskscope.tasklog.segments import DecodedSegment
 
-__all__ = ["COMPUTE", "BinSums", "LaneColumns"]
-
-COMPUTE = "compute"
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class LaneColumns:
-    """One worker thread's bins: item ``i`` of each array is the bin
-    ``[start[i], stop[i])`` (the arrays of bin edges are shared by the window's lanes)."""
-
-    start: npt.NDArray[np.float64]
-    stop: npt.NDArray[np.float64]
-    #: executions overlapping each bin
-    tasks: npt.NDArray[np.int64]
-    #: seconds per activity ("compute" and the other action names) in each bin
-    busy: dict[str, npt.NDArray[np.float64]]
-    #: the main group of each bin as an index into ``groups``, -1 when nothing computed
-    top: npt.NDArray[np.int32]
-    #: the group names ``top`` indexes (shared by the window's lanes)
-    groups: tuple[str, ...]
+__all__ = ["BinSums"]
 
 
 #: cells x groups of a segment up to which its main groups are found in a dense table
