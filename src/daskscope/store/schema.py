@@ -28,8 +28,10 @@ __all__ = [
     "clusters",
     "login_attempts",
     "metadata",
+    "retention_policies",
     "sessions",
     "span_tags",
+    "task_log_prunes",
     "token_addresses",
     "tokens",
     "users",
@@ -337,4 +339,29 @@ login_attempts = sa.Table(
     sa.Column("at", Time, nullable=False),
     sa.Index("ix_login_attempts_address_at", "address", "at"),
     sa.Index("ix_login_attempts_at", "at"),
+)
+
+# Retention (store/retention.py; migration 0018). An account's own number of days its
+# clusters' task log is kept (None: for ever), set by an admin of the account; an
+# account without a row follows the ``retention.task-log-days`` setting.
+retention_policies = sa.Table(
+    "retention_policies",
+    metadata,
+    sa.Column("account", sa.String, primary_key=True),
+    sa.Column("task_log_days", sa.Double, nullable=True),
+    sa.Column("set_by", sa.String, nullable=False),
+    sa.Column("set_at", Time, nullable=False),
+)
+
+# Clusters whose task log (task_segments) was removed by policy, so that a read of their
+# timeline says so instead of showing nothing as if nothing ran. Their aggregates stay.
+task_log_prunes = sa.Table(
+    "task_log_prunes",
+    metadata,
+    sa.Column("cluster_id", sa.String, primary_key=True),
+    sa.Column("pruned_at", Time, nullable=False),
+    sa.Column("task_log_days", sa.Double, nullable=False),
+    sa.Column("segments", sa.BigInteger, nullable=False),
+    sa.Column("executions", sa.BigInteger, nullable=False),
+    sa.Column("bytes", sa.BigInteger, nullable=False),
 )

@@ -1,0 +1,200 @@
+"""Retention of the task log on SQLite and PostgreSQL: real recorded clusters, aged;
+``daskscope prune --dry-run`` changes nothing and counts what an independent count
+finds; ``daskscope prune`` removes exactly the task log past each account's policy, and
+every other row of every table is as it was; a pruned cluster's timeline says so."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import dask
+import dask.bag as db
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+from distributed import Client, LocalCluster
+from fastapi.testclient import TestClient
+
+import daskscope
+from daskscope.cli.main import cli
+from daskscope.store import open_store
+from daskscope.store import schema as s
+from daskscope.store.identity import add_user, create_account
+from daskscope.store.retention import (
+    RetentionError,
+    expired_clusters,
+    pruned_task_log,
+    set_task_log_days,
+    task_log_days,
+)
+from daskscope.views.timeline import timeline_view
+from daskscope.web.app import create_app
+
+DAY = 86400.0
+#: How many days ago each recorded cluster ended, and its account
+AGES = {"physics-old": 100, "physics-new": 5, "astro-old": 200, "astro-ancient": 500}
+
+
+def record(url: str, account: str, tasks: int) -> str:
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        cluster_id = daskscope.register(client, database=url, account=account)
+        assert (
+            db.from_sequence(range(tasks), npartitions=tasks).map(lambda x: x + 1).sum().compute()
+        )
+        daskscope.flush(client)
+    return str(cluster_id)
+
+
+def age(url: str, cluster_id: str, days: float) -> None:
+    """Move the cluster's times back so that it ended ``days`` ago."""
+    with open_store(url) as store, store.engine.begin() as conn:
+        end = conn.execute(
+            sa.select(sa.func.coalesce(s.clusters.c.stopped_at, s.clusters.c.last_seen_at)).where(
+                s.clusters.c.id == cluster_id
+            )
+        ).scalar_one()
+        shift = end - (time.time() - days * DAY)
+        c = s.clusters.c
+        conn.execute(
+            s.clusters.update()
+            .where(c.id == cluster_id)
+            .values(
+                started_at=c.started_at - shift,
+                stopped_at=c.stopped_at - shift,
+                last_seen_at=c.last_seen_at - shift,
+            )
+        )
+
+
+def dump(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every daskscope table, sorted: what must not change."""
+    with open_store(url) as store, store.engine.connect() as conn:
+        out = {}
+        for table in s.metadata.sorted_tables:
+            rows = conn.execute(sa.select(table)).all()
+            out[table.name] = sorted((tuple(r) for r in rows), key=repr)
+        return out
+
+
+@pytest.fixture
+def recorded(database_url: str) -> dict[str, Any]:
+    ids = {}
+    for n, name in enumerate(AGES):
+        ids[name] = record(database_url, name.split("-")[0], tasks=10 + n)
+    with open_store(database_url) as store:
+        create_account(store, "physics")
+        add_user(store, "ada", account="physics", admin=True)
+        add_user(store, "bob", account="physics")
+        with pytest.raises(RetentionError, match="not an admin"):
+            set_task_log_days(store, "physics", 30, by="bob")
+        with pytest.raises(RetentionError, match="positive number of days"):
+            set_task_log_days(store, "physics", -1, by="ada")
+        set_task_log_days(store, "physics", 30, by="ada")
+    for name, days in AGES.items():
+        age(database_url, ids[name], days)
+    return {"url": database_url, "ids": ids}
+
+
+def segment_totals(rows: list[tuple[Any, ...]], cluster_ids: set[str]) -> tuple[int, int, int]:
+    """Segments, executions and bytes of ``cluster_ids`` counted from the dumped rows."""
+    cols = [c.name for c in s.task_segments.columns]
+    mine = [dict(zip(cols, r, strict=True)) for r in rows]
+    mine = [r for r in mine if r["cluster_id"] in cluster_ids]
+    size = sum(len(r["payload"]) + len(r["summary"]) + len(r["key_filter"]) for r in mine)
+    return len(mine), sum(r["executions"] for r in mine), size
+
+
+def test_prune_removes_exactly_the_task_log_past_each_accounts_policy(
+    recorded: dict[str, Any],
+) -> None:
+    url, ids = recorded["url"], recorded["ids"]
+    # physics keeps 30 days (its own), astro follows the setting: 365 days
+    with dask.config.set({"daskscope.retention.task-log-days": 365}):
+        before = dump(url)
+        expired = {ids["physics-old"], ids["astro-ancient"]}
+        # an independent count, in SQL, of what the policy puts out
+        with open_store(url) as store, store.engine.connect() as conn:
+            counted = conn.execute(
+                sa.text(
+                    "SELECT count(*), sum(executions) FROM task_segments "
+                    "WHERE cluster_id IN (:a, :b)"
+                ),
+                {"a": ids["physics-old"], "b": ids["astro-ancient"]},
+            ).one()
+            assert task_log_days(store, "physics") == 30 and task_log_days(store, "astro") == 365
+        segments, executions, _ = segment_totals(before["task_segments"], expired)
+        assert counted == (segments, executions) and segments >= 2 and executions >= 20
+
+        dry = CliRunner().invoke(cli, ["--database", url, "prune", "--dry-run", "--json"])
+        assert dry.exit_code == 0, dry.output
+        report = {a["account"]: a for a in json.loads(dry.output)["accounts"]}
+        assert set(report) == {"physics", "astro"}
+        for account, name in (("physics", "physics-old"), ("astro", "astro-ancient")):
+            one = segment_totals(before["task_segments"], {ids[name]})
+            got = report[account]
+            assert (got["clusters"], got["segments"], got["executions"], got["bytes"]) == (1, *one)
+        assert dump(url) == before  # a dry run changes nothing
+        text = CliRunner().invoke(cli, ["--database", url, "prune", "--dry-run"])
+        assert "would remove" in text.output and "physics" in text.output
+
+        done = CliRunner().invoke(cli, ["--database", url, "prune", "--json"])
+        assert done.exit_code == 0, done.output
+        assert {a["account"]: a for a in json.loads(done.output)["accounts"]} == report
+        after = dump(url)
+
+    # exactly the expired clusters' task log went, everything else is as it was
+    kept = [r for r in before["task_segments"] if r[1] not in expired]
+    assert after["task_segments"] == kept and kept
+    assert segment_totals(after["task_segments"], expired) == (0, 0, 0)
+    changed = {name for name in before if before[name] != after[name]}
+    assert changed == {"task_segments", "task_log_prunes"}
+    assert sorted(r[0] for r in after["task_log_prunes"]) == sorted(expired)
+    for table in ("clusters", "computations", "task_groups", "task_prefixes", "spans"):
+        assert before[table], table  # the aggregates were there, and are untouched
+
+    with open_store(url) as store:
+        mark = pruned_task_log(store, ids["physics-old"])
+        assert mark is not None and mark.task_log_days == 30
+        assert mark.executions == segment_totals(before["task_segments"], {mark.cluster_id})[1]
+        assert pruned_task_log(store, ids["physics-new"]) is None
+        assert expired_clusters(store) == []  # nothing left past the policy
+        assert not timeline_view(store, ids["physics-old"]).recorded
+        assert timeline_view(store, ids["physics-new"]).recorded
+        with TestClient(create_app(store)) as http:
+            page = http.get(f"/clusters/{ids['physics-old']}/timeline")
+            assert page.status_code == 200
+            assert 'id="task-log-pruned"' in page.text and "pruned on" in page.text
+            fresh = http.get(f"/clusters/{ids['physics-new']}/timeline")
+            assert "task-log-pruned" not in fresh.text and "not-recorded" not in fresh.text
+    read = CliRunner().invoke(cli, ["--database", url, "timeline", ids["physics-old"]])
+    assert read.exit_code == 2
+    assert "was pruned on" in read.output and "kept 30 days" in read.output
+
+    again = CliRunner().invoke(cli, ["--database", url, "prune"])
+    assert again.exit_code == 0 and "nothing to prune" in again.output
+    assert dump(url) == after
+
+
+def test_keep_for_ever_is_the_default_and_an_account_may_opt_out(
+    recorded: dict[str, Any],
+) -> None:
+    url = recorded["url"]
+    before = dump(url)
+    # no setting: astro keeps its task log for ever; physics's own 30 days still apply
+    dry = CliRunner().invoke(cli, ["--database", url, "prune", "--dry-run", "--json"])
+    assert [a["account"] for a in json.loads(dry.output)["accounts"]] == ["physics"]
+    forever = CliRunner().invoke(cli, ["--database", url, "retention", "set", "physics", "forever"])
+    assert forever.exit_code == 0, forever.output
+    done = CliRunner().invoke(cli, ["--database", url, "prune", "--account", "physics"])
+    assert "nothing to prune" in done.output
+    bad = CliRunner().invoke(cli, ["--database", url, "retention", "set", "physics", "soon"])
+    assert bad.exit_code == 2 and "number of days" in bad.output
+    after = dump(url)
+    assert {n for n in before if before[n] != after[n]} == {"retention_policies"}
