@@ -5,8 +5,10 @@ every other row of every table is as it was; a pruned cluster's timeline says so
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
+import uuid
 from typing import Any
 
 import dask
@@ -18,10 +20,12 @@ from distributed import Client, LocalCluster
 from fastapi.testclient import TestClient
 
 import daskscope
+from conftest import _admin
 from daskscope.cli.main import cli
 from daskscope.store import open_store
 from daskscope.store import schema as s
 from daskscope.store.identity import add_user, create_account
+from daskscope.store.partitions import create_partition, is_partitioned, month_of, month_partition
 from daskscope.store.retention import (
     RetentionError,
     expired_clusters,
@@ -29,6 +33,7 @@ from daskscope.store.retention import (
     set_task_log_days,
     task_log_days,
 )
+from daskscope.store.schema import PARTITION_SCHEMA
 from daskscope.views.timeline import timeline_view
 from daskscope.web.app import create_app
 
@@ -198,3 +203,116 @@ def test_keep_for_ever_is_the_default_and_an_account_may_opt_out(
     assert bad.exit_code == 2 and "number of days" in bad.output
     after = dump(url)
     assert {n for n in before if before[n] != after[n]} == {"retention_policies"}
+
+
+# -- PostgreSQL: the task log partitioned by month ------------------------------------
+
+
+@pytest.fixture
+def pg_url(postgres_server: str) -> Any:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    _admin(postgres_server, f"CREATE DATABASE {name} STRATEGY FILE_COPY")
+    yield f"{postgres_server}/{name}"
+    _admin(postgres_server, f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def mid_month(months_ago: int) -> float:
+    """Noon on the 15th, ``months_ago`` UTC months before this one."""
+    now = dt.datetime.now(dt.UTC)
+    index = now.year * 12 + now.month - 1 - months_ago
+    return dt.datetime(index // 12, index % 12 + 1, 15, 12, tzinfo=dt.UTC).timestamp()
+
+
+def move_to(url: str, cluster_id: str, ended: float) -> None:
+    """Move the cluster and its task log in time so that it ended at ``ended``: its
+    segments go to that month's partition (made first, as prune makes them ahead)."""
+    with open_store(url) as store, store.engine.begin() as conn:
+        create_partition(conn, month_partition(*month_of(ended)))
+        end = conn.execute(
+            sa.select(sa.func.coalesce(s.clusters.c.stopped_at, s.clusters.c.last_seen_at)).where(
+                s.clusters.c.id == cluster_id
+            )
+        ).scalar_one()
+        shift = end - ended
+        c, t = s.clusters.c, s.task_segments.c
+        conn.execute(
+            s.clusters.update()
+            .where(c.id == cluster_id)
+            .values(
+                started_at=c.started_at - shift,
+                stopped_at=c.stopped_at - shift,
+                last_seen_at=c.last_seen_at - shift,
+            )
+        )
+        conn.execute(
+            s.task_segments.update()
+            .where(t.cluster_id == cluster_id)
+            .values(first_start=t.first_start - shift, last_stop=t.last_stop - shift)
+        )
+
+
+def partition_rows(url: str) -> dict[str, set[str]]:
+    """Each partition of the task log and the clusters whose rows it holds."""
+    with open_store(url) as store, store.engine.connect() as conn:
+        names = conn.exec_driver_sql(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = 'task_segments'::regclass"
+        ).scalars()
+        return {
+            name: set(
+                conn.exec_driver_sql(
+                    f"SELECT DISTINCT cluster_id FROM {PARTITION_SCHEMA}.{name}"
+                ).scalars()
+            )
+            for name in names
+        }
+
+
+def test_postgres_drops_a_month_whose_task_log_all_expired(pg_url: str) -> None:
+    ages = {"physics-old": 3, "physics-older": 6, "astro-older": 6, "physics-new": 0}
+    ids = {name: record(pg_url, name.split("-")[0], tasks=10 + n) for n, name in enumerate(ages)}
+    with open_store(pg_url) as store:
+        set_task_log_days(store, "physics", 30, by=None)  # astro: the default, for ever
+        with store.engine.connect() as conn:
+            assert is_partitioned(conn)
+    for name, months in ages.items():
+        if months:
+            move_to(pg_url, ids[name], mid_month(months))
+    old, older = (month_partition(*month_of(mid_month(m))).name for m in (3, 6))
+    layout = partition_rows(pg_url)
+    assert layout[old] == {ids["physics-old"]}
+    assert layout[older] == {ids["physics-older"], ids["astro-older"]}
+    assert ids["physics-new"] in layout[month_partition(*month_of(time.time())).name]
+    before = dump(pg_url)
+    expired = {ids["physics-old"], ids["physics-older"]}
+
+    dry = CliRunner().invoke(cli, ["--database", pg_url, "prune", "--dry-run", "--json"])
+    assert dry.exit_code == 0, dry.output
+    planned = json.loads(dry.output)
+    assert planned["partitions"] == [old]  # the older month also holds astro's rows
+    (physics,) = planned["accounts"]
+    segments, executions, size = segment_totals(before["task_segments"], expired)
+    assert (physics["clusters"], physics["segments"], physics["executions"]) == (
+        2,
+        segments,
+        executions,
+    )
+    assert physics["bytes"] == size
+    assert dump(pg_url) == before and partition_rows(pg_url) == layout
+
+    done = CliRunner().invoke(cli, ["--database", pg_url, "prune", "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output) == {**planned, "dry_run": False}
+    after = dump(pg_url)
+    now_layout = partition_rows(pg_url)
+    assert old not in now_layout  # dropped whole
+    assert now_layout[older] == {ids["astro-older"]}  # the other cluster's rows deleted
+    assert after["task_segments"] == [r for r in before["task_segments"] if r[1] not in expired]
+    assert {n for n in before if before[n] != after[n]} == {"task_segments", "task_log_prunes"}
+    with open_store(pg_url) as store:
+        for cluster_id in expired:
+            mark = pruned_task_log(store, cluster_id)
+            assert mark is not None
+            one = segment_totals(before["task_segments"], {cluster_id})
+            assert (mark.segments, mark.executions, mark.bytes) == one
+        assert pruned_task_log(store, ids["astro-older"]) is None

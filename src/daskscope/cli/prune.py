@@ -44,10 +44,13 @@ def prune_command(state: Any, dry_run: bool, account: str | None, as_json: bool)
     with _store(state) as store:
         report = prune_task_log(store, account=account, dry_run=dry_run)
     if as_json:
-        click.echo(json.dumps({"dry_run": dry_run, "accounts": [asdict(r) for r in report]}))
+        accounts = [asdict(r) for r in report.accounts]
+        click.echo(
+            json.dumps({"dry_run": dry_run, "accounts": accounts, "partitions": report.partitions})
+        )
         return
     verb = "would remove" if dry_run else "removed"
-    if not report:
+    if not report.accounts:
         click.echo(f"nothing to prune: no task log is past its account's retention ({verb} 0)")
         return
     title = f"task log past retention that prune {verb}" + (
@@ -56,7 +59,7 @@ def prune_command(state: Any, dry_run: bool, account: str | None, as_json: bool)
     table = Table(title=title, title_justify="left")
     for name in ("account", "kept", "clusters", "segments", "task executions", "bytes"):
         table.add_column(name, justify="left" if name == "account" else "right")
-    for r in report:
+    for r in report.accounts:
         table.add_row(
             r.account,
             _days_text(r.task_log_days),
@@ -66,6 +69,9 @@ def prune_command(state: Any, dry_run: bool, account: str | None, as_json: bool)
             bytes_text(r.bytes),
         )
     Console(width=160).print(table)
+    if report.partitions:
+        what = "would drop" if dry_run else "dropped"
+        click.echo(f"{what} whole month partitions: {', '.join(report.partitions)}")
     if dry_run:
         click.echo("run again without --dry-run to remove it")
 

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from daskscope import config
 from daskscope.store.engine import IMMEDIATE, Store
 from daskscope.store.errors import StoreError
+from daskscope.store.partitions import Partition, ensure_partitions, is_partitioned, partitions
 from daskscope.store.schema import (
     clusters,
     retention_policies,
@@ -33,6 +34,7 @@ from daskscope.store.schema import (
 __all__ = [
     "AccountPrune",
     "ExpiredCluster",
+    "PruneReport",
     "PrunedTaskLog",
     "RetentionError",
     "clear_task_log_days",
@@ -96,12 +98,6 @@ class AccountPrune:
     segments: int = 0
     executions: int = 0
     bytes: int = 0
-
-    def add(self, segments: int, executions: int, size: int) -> None:
-        self.clusters += 1
-        self.segments += segments
-        self.executions += executions
-        self.bytes += size
 
 
 def _configured_days() -> float | None:
@@ -218,26 +214,98 @@ def expired_clusters(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class PruneReport:
+    """What a prune removed (or, in a dry run, would remove): per account, and the
+    month partitions of the task log dropped whole (PostgreSQL)."""
+
+    accounts: list[AccountPrune]
+    partitions: list[str]
+
+
 def prune_task_log(
     store: Store, *, account: str | None = None, dry_run: bool = False, now: float | None = None
-) -> list[AccountPrune]:
+) -> PruneReport:
     """Remove the task log of every cluster past its account's policy (only
-    ``account``'s with one), one transaction a cluster, so that an interrupted prune
-    leaves every cluster either whole or pruned and marked. ``dry_run``: remove nothing,
-    say what would go. Returns per account what went (or would)."""
+    ``account``'s with one). On PostgreSQL a month partition whose rows all belong to
+    such clusters is dropped whole first; the rest goes row by row, one transaction a
+    cluster, so that an interrupted prune leaves every cluster either whole or pruned
+    and marked. ``dry_run``: remove nothing, say what would go."""
     now = time.time() if now is None else now
+    plan = {c.cluster_id: c for c in expired_clusters(store, account=account, now=now)}
     report: dict[str, AccountPrune] = {}
-    for expired in expired_clusters(store, account=account, now=now):
-        tally = report.setdefault(
+    seen: set[str] = set()
+
+    def tally(expired: ExpiredCluster, segments: int, executions: int, size: int) -> None:
+        one = report.setdefault(
             expired.account, AccountPrune(expired.account, expired.task_log_days)
         )
-        if dry_run:
-            tally.add(expired.segments, expired.executions, expired.bytes)
-            continue
-        removed = _prune_cluster(store, expired, now)
+        one.clusters += expired.cluster_id not in seen
+        seen.add(expired.cluster_id)
+        one.segments += segments
+        one.executions += executions
+        one.bytes += size
+
+    with store.engine.begin() as conn:
+        if not dry_run:
+            ensure_partitions(conn, now)
+        droppable = _droppable_partitions(conn, plan, now)
+    if dry_run:
+        for expired in plan.values():
+            tally(expired, expired.segments, expired.executions, expired.bytes)
+        return PruneReport(list(report.values()), [p.name for p in droppable])
+    dropped = []
+    for part in droppable:
+        removed = _drop_partition(store, part, plan, now)
         if removed is not None:
-            tally.add(*removed)
-    return list(report.values())
+            dropped.append(part.name)
+            for cluster_id, totals in removed.items():
+                tally(plan[cluster_id], *totals)
+    for expired in plan.values():
+        rows = _prune_cluster(store, expired, now)
+        if rows is not None:
+            tally(expired, *rows)
+    return PruneReport(list(report.values()), dropped)
+
+
+def _droppable_partitions(
+    conn: sa.Connection, plan: dict[str, ExpiredCluster], now: float
+) -> list[Partition]:
+    """The month partitions, of months over, that hold rows of expired clusters only."""
+    if not plan or not is_partitioned(conn):
+        return []
+    out = []
+    for part in partitions(conn):
+        if part.stop > now:
+            continue
+        held = set(
+            conn.exec_driver_sql(f"SELECT DISTINCT cluster_id FROM {part.qualified}").scalars()
+        )
+        if held and held <= plan.keys():
+            out.append(part)
+    return out
+
+
+def _drop_partition(
+    store: Store, part: Partition, plan: dict[str, ExpiredCluster], now: float
+) -> dict[str, tuple[int, int, int]] | None:
+    """Drop ``part`` and mark its clusters, in one transaction; None (nothing done)
+    when it now holds a row of a cluster not in the plan."""
+    with store.engine.begin() as conn:
+        # no row may arrive while it is counted and dropped
+        conn.exec_driver_sql(f"LOCK TABLE {part.qualified} IN ACCESS EXCLUSIVE MODE")
+        counted = conn.exec_driver_sql(
+            "SELECT cluster_id, count(*), coalesce(sum(executions), 0), "
+            "coalesce(sum(length(payload) + length(summary) + length(key_filter)), 0) "
+            f"FROM {part.qualified} GROUP BY cluster_id"
+        ).all()
+        removed = {row[0]: (int(row[1]), int(row[2]), int(row[3])) for row in counted}
+        if not removed.keys() <= plan.keys():
+            return None
+        for cluster_id, totals in removed.items():
+            _mark(conn, cluster_id, plan[cluster_id].task_log_days, now, totals)
+        conn.exec_driver_sql(f"DROP TABLE {part.qualified}")
+    return removed
 
 
 def _prune_cluster(
@@ -253,41 +321,50 @@ def _prune_cluster(
             ).first()
             if counted is None:
                 return None  # pruned meanwhile, or no longer past the policy
-            _, _, segments, executions, size = counted
+            totals = (int(counted[2]), int(counted[3]), int(counted[4]))
             conn.execute(
                 task_segments.delete().where(task_segments.c.cluster_id == expired.cluster_id)
             )
-            before = conn.execute(
-                sa.select(
-                    task_log_prunes.c.segments,
-                    task_log_prunes.c.executions,
-                    task_log_prunes.c.bytes,
-                ).where(task_log_prunes.c.cluster_id == expired.cluster_id)
-            ).first()
-            totals = (int(segments), int(executions), int(size))
-            mark = dict(pruned_at=now, task_log_days=expired.task_log_days)
-            if before is None:
-                conn.execute(
-                    task_log_prunes.insert().values(
-                        cluster_id=expired.cluster_id,
-                        segments=totals[0],
-                        executions=totals[1],
-                        bytes=totals[2],
-                        **mark,
-                    )
-                )
-            else:  # late segments of a cluster pruned before
-                conn.execute(
-                    task_log_prunes.update()
-                    .where(task_log_prunes.c.cluster_id == expired.cluster_id)
-                    .values(
-                        segments=before[0] + totals[0],
-                        executions=before[1] + totals[1],
-                        bytes=before[2] + totals[2],
-                        **mark,
-                    )
-                )
+            _mark(conn, expired.cluster_id, expired.task_log_days, now, totals)
     return totals
+
+
+def _mark(
+    conn: sa.Connection,
+    cluster_id: str,
+    days: float,
+    now: float,
+    totals: tuple[int, int, int],
+) -> None:
+    """Mark the cluster pruned, adding ``totals`` (segments, executions, bytes) to what
+    was removed of it before (a partition, or late segments of a cluster pruned before)."""
+    before = conn.execute(
+        sa.select(
+            task_log_prunes.c.segments, task_log_prunes.c.executions, task_log_prunes.c.bytes
+        ).where(task_log_prunes.c.cluster_id == cluster_id)
+    ).first()
+    values = dict(pruned_at=now, task_log_days=days)
+    if before is None:
+        conn.execute(
+            task_log_prunes.insert().values(
+                cluster_id=cluster_id,
+                segments=totals[0],
+                executions=totals[1],
+                bytes=totals[2],
+                **values,
+            )
+        )
+        return
+    conn.execute(
+        task_log_prunes.update()
+        .where(task_log_prunes.c.cluster_id == cluster_id)
+        .values(
+            segments=before[0] + totals[0],
+            executions=before[1] + totals[1],
+            bytes=before[2] + totals[2],
+            **values,
+        )
+    )
 
 
 def pruned_task_log(store: Store, cluster_id: str) -> PrunedTaskLog | None:

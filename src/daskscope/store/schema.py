@@ -26,6 +26,7 @@ __all__ = [
     "accounts",
     "audit_events",
     "clusters",
+    "conflict_columns",
     "login_attempts",
     "metadata",
     "retention_policies",
@@ -194,6 +195,20 @@ workflow_chunks = _record_table(
 task_segments = _record_table(
     model.TaskSegmentRecord, "task_segments", ("cluster_id", "first_start")
 )
+#: The schema of the task log's monthly partitions on PostgreSQL (store/partitions.py;
+#: migration 0018): a schema of their own, so that they are not taken for tables of ours
+PARTITION_SCHEMA = "daskscope_task_log"
+
+
+def conflict_columns(table: sa.Table, dialect: str) -> list[sa.Column[Any]]:
+    """The columns a row's upsert finds its stored row by: its id, and on PostgreSQL, for
+    the task log, its first start too. The task log is partitioned by ``first_start``
+    there, and a partitioned table's keys must hold the partition key (a segment's
+    ``first_start`` never changes: a segment is sealed before it is written)."""
+    if table is task_segments and dialect == "postgresql":
+        return [table.c.id, table.c.first_start]
+    return [table.c.id]
+
 
 # Each span's own tag, indexed: a tag's spans without matching text in every span's
 # JSON name (store/span_tags.py; migration 0009). Written beside the span rows.
