@@ -449,7 +449,8 @@ def _moves_forward(table: sa.Table, new: Any) -> list[Any]:
 
 
 def _upsert(dialect: str, table: sa.Table) -> Any:
-    """``INSERT ... ON CONFLICT (id) DO UPDATE SET col = excluded.col`` for every column,
+    """``INSERT ... ON CONFLICT (id) DO UPDATE SET col = excluded.col`` for every column
+    (the conflict columns: ``schema.conflict_columns``),
     unless the stored row belongs to another owner."""
     key = (dialect, table.name)
     stmt = _statements.get(key)
