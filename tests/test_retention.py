@@ -316,3 +316,52 @@ def test_postgres_drops_a_month_whose_task_log_all_expired(pg_url: str) -> None:
             one = segment_totals(before["task_segments"], {cluster_id})
             assert (mark.segments, mark.executions, mark.bytes) == one
         assert pruned_task_log(store, ids["astro-older"]) is None
+
+
+def test_postgres_upgrade_moves_an_existing_task_log_into_month_partitions(
+    pg_url: str,
+) -> None:
+    """A store at the revision before (one task_segments table, rows in it) upgraded:
+    every row is kept as it was, each in its month's partition (a time no month holds,
+    in the default one); a segment written again is still stored once."""
+    from alembic import command
+
+    from daskscope.store.engine import IMMEDIATE, _alembic_config
+    from daskscope.store.writer import write_records
+    from factories import make_task_segment
+
+    store = open_store(pg_url, upgrade=False)
+    cfg = _alembic_config()
+    with store.engine.connect() as conn, conn.begin():
+        cfg.attributes["connection"] = conn.execution_options(**{IMMEDIATE: True})
+        command.upgrade(cfg, "0014")
+    times = {"a": mid_month(2), "b": mid_month(2) + 3600, "c": mid_month(14), "d": 1e11}
+    segments = [
+        make_task_segment(f"cluster-{name}", first_start=at, last_stop=at + 5)
+        for name, at in times.items()
+    ]
+    columns = [c.name for c in s.task_segments.columns]
+    with store.engine.begin() as conn:
+        conn.execute(
+            s.task_segments.insert(),
+            [{c: getattr(r, c) for c in columns} for r in segments],
+        )
+    store.close()
+    before = dump(pg_url)  # opening upgrades to the newest revision
+    with open_store(pg_url) as store, store.engine.connect() as conn:
+        assert store.current_revision() == store.head_revision() and is_partitioned(conn)
+    assert before["task_segments"] == sorted(
+        (tuple(getattr(r, c) for c in columns) for r in segments), key=repr
+    )
+    layout = partition_rows(pg_url)
+    by_month = {n: ids for n, ids in layout.items() if ids}
+    assert by_month == {
+        month_partition(*month_of(times["a"])).name: {"cluster-a", "cluster-b"},
+        month_partition(*month_of(times["c"])).name: {"cluster-c"},
+        "task_segments_default": {"cluster-d"},
+    }
+    this_month = month_partition(*month_of(time.time())).name
+    assert this_month in layout  # made ahead, empty
+    with open_store(pg_url) as store:
+        write_records(store, segments[:2])  # sent twice: stored once, unchanged
+    assert dump(pg_url)["task_segments"] == before["task_segments"]
