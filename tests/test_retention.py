@@ -181,6 +181,9 @@ def test_prune_removes_exactly_the_task_log_past_each_accounts_policy(
     read = CliRunner().invoke(cli, ["--database", url, "timeline", ids["physics-old"]])
     assert read.exit_code == 2
     assert "was pruned on" in read.output and "kept 30 days" in read.output
+    as_json = CliRunner().invoke(cli, ["--database", url, "timeline", ids["physics-old"], "--json"])
+    assert as_json.exit_code == 0 and "note: the task log" in as_json.stderr
+    assert json.loads(as_json.stdout)["recorded"] is False
 
     again = CliRunner().invoke(cli, ["--database", url, "prune"])
     assert again.exit_code == 0 and "nothing to prune" in again.output
@@ -365,3 +368,17 @@ def test_postgres_upgrade_moves_an_existing_task_log_into_month_partitions(
     with open_store(pg_url) as store:
         write_records(store, segments[:2])  # sent twice: stored once, unchanged
     assert dump(pg_url)["task_segments"] == before["task_segments"]
+
+    # and back: one table again, every row in it
+    store = open_store(pg_url)
+    with store.engine.connect() as conn, conn.begin():
+        cfg.attributes["connection"] = conn.execution_options(**{IMMEDIATE: True})
+        command.downgrade(cfg, "0014")
+    with store.engine.connect() as conn:
+        assert not is_partitioned(conn)
+        rows = conn.execute(sa.select(s.task_segments)).all()
+        assert sorted((tuple(r) for r in rows), key=repr) == before["task_segments"]
+        assert not conn.exec_driver_sql(
+            "SELECT 1 FROM pg_namespace WHERE nspname = %s", (PARTITION_SCHEMA,)
+        ).first()
+    store.close()

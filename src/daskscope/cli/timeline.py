@@ -191,9 +191,6 @@ def timeline_command(
             store, full_id, computation_id=computation, span_id=span_id, group=group
         )
         pruned = None if view.recorded else pruned_task_log(store, full_id)
-    if as_json:
-        click.echo(to_pretty_json(view))
-        return
     if pruned is not None:
         message = PRUNED.format(
             id=full_id,
@@ -201,8 +198,15 @@ def timeline_command(
             days=number_text(pruned.task_log_days),
             tasks=count_text(pruned.executions),
         )
+        if as_json:  # the API's answer on stdout, the reason beside it
+            click.echo(f"note: {message}", err=True)
+            click.echo(to_pretty_json(view))
+            return
         click.echo(f"error: {message}", err=True)
         sys.exit(2)
+    if as_json:
+        click.echo(to_pretty_json(view))
+        return
     if not view.recorded:
         click.echo(f"error: {NOT_RECORDED.format(id=full_id)}", err=True)
         sys.exit(2)
