@@ -29,6 +29,7 @@ from daskscope.store.partitions import create_partition, is_partitioned, month_o
 from daskscope.store.retention import (
     RetentionError,
     expired_clusters,
+    prune_task_log,
     pruned_task_log,
     set_task_log_days,
     task_log_days,
@@ -188,6 +189,58 @@ def test_prune_removes_exactly_the_task_log_past_each_accounts_policy(
     again = CliRunner().invoke(cli, ["--database", url, "prune"])
     assert again.exit_code == 0 and "nothing to prune" in again.output
     assert dump(url) == after
+
+
+def refuse_deletes_of(url: str, cluster_id: str) -> None:
+    """A trigger that fails the deletion of the cluster's task log: a prune that stops
+    half-way, as if the server went away."""
+    with open_store(url) as store, store.engine.begin() as conn:
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql(
+                "CREATE TRIGGER refuse BEFORE DELETE ON task_segments "
+                f"WHEN old.cluster_id = '{cluster_id}' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+            )
+            return
+        conn.exec_driver_sql(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "RAISE EXCEPTION 'refused'; END $$"
+        )
+        conn.exec_driver_sql(
+            "CREATE TRIGGER refuse BEFORE DELETE ON task_segments FOR EACH ROW "
+            f"WHEN (old.cluster_id = '{cluster_id}') EXECUTE FUNCTION refuse()"
+        )
+
+
+def test_a_prune_that_fails_half_way_leaves_each_cluster_whole_or_pruned(
+    recorded: dict[str, Any],
+) -> None:
+    url, ids = recorded["url"], recorded["ids"]
+    with dask.config.set({"daskscope.retention.task-log-days": 365}):
+        before = dump(url)
+        # astro's cluster comes first, physics's second: the second one fails
+        refuse_deletes_of(url, ids["physics-old"])
+        with (
+            open_store(url) as store,
+            pytest.raises(RetentionError, match=r"pruned before it \(1\)"),
+        ):
+            prune_task_log(store)
+        after = dump(url)
+        gone = {ids["astro-ancient"]}
+        assert after["task_segments"] == [r for r in before["task_segments"] if r[1] not in gone]
+        assert [r[0] for r in after["task_log_prunes"]] == [ids["astro-ancient"]]
+        assert {n for n in before if before[n] != after[n]} == {"task_segments", "task_log_prunes"}
+        with open_store(url) as store, store.engine.begin() as conn:
+            conn.exec_driver_sql(
+                "DROP TRIGGER refuse"
+                + (" ON task_segments" if conn.dialect.name == "postgresql" else "")
+            )
+        with open_store(url) as store:
+            (report,) = prune_task_log(store).accounts  # the rest, at the next run
+        assert report.account == "physics" and report.clusters == 1
+    final = dump(url)
+    gone.add(ids["physics-old"])
+    assert final["task_segments"] == [r for r in before["task_segments"] if r[1] not in gone]
+    assert sorted(r[0] for r in final["task_log_prunes"]) == sorted(gone)
 
 
 def test_keep_for_ever_is_the_default_and_an_account_may_opt_out(

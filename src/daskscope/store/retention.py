@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from daskscope import config
-from daskscope.store.engine import IMMEDIATE, Store
+from daskscope.store.engine import IMMEDIATE, Store, short_reason
 from daskscope.store.errors import StoreError
 from daskscope.store.partitions import Partition, ensure_partitions, is_partitioned, partitions
 from daskscope.store.schema import (
@@ -262,7 +262,15 @@ def prune_task_log(
             for cluster_id, totals in removed.items():
                 tally(plan[cluster_id], *totals)
     for expired in plan.values():
-        rows = _prune_cluster(store, expired, now)
+        try:
+            rows = _prune_cluster(store, expired, now)
+        except sa.exc.DBAPIError as exc:
+            done = sum(r.clusters for r in report.values())
+            raise RetentionError(
+                f"pruning the task log of cluster {expired.cluster_id} failed "
+                f"({short_reason(exc)}); it is untouched, and the clusters pruned before it "
+                f"({done}) are pruned and marked; run daskscope prune again"
+            ) from exc
         if rows is not None:
             tally(expired, *rows)
     return PruneReport(list(report.values()), dropped)
