@@ -13,7 +13,14 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from daskscope.format import bytes_text, count_text, duration_text, percent_text, timestamp_text
+from daskscope.format import (
+    bytes_text,
+    count_text,
+    duration_text,
+    number_text,
+    percent_text,
+    timestamp_text,
+)
 
 if TYPE_CHECKING:  # the views (numpy, pyarrow) load when the command runs
     from daskscope.views.timeline import IdleGap, TimelineTask, TimelineView
@@ -136,6 +143,13 @@ NOT_RECORDED = (
 )
 
 
+PRUNED = (
+    "the task log of cluster {id} was pruned on {date} UTC by its account's retention "
+    "(kept {days} days after the cluster ended; {tasks} task executions removed); its "
+    "aggregates remain: daskscope show {id}"
+)
+
+
 @click.command("timeline")
 @click.argument("cluster_id")
 @click.option("--computation", metavar="ID", help="Only this computation's tasks.")
@@ -160,6 +174,7 @@ def timeline_command(
     """The task timeline of a cluster (a unique id prefix is enough): utilisation over
     time, the longest idle gaps, the slowest tasks."""
     from daskscope.store import open_store, resolve_cluster_id
+    from daskscope.store.retention import pruned_task_log
     from daskscope.views import to_pretty_json
     from daskscope.views.timeline import span_of_tag, timeline_view
 
@@ -175,6 +190,20 @@ def timeline_command(
         view = timeline_view(
             store, full_id, computation_id=computation, span_id=span_id, group=group
         )
+        pruned = None if view.recorded else pruned_task_log(store, full_id)
+    if pruned is not None:
+        message = PRUNED.format(
+            id=full_id,
+            date=timestamp_text(pruned.pruned_at),
+            days=number_text(pruned.task_log_days),
+            tasks=count_text(pruned.executions),
+        )
+        if as_json:  # the API's answer on stdout, the reason beside it
+            click.echo(f"note: {message}", err=True)
+            click.echo(to_pretty_json(view))
+            return
+        click.echo(f"error: {message}", err=True)
+        sys.exit(2)
     if as_json:
         click.echo(to_pretty_json(view))
         return

@@ -26,10 +26,13 @@ __all__ = [
     "accounts",
     "audit_events",
     "clusters",
+    "conflict_columns",
     "login_attempts",
     "metadata",
+    "retention_policies",
     "sessions",
     "span_tags",
+    "task_log_prunes",
     "token_addresses",
     "tokens",
     "users",
@@ -192,6 +195,20 @@ workflow_chunks = _record_table(
 task_segments = _record_table(
     model.TaskSegmentRecord, "task_segments", ("cluster_id", "first_start")
 )
+#: The schema of the task log's monthly partitions on PostgreSQL (store/partitions.py;
+#: migration 0018): a schema of their own, so that they are not taken for tables of ours
+PARTITION_SCHEMA = "daskscope_task_log"
+
+
+def conflict_columns(table: sa.Table, dialect: str) -> list[sa.Column[Any]]:
+    """The columns a row's upsert finds its stored row by: its id, and on PostgreSQL, for
+    the task log, its first start too. The task log is partitioned by ``first_start``
+    there, and a partitioned table's keys must hold the partition key (a segment's
+    ``first_start`` never changes: a segment is sealed before it is written)."""
+    if table is task_segments and dialect == "postgresql":
+        return [table.c.id, table.c.first_start]
+    return [table.c.id]
+
 
 # Each span's own tag, indexed: a tag's spans without matching text in every span's
 # JSON name (store/span_tags.py; migration 0009). Written beside the span rows.
@@ -337,4 +354,29 @@ login_attempts = sa.Table(
     sa.Column("at", Time, nullable=False),
     sa.Index("ix_login_attempts_address_at", "address", "at"),
     sa.Index("ix_login_attempts_at", "at"),
+)
+
+# Retention (store/retention.py; migration 0018). An account's own number of days its
+# clusters' task log is kept (None: for ever), set by an admin of the account; an
+# account without a row follows the ``retention.task-log-days`` setting.
+retention_policies = sa.Table(
+    "retention_policies",
+    metadata,
+    sa.Column("account", sa.String, primary_key=True),
+    sa.Column("task_log_days", sa.Double, nullable=True),
+    sa.Column("set_by", sa.String, nullable=False),
+    sa.Column("set_at", Time, nullable=False),
+)
+
+# Clusters whose task log (task_segments) was removed by policy, so that a read of their
+# timeline says so instead of showing nothing as if nothing ran. Their aggregates stay.
+task_log_prunes = sa.Table(
+    "task_log_prunes",
+    metadata,
+    sa.Column("cluster_id", sa.String, primary_key=True),
+    sa.Column("pruned_at", Time, nullable=False),
+    sa.Column("task_log_days", sa.Double, nullable=False),
+    sa.Column("segments", sa.BigInteger, nullable=False),
+    sa.Column("executions", sa.BigInteger, nullable=False),
+    sa.Column("bytes", sa.BigInteger, nullable=False),
 )

@@ -18,7 +18,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from daskscope import model
 from daskscope.store.engine import IMMEDIATE, Store, as_engine, display_url, short_reason
 from daskscope.store.errors import RecordConflict, WriteFailed
-from daskscope.store.schema import TABLE_FOR, Blob, span_tags, spans
+from daskscope.store.schema import TABLE_FOR, Blob, conflict_columns, span_tags, spans
 from daskscope.store.span_tags import span_tag_rows
 from daskscope.text import escape_rows
 
@@ -449,7 +449,8 @@ def _moves_forward(table: sa.Table, new: Any) -> list[Any]:
 
 
 def _upsert(dialect: str, table: sa.Table) -> Any:
-    """``INSERT ... ON CONFLICT (id) DO UPDATE SET col = excluded.col`` for every column,
+    """``INSERT ... ON CONFLICT (id) DO UPDATE SET col = excluded.col`` for every column
+    (the conflict columns: ``schema.conflict_columns``),
     unless the stored row belongs to another owner."""
     key = (dialect, table.name)
     stmt = _statements.get(key)
@@ -460,7 +461,7 @@ def _upsert(dialect: str, table: sa.Table) -> Any:
             raise TypeError(f"daskscope cannot write to {dialect} databases") from None
         ins = insert(table)
         stmt = ins.on_conflict_do_update(
-            index_elements=[table.c.id],
+            index_elements=conflict_columns(table, dialect),
             set_={c.name: ins.excluded[c.name] for c in table.columns if c.name != "id"},
             where=sa.and_(
                 *(
@@ -514,7 +515,9 @@ def _json_upsert_sql(table: sa.Table) -> str:
     name = quote(table.name)
     columns = [c.name for c in table.columns]
     listed = ", ".join(quote(c) for c in columns)
-    updates = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in columns if c != "id")
+    keys = [c.name for c in conflict_columns(table, "postgresql")]
+    target = ", ".join(quote(c) for c in keys)
+    updates = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in columns if c not in keys)
     guard = " AND ".join(
         [
             f"{name}.{quote(o)} IS NOT DISTINCT FROM excluded.{quote(o)}"
@@ -532,5 +535,5 @@ def _json_upsert_sql(table: sa.Table) -> str:
     return (
         f"INSERT INTO {name} ({listed}) SELECT {selected} "
         f"FROM jsonb_populate_recordset(NULL::{name}, %s::jsonb) "
-        f"ON CONFLICT (id) DO UPDATE SET {updates} WHERE {guard}"
+        f"ON CONFLICT ({target}) DO UPDATE SET {updates} WHERE {guard}"
     )

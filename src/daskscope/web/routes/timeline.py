@@ -10,6 +10,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from daskscope.store import Store
 from daskscope.store import schema as s
+from daskscope.store.retention import pruned_task_log
 from daskscope.views import to_data
 from daskscope.views.timeline import (
     DEFAULT_BINS,
@@ -99,8 +100,17 @@ def timeline_page(
     max_tasks: int = _MAX_TASKS,
 ) -> HTMLResponse:
     view = _view(request, cluster_id, start, stop, computation, span, group, PAGE_BINS, max_tasks)
-    name = _cluster_name(store_of(request), view.cluster_id)
-    return page(request, "timeline.html", title=f"Timeline · {name}", name=name, data=to_data(view))
+    store = store_of(request)
+    name = _cluster_name(store, view.cluster_id)
+    pruned = None if view.recorded else pruned_task_log(store, view.cluster_id)
+    return page(
+        request,
+        "timeline.html",
+        title=f"Timeline · {name}",
+        name=name,
+        data=to_data(view),
+        pruned=pruned,
+    )
 
 
 @api.get(
