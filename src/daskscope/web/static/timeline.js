@@ -14,7 +14,7 @@
 (() => {
   const chart = document.getElementById("timeline");
   if (!chart) return; // nothing recorded: the page says so
-  let view = ds.data();
+  let view = ds.data("timeline-data");
   const clusterId = view.cluster_id;
   const base = `/api/v1/clusters/${encodeURIComponent(clusterId)}`;
   const FILTERS = ["computation", "span", "group"];
@@ -631,7 +631,7 @@
     chart.on("plotly_afterplot", () => paint());
   }
 
-  document.getElementById("reset-zoom").addEventListener("click", () => choose(null, null));
+  document.getElementById("timeline-reset").addEventListener("click", () => choose(null, null));
   document.getElementById("zoom-out").addEventListener("click", () => {
     const first = view.totals.first ?? view.start;
     const last = view.totals.last ?? view.stop;
