@@ -78,6 +78,7 @@ def report_command(
 
     if (reference is None) == (compare is None):
         raise click.UsageError("give one REFERENCE, or --compare A B")
+    ids: tuple[str, ...]
     if compare is not None:
         kind, ids = "comparison", compare
     else:

@@ -25,7 +25,7 @@ import html
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import version
@@ -191,7 +191,7 @@ async def build_report(
     *,
     kind: str,
     subject: str,
-    json_paths: list[str] = (),  # type: ignore[assignment]
+    json_paths: Sequence[str] = (),
     timeline_path: str | None = None,
 ) -> bytes:
     """The page at ``path`` as a report file, with the answers to ``json_paths`` (the
@@ -220,10 +220,10 @@ async def build_report(
     css = [(await _read(get, u)).body.decode("utf-8") for u in styles]
     js = [_script_text((await _read(get, u)).body) for u in scripts]
     main = page.main
-    if timeline is not None:
+    if timeline is not None and timeline_path is not None:
         # the page's link to its timeline leads to the timeline below
-        main = main.replace(f'href="{timeline_path}"', 'href="#report-timeline"', 1)
-        main = main.replace(f'href="{html.escape(timeline_path)}"', 'href="#report-timeline"', 1)
+        for href in {timeline_path, html.escape(timeline_path)}:
+            main = main.replace(f'href="{href}"', 'href="#report-timeline"', 1)
     context = {
         "title": _title_of(answer),
         "kind": kind,
@@ -264,7 +264,7 @@ async def cluster_report(get: Get, cluster: str) -> bytes:
     computations = sorted(view.get("computations") or [], key=lambda c: c.get("started_at") or 0)
     for comp in computations[:MAX_EMBEDDED]:
         cq = js_quote(comp["id"])
-        paths.append(f"{base}/computations/{cq}/graph")
+        paths += [f"{base}/computations/{cq}/graph", f"{base}/advice?computation={cq}"]
         if view.get("profiles"):
             paths.append(f"{base}/profile?computation={cq}")
     for span in (view.get("spans") or [])[:MAX_EMBEDDED]:

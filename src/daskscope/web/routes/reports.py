@@ -208,7 +208,9 @@ def report_json(request: Request, report_id: str) -> dict[str, Any]:
 # --- report files of the dashboard's own pages (web/report_file.py) -----------------------
 
 
-async def _report_file(request: Request, make: Callable[[Get], Awaitable[bytes]], name: str) -> Response:
+async def _report_file(
+    request: Request, make: Callable[[Get], Awaitable[bytes]], name: str
+) -> Response:
     """The page as one offline HTML file, sent as an attachment. It is read from this
     app as the viewer would read it (their cookies or token): what they may not see is
     not in it."""

@@ -585,7 +585,15 @@
   }
 
   let shownQuery = wanted().toString(); // the window and filters on screen
+  const held = view; // a report file's one window (web/report_file.py)
   async function load() {
+    if (ds.report) { // zoomed, the held window is stretched; the whole range is it again
+      const whole = !ds.state.get("start") && !ds.state.get("stop");
+      if (whole) { view = held; await show(); }
+      status(whole ? "The whole window this report holds."
+        : `Zoomed into the window this report holds${view.raw ? "" : " (its bins stretched)"}: the dashboard loads each window's own tasks.`);
+      return;
+    }
     const mine = ++asked;
     status("Loading…");
     let body;
