@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import functools
 import gzip
-import hashlib
 import html
 import json
 import re
@@ -314,8 +313,7 @@ async def compare_report(get: Get, a: str, b: str) -> bytes:
     return await build_report(get, f"/compare?{query}", kind="comparison", subject=f"{a} vs {b}")
 
 
-def file_name(kind: str, subject: str) -> str:
-    """A download's file name: the kind and a short, safe form of what it shows."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", subject).strip("-")[:60] or "report"
-    digest = hashlib.blake2b(subject.encode(), digest_size=3).hexdigest()
-    return f"daskscope-{kind}-{safe}-{digest}.html"
+def file_name(subject: str) -> str:
+    """A download's file name, as the exports' (``daskscope-<id>-...``)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", subject).strip("-")[:120] or "page"
+    return f"daskscope-{safe}-report.html"

@@ -238,7 +238,7 @@ async def _report_file(
 async def cluster_report_file(request: Request, cluster_id: str) -> Response:
     """The cluster's page and task timeline as one file that opens offline."""
     return await _report_file(
-        request, lambda get: cluster_report(get, cluster_id), file_name("cluster", cluster_id)
+        request, lambda get: cluster_report(get, cluster_id), file_name(cluster_id)
     )
 
 
@@ -249,19 +249,19 @@ async def computation_report_file(
     return await _report_file(
         request,
         lambda get: computation_report(get, cluster_id, computation_id),
-        file_name("computation", f"{cluster_id}-{computation_id}"),
+        file_name(f"{cluster_id}-{computation_id}"),
     )
 
 
 @pages.get("/runs/{run_id}/report")
 async def run_report_file(request: Request, run_id: str) -> Response:
     return await _report_file(
-        request, lambda get: run_report(get, run_id), file_name("run", run_id)
+        request, lambda get: run_report(get, run_id), file_name(f"run-{run_id}")
     )
 
 
 @pages.get("/compare/report")
 async def compare_report_file(request: Request, a: str, b: str) -> Response:
     return await _report_file(
-        request, lambda get: compare_report(get, a, b), file_name("comparison", f"{a}-{b}")
+        request, lambda get: compare_report(get, a, b), file_name(f"compare-{a}-{b}")
     )
