@@ -132,8 +132,8 @@ const ds = (() => {
 
   return {
     ...fmt,
-    // The page's data; a page shown within another (a report's timeline) has its own id
-    data: (id) => JSON.parse(document.getElementById(id || "page-data").textContent),
+    // The page's data: "page-data", or a part's own (a report file's timeline) when present
+    data: (id) => JSON.parse(((id && document.getElementById(id)) || document.getElementById("page-data")).textContent),
     report: REPORT !== null,
     animate,
     layout: (extra) => Object.assign(

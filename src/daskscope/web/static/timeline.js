@@ -14,7 +14,7 @@
 (() => {
   const chart = document.getElementById("timeline");
   if (!chart) return; // nothing recorded: the page says so
-  let view = ds.data("timeline-data");
+  let view = ds.data("timeline-data"); // its own in a report file, else the page's
   const clusterId = view.cluster_id;
   const base = `/api/v1/clusters/${encodeURIComponent(clusterId)}`;
   const FILTERS = ["computation", "span", "group"];
