@@ -162,6 +162,7 @@ def test_cluster_report_opens_offline_with_every_chart(
     truth = recorded["truth"]
     page = offline(path)
     assert recorded["cluster"] in page.locator("h1").first.inner_text()
+    assert page.title() == "daskscope demo · daskscope report"
 
     # Overview: statistics against the keys submitted, the prefix chart, the groups
     executed = _number(page.locator('[data-stat="tasks_executed"]').inner_text())
@@ -296,7 +297,9 @@ def test_report_errors_say_what_to_do(recorded: dict[str, Any]) -> None:
     assert not Path(out).exists()
 
 
-def test_download_links_send_the_file_to_those_who_may_see_it(recorded: dict[str, Any]) -> None:
+def test_download_links_send_the_file_to_those_who_may_see_it(
+    recorded: dict[str, Any], browser: Any, offline: Any
+) -> None:
     url = recorded["url"]
     with open_store(url) as store:
         create_account(store, "elsewhere")
@@ -330,5 +333,17 @@ def test_download_links_send_the_file_to_those_who_may_see_it(recorded: dict[str
             )
             assert other.status_code == 404
             assert b'id="report-plotly"' not in other.content
+            # the link on the page, clicked in Chromium: the file it saves opens offline
+            context, page, _ = new_page(browser, accept_downloads=True, extra_http_headers=as_owner)
+            page.goto(f"{base}/clusters/{cluster}")
+            with page.expect_download(timeout=WAIT_MS) as info:
+                page.locator("#download-report a").click()
+            saved = recorded["folder"] / "downloaded.html"
+            info.value.save_as(saved)
+            assert info.value.suggested_filename == f"daskscope-{cluster}-report.html"
+            context.close()
+        opened = offline(saved)
+        _tab(opened, "workers")
+        _wait_charts(opened, "#panel-workers", 3)
     finally:
         app.state.store.close()

@@ -81,8 +81,10 @@ async def app_reader(
     """GET from ``app`` in process, as the browser would (its credentials in
     ``headers``): the same pages and JSON the server sends, the same access checks."""
     transport = httpx.ASGITransport(app=app, client=client)
+    # uncompressed: gzip would only be undone here
+    sent_headers = {"Accept-Encoding": "identity", **(headers or {})}
     async with httpx.AsyncClient(
-        transport=transport, base_url=base_url, headers=headers or {}, timeout=None
+        transport=transport, base_url=base_url, headers=sent_headers, timeout=None
     ) as http:
 
         async def get(path: str) -> Answer:
@@ -176,11 +178,12 @@ def _inline_json(value: Any) -> Markup:
     return Markup(text)
 
 
-def _script_text(body: bytes) -> Markup:
-    # a script's own "</script" would end the element early; none of ours has one
+def _inlined(body: bytes, element: str) -> Markup:
+    """A script or style sheet's text for its element: its own ``</script`` (or
+    ``</style``) would end the element early; none of ours has one."""
     text = body.decode("utf-8")
-    if "</script" in text.lower():
-        raise ReportFailed("a page script holds '</script': it cannot be inlined")
+    if f"</{element}" in text.lower():
+        raise ReportFailed(f"an asset holds '</{element}': it cannot be inlined")
     return Markup(text)
 
 
@@ -196,8 +199,8 @@ async def build_report(
     """The page at ``path`` as a report file, with the answers to ``json_paths`` (the
     requests its scripts make) embedded, and the timeline page at ``timeline_path``
     below it."""
-    answer = await _read(get, path)
-    page = _parse(answer.body.decode("utf-8"))
+    sent = await _read(get, path)
+    page = _parse(sent.body.decode("utf-8"))
     timeline = None
     if timeline_path is not None:
         timeline = _parse((await _read(get, timeline_path)).body.decode("utf-8"))
@@ -216,20 +219,20 @@ async def build_report(
         styles += [u for u in part.styles if u not in styles]
         scripts += [u for u in part.scripts if u not in scripts]
     plotly = page.plotly or (timeline.plotly if timeline else None)
-    css = [(await _read(get, u)).body.decode("utf-8") for u in styles]
-    js = [_script_text((await _read(get, u)).body) for u in scripts]
+    css = [_inlined((await _read(get, u)).body, "style") for u in styles]
+    js = [_inlined((await _read(get, u)).body, "script") for u in scripts]
     main = page.main
     if timeline is not None and timeline_path is not None:
         # the page's link to its timeline leads to the timeline below
         for href in {timeline_path, html.escape(timeline_path)}:
             main = main.replace(f'href="{href}"', 'href="#report-timeline"', 1)
     context = {
-        "title": _title_of(answer),
+        "title": _title_of(sent),
         "kind": kind,
         "subject": subject,
         "generated": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
         "version": version("daskscope"),
-        "css": [Markup(c) for c in css],
+        "css": css,
         "main": Markup(main),
         "data": Markup(page.data),
         "timeline_main": Markup(timeline.main) if timeline else None,
