@@ -334,8 +334,12 @@ def test_download_links_send_the_file_to_those_who_may_see_it(
             assert other.status_code == 404
             assert b'id="report-plotly"' not in other.content
             # the link on the page, clicked in Chromium: the file it saves opens offline
-            context, page, _ = new_page(browser, accept_downloads=True, extra_http_headers=as_owner)
+            # logged in as a member, with the session the login page gives
+            context, page, _ = new_page(browser, accept_downloads=True)
             page.goto(f"{base}/clusters/{cluster}")
+            page.fill("input[name=token]", owner)
+            page.click("button[type=submit]")
+            page.wait_for_selector("#download-report a", state="attached")
             with page.expect_download(timeout=WAIT_MS) as info:
                 page.locator("#download-report a").click()
             saved = recorded["folder"] / "downloaded.html"
@@ -347,3 +351,20 @@ def test_download_links_send_the_file_to_those_who_may_see_it(
         _wait_charts(opened, "#panel-workers", 3)
     finally:
         app.state.store.close()
+
+
+def test_a_browser_without_decompression_is_told_and_keeps_the_tables(
+    recorded: dict[str, Any], browser: Any
+) -> None:
+    path = _write(recorded, "no-stream.html", recorded["cluster"])
+    context, page, errors = new_page(browser, init_script="delete window.DecompressionStream;")
+    try:
+        page.goto(path.as_uri())
+        page.wait_for_function("document.body.dataset.reportReady === 'unsupported'")
+        status = page.locator("#report-status")
+        assert status.is_visible() and "Firefox 113" in status.inner_text()
+        assert page.locator("#top-task-groups tbody tr").count() > 0
+        assert page.locator(".js-plotly-plot").count() == 0
+        assert errors == []
+    finally:
+        context.close()
