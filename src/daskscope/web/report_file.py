@@ -160,6 +160,11 @@ def _parse(text: str) -> _Page:
         elif url not in page.scripts and url not in deferred:
             (deferred if defer else page.scripts).append(url)
     page.scripts += deferred
+    # a page that loads plotly.js itself once drawn (ds.plotly) names it in a meta tag;
+    # in the file it runs before the page's scripts, so they find it there
+    named = re.search(r'<meta name="daskscope-plotly" content="([^"]+)">', head)
+    if named is not None:
+        page.plotly = html.unescape(named.group(1))
     page.main = _SCRIPT.sub("", _LINK.sub("", main.group(1)))
     return page
 
