@@ -22,6 +22,7 @@ from daskscope.cli.critical_path import critical_path_command
 from daskscope.cli.export import export_group
 from daskscope.cli.identity import account_group, token_group, user_group
 from daskscope.cli.prune import prune_command, retention_group
+from daskscope.cli.report import report_command
 from daskscope.cli.runs import run_command, runs_command
 from daskscope.cli.spool import spool_group
 from daskscope.cli.timeline import timeline_command
@@ -261,6 +262,7 @@ cli.add_command(critical_path_command)  # cli/critical_path.py
 cli.add_command(costs_command)  # cli/costs.py
 cli.add_command(prune_command)  # cli/prune.py
 cli.add_command(retention_group)  # cli/prune.py
+cli.add_command(report_command)  # cli/report.py
 
 
 for _command in (runs_command, run_command):  # workflow runs (cli/runs.py)

@@ -11,6 +11,7 @@ still navigate its own tab.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -31,6 +32,16 @@ from daskscope.store.reports import (
 from daskscope.web import bokeh_assets
 from daskscope.web.errors import HTTPError
 from daskscope.web.render import page
+from daskscope.web.report_file import (
+    Get,
+    ReportFailed,
+    app_reader,
+    cluster_report,
+    compare_report,
+    computation_report,
+    file_name,
+    run_report,
+)
 from daskscope.web.routes.common import account_scope, store_of, visible_cluster_id
 from daskscope.web.security import CSRF_FIELD, check_csrf
 
@@ -192,3 +203,65 @@ async def upload_json(request: Request) -> JSONResponse:
 def report_json(request: Request, report_id: str) -> dict[str, Any]:
     info = _info(request, report_id)
     return {**info, "url": f"/reports/{report_id}", "raw_url": f"/reports/{report_id}/raw"}
+
+
+# --- report files of the dashboard's own pages (web/report_file.py) -----------------------
+
+
+async def _report_file(
+    request: Request, make: Callable[[Get], Awaitable[bytes]], name: str
+) -> Response:
+    """The page as one offline HTML file, sent as an attachment. It is read from this
+    app as the viewer would read it (their cookies or token): what they may not see is
+    not in it."""
+    forwarded = {k: v for k, v in request.headers.items() if k in ("cookie", "authorization")}
+    client = (request.client.host, request.client.port) if request.client else ("127.0.0.1", 0)
+    async with app_reader(
+        request.app, base_url=str(request.base_url), headers=forwarded, client=client
+    ) as get:
+        try:
+            content = await make(get)
+        except ReportFailed as exc:
+            raise HTTPError(404, str(exc)) from None
+    return Response(
+        content,
+        media_type="text/html; charset=utf-8",
+        headers={
+            "Content-Disposition": f'attachment; filename="{name}"',
+            "Cache-Control": "no-store",
+            "X-Content-Type-Options": "nosniff",
+        },
+    )
+
+
+@pages.get("/clusters/{cluster_id}/report")
+async def cluster_report_file(request: Request, cluster_id: str) -> Response:
+    """The cluster's page and task timeline as one file that opens offline."""
+    return await _report_file(
+        request, lambda get: cluster_report(get, cluster_id), file_name(cluster_id)
+    )
+
+
+@pages.get("/clusters/{cluster_id}/computations/{computation_id}/report")
+async def computation_report_file(
+    request: Request, cluster_id: str, computation_id: str
+) -> Response:
+    return await _report_file(
+        request,
+        lambda get: computation_report(get, cluster_id, computation_id),
+        file_name(f"{cluster_id}-{computation_id}"),
+    )
+
+
+@pages.get("/runs/{run_id}/report")
+async def run_report_file(request: Request, run_id: str) -> Response:
+    return await _report_file(
+        request, lambda get: run_report(get, run_id), file_name(f"run-{run_id}")
+    )
+
+
+@pages.get("/compare/report")
+async def compare_report_file(request: Request, a: str, b: str) -> Response:
+    return await _report_file(
+        request, lambda get: compare_report(get, a, b), file_name(f"compare-{a}-{b}")
+    )

@@ -175,7 +175,7 @@
   window.dsProfile.init(base, data.computations);
   ds.state.onChange(restore);
   restore();
-  if (data.running) {
+  if (data.running && !ds.report) { // a report file is a snapshot
     document.body.dataset.live = "on";
     window.setTimeout(poll, LIVE_SECONDS * 1000);
   }

@@ -51,7 +51,7 @@ window.dsComputations = (() => {
   // The computation's advice (static/advice_box.js), fetched the first time it opens
   function addAdvice(detail, id) {
     if (!window.dsAdvice || detail.querySelector(".advice-box")) return;
-    const cluster = decodeURIComponent(location.pathname.split("/")[2]);
+    const cluster = ds.data().cluster.id; // not from the address: a report file has its own
     const box = document.createElement("div");
     box.className = "advice-box";
     box.dataset.adviceUrl = `/api/v1/clusters/${encodeURIComponent(cluster)}/advice?computation=${encodeURIComponent(id)}`;

@@ -13,6 +13,12 @@ const dsNoCloud = () => Plotly.setPlotConfig({ showSendToCloud: false, plotlySer
 if (window.Plotly) dsNoCloud();
 const ds = (() => {
   const F = DS_FORMAT;
+  // A report file (daskscope report, web/report_file.py) holds the answers to the
+  // requests its page makes: ds.json reads them there and asks no server.
+  const REPORT = (() => {
+    const held = document.getElementById("report-responses");
+    return held ? JSON.parse(held.textContent) : null;
+  })();
   const MISSING = F.missing;
   const animate = () =>
     !(window.daskscopeAnimations === false || window.matchMedia("(prefers-reduced-motion: reduce)").matches);
@@ -151,7 +157,9 @@ const ds = (() => {
   return {
     ...fmt,
     plotly,
-    data: () => JSON.parse(document.getElementById("page-data").textContent),
+    // The page's data: "page-data", or a part's own (a report file's timeline) when present
+    data: (id) => JSON.parse(((id && document.getElementById(id)) || document.getElementById("page-data")).textContent),
+    report: REPORT !== null,
     animate,
     layout: (extra) => Object.assign(
       { margin: { l: 60, r: 20, t: 10, b: 40 }, transition: { duration: animate() ? 300 : 0 },
@@ -163,6 +171,10 @@ const ds = (() => {
     // show as typed, so every such string goes through here first.
     text: (value) => String(value ?? "").replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;"),
     async json(url) {
+      if (REPORT !== null) {
+        if (Object.prototype.hasOwnProperty.call(REPORT, url)) return structuredClone(REPORT[url]);
+        throw new Error("not in this report file: open the page on the daskscope server for this view");
+      }
       const response = await fetch(url, { headers: { Accept: "application/json" } });
       const body = await response.json();
       if (!response.ok) throw new Error(body.error ? body.error.message : response.statusText);

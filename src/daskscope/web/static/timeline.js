@@ -14,7 +14,7 @@
 (() => {
   const chart = document.getElementById("timeline");
   if (!chart) return; // nothing recorded: the page says so
-  let view = ds.data();
+  let view = ds.data("timeline-data"); // its own in a report file, else the page's
   const clusterId = view.cluster_id;
   const base = `/api/v1/clusters/${encodeURIComponent(clusterId)}`;
   const FILTERS = ["computation", "span", "group"];
@@ -585,7 +585,15 @@
   }
 
   let shownQuery = wanted().toString(); // the window and filters on screen
+  const held = view; // a report file's one window (web/report_file.py)
   async function load() {
+    if (ds.report) { // zoomed, the held window is stretched; the whole range is it again
+      const whole = !ds.state.get("start") && !ds.state.get("stop");
+      if (whole) { view = held; await show(); }
+      status(whole ? "The whole window this report holds."
+        : `Zoomed into the window this report holds${view.raw ? "" : " (its bins stretched)"}: the dashboard loads each window's own tasks.`);
+      return;
+    }
     const mine = ++asked;
     status("Loading…");
     let body;
@@ -631,7 +639,7 @@
     chart.on("plotly_afterplot", () => paint());
   }
 
-  document.getElementById("reset-zoom").addEventListener("click", () => choose(null, null));
+  document.getElementById("timeline-reset").addEventListener("click", () => choose(null, null));
   document.getElementById("zoom-out").addEventListener("click", () => {
     const first = view.totals.first ?? view.start;
     const last = view.totals.last ?? view.stop;
