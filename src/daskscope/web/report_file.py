@@ -274,10 +274,11 @@ async def cluster_report(get: Get, cluster: str) -> bytes:
         paths += [f"{base}/computations/{cq}/graph", f"{base}/advice?computation={cq}"]
         if view.get("profiles"):
             paths.append(f"{base}/profile?computation={cq}")
+    page = f"/clusters/{js_quote(cid)}"
     for span in (view.get("spans") or [])[:MAX_EMBEDDED]:
         query = urlencode({"span": span["span_id"]})
-        paths += [f"{base}/prefixes?{query}", f"{base}/metrics?{query}"]
-    page = f"/clusters/{js_quote(cid)}"
+        # the span filter's prefix chart (laid out by web/prefix_chart.py) and its metrics
+        paths += [f"{page}/prefix-chart?{query}", f"{base}/metrics?{query}"]
     return await build_report(
         get,
         page,
