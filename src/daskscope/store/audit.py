@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import time
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
@@ -281,7 +280,6 @@ def prune_events(store: Store, before: float) -> int:
         return conn.execute(audit_events.delete().where(audit_events.c.at < before)).rowcount
 
 
-_pruned_at: weakref.WeakKeyDictionary[Store, float] = weakref.WeakKeyDictionary()
 #: How often a server process removes events past the retention.
 PRUNE_EVERY_S = 3600.0
 
@@ -290,7 +288,7 @@ def prune_if_due(store: Store, keep_days: float, *, now: float | None = None) ->
     """Remove events older than ``keep_days`` (0: keep every event), at most once an
     hour per process and store: called by the server where it writes events."""
     now = time.time() if now is None else now
-    if keep_days <= 0 or _pruned_at.get(store, 0.0) > now - PRUNE_EVERY_S:
+    if keep_days <= 0 or store.pruned_at.get("audit", 0.0) > now - PRUNE_EVERY_S:
         return
-    _pruned_at[store] = now
+    store.pruned_at["audit"] = now
     prune_events(store, now - keep_days * 86400.0)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import threading
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -36,13 +38,44 @@ _sqlite_wal: weakref.WeakKeyDictionary[sa.Engine, bool] = weakref.WeakKeyDiction
 # Connection option asking the SQLite begin hook for a write lock up front.
 IMMEDIATE = "daskscope_sqlite_immediate"
 
+T = TypeVar("T")
+
 
 class Store:
-    """An open daskscope database: an engine plus the schema tools around it."""
+    """An open daskscope database: an engine plus the schema tools around it, and what
+    this process remembers about the database between calls (its caches), which lives
+    and dies with the object: two stores never share an entry, whatever their URLs or
+    ids (a cache keyed on ``id(store)`` could hand a new store a closed one's values)."""
 
     def __init__(self, engine: sa.Engine, url: sa.URL) -> None:
         self.engine = engine
         self.url = url
+        #: when rows past their retention were last removed, by kind ("audit", "login"):
+        #: at most once per period per process and store
+        self.pruned_at: dict[str, float] = {}
+        # the caches of the layers above (views, web), by name: see kept()
+        self._kept: dict[str, Any] = {}
+        self._kept_lock = threading.Lock()
+
+    def kept(self, name: str, make: Callable[[], T]) -> T:
+        """The cache called ``name`` of this store, made by ``make()`` at the first ask.
+        The layers above keep their caches here (the views' built values, the web's
+        tokens and addresses) with their own bounds and invalidation; the store drops
+        them all when it is closed."""
+        with self._kept_lock:
+            try:
+                found: T = self._kept[name]
+            except KeyError:
+                found = self._kept[name] = make()
+            return found
+
+    def forget_kept(self, name: str | None = None) -> None:
+        """Drop the cache ``name`` (None: every cache of this store)."""
+        with self._kept_lock:
+            if name is None:
+                self._kept.clear()
+            else:
+                self._kept.pop(name, None)
 
     @property
     def dialect(self) -> str:
@@ -86,6 +119,7 @@ class Store:
         return head
 
     def close(self) -> None:
+        self.forget_kept()
         self.engine.dispose()
 
     def __enter__(self) -> Store:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-import weakref
 
 import sqlalchemy as sa
 
@@ -40,10 +39,12 @@ TTL_SECONDS = 60.0
 #: Tokens kept a store (members' tokens in use: far fewer on any team server).
 MAX_TOKENS = 4096
 
-_caches: weakref.WeakKeyDictionary[Store, dict[str, tuple[float, Identity]]] = (
-    weakref.WeakKeyDictionary()
-)
 _lock = threading.Lock()
+
+
+def _cache(store: Store) -> dict[str, tuple[float, Identity]]:
+    """Token digest -> (valid until, its member), for ``store`` (a cache the Store keeps)."""
+    return store.kept("web.tokens", dict)
 
 
 class TokenRevoked(Exception):
@@ -60,7 +61,7 @@ def remembered_identity(store: Store, token: str) -> Identity | None:
     (that hop was the larger part of authenticating a batch)."""
     now = time.monotonic()
     with _lock:
-        hit = _caches.get(store, {}).get(_digest(token))
+        hit = _cache(store).get(_digest(token))
     return hit[1] if hit is not None and hit[0] > now else None
 
 
@@ -68,7 +69,7 @@ def cached_identity(store: Store, token: str) -> Identity | None:
     """The token's member, from memory when it was seen valid within the TTL."""
     digest, now = _digest(token), time.monotonic()
     with _lock:
-        cache = _caches.setdefault(store, {})
+        cache = _cache(store)
         hit = cache.get(digest)
     if hit is not None and hit[0] > now:
         return hit[1]
@@ -85,7 +86,7 @@ def cached_identity(store: Store, token: str) -> Identity | None:
 
 def forget(store: Store, token: str) -> None:
     with _lock:
-        _caches.get(store, {}).pop(_digest(token), None)
+        _cache(store).pop(_digest(token), None)
 
 
 #: Built once: constructing the query (and its cache key) for every batch cost more
