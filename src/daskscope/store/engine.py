@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import threading
 import weakref
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
 
 from daskscope import config
+from daskscope.store.database import IMMEDIATE, as_engine, display_url
 from daskscope.store.errors import (
     AboutURL,
     BadDatabaseURL,
@@ -23,8 +22,9 @@ from daskscope.store.errors import (
     SchemaTooNew,
     StoreError,
 )
+from daskscope.store.reads import StoreReads
 
-__all__ = ["Store", "as_engine", "open_store"]
+__all__ = ["IMMEDIATE", "Store", "as_engine", "display_url", "open_store"]
 
 _URL_HINT = "use sqlite:///path/to/file.db or postgresql://user@host/dbname"
 _VERSION_TABLE = "alembic_version"
@@ -35,59 +35,12 @@ HEAD_REVISION = "0014"
 _PG_UPGRADE_LOCK = 0x6461736B73636F70  # "daskscop"
 # SQLite engines whose file is known to be ours, so that WAL may be switched on.
 _sqlite_wal: weakref.WeakKeyDictionary[sa.Engine, bool] = weakref.WeakKeyDictionary()
-# Connection option asking the SQLite begin hook for a write lock up front.
-IMMEDIATE = "daskscope_sqlite_immediate"
-
-T = TypeVar("T")
 
 
-class Store:
-    """An open daskscope database: an engine plus the schema tools around it, and what
-    this process remembers about the database between calls (its caches), which lives
-    and dies with the object: two stores never share an entry, whatever their URLs or
-    ids (a cache keyed on ``id(store)`` could hand a new store a closed one's values)."""
-
-    def __init__(self, engine: sa.Engine, url: sa.URL) -> None:
-        self.engine = engine
-        self.url = url
-        #: when rows past their retention were last removed, by kind ("audit", "login"):
-        #: at most once per period per process and store
-        self.pruned_at: dict[str, float] = {}
-        # the caches of the layers above (views, web), by name: see kept()
-        self._kept: dict[str, Any] = {}
-        self._kept_lock = threading.Lock()
-
-    def kept(self, name: str, make: Callable[[], T]) -> T:
-        """The cache called ``name`` of this store, made by ``make()`` at the first ask.
-        The layers above keep their caches here (the views' built values, the web's
-        tokens and addresses) with their own bounds and invalidation; the store drops
-        them all when it is closed."""
-        with self._kept_lock:
-            try:
-                found: T = self._kept[name]
-            except KeyError:
-                found = self._kept[name] = make()
-            return found
-
-    def forget_kept(self, name: str | None = None) -> None:
-        """Drop the cache ``name`` (None: every cache of this store)."""
-        with self._kept_lock:
-            if name is None:
-                self._kept.clear()
-            else:
-                self._kept.pop(name, None)
-
-    @property
-    def dialect(self) -> str:
-        return self.engine.dialect.name
-
-    @property
-    def display_url(self) -> str:
-        """The URL with any password replaced by ``***``: safe for messages and logs."""
-        return display_url(self.url)
-
-    def __repr__(self) -> str:
-        return f"<Store {self.display_url}>"
+class Store(StoreReads):
+    """An open daskscope database: the one door to it. Its reads are methods
+    (:class:`~daskscope.store.reads.StoreReads`), its caches fields
+    (:class:`~daskscope.store.database.Database`), and here the schema tools."""
 
     def upgrade(self) -> None:
         """Bring the schema to the newest revision (creating it on an empty database)."""
@@ -117,16 +70,6 @@ class Store:
         """The newest schema revision this version of daskscope knows."""
         head: str = _script().get_current_head()
         return head
-
-    def close(self) -> None:
-        self.forget_kept()
-        self.engine.dispose()
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def open_store(url: str | None = None, *, upgrade: bool = True) -> Store:
@@ -168,14 +111,6 @@ def _hidden(text: str) -> str:
         return text
 
 
-def as_engine(store_or_engine: Store | sa.Engine) -> sa.Engine:
-    if isinstance(store_or_engine, Store):
-        return store_or_engine.engine
-    if isinstance(store_or_engine, sa.Engine):
-        return store_or_engine
-    raise TypeError(f"expected a daskscope Store or an SQLAlchemy Engine, got {store_or_engine!r}")
-
-
 def parse_url(text: str) -> sa.URL:
     """Parse and normalise a database URL; PostgreSQL URLs use psycopg 3."""
     try:
@@ -200,10 +135,6 @@ def parse_url(text: str) -> sa.URL:
     raise BadDatabaseURL(
         f"{display_url(url)}: daskscope stores data in SQLite or PostgreSQL; {_URL_HINT}"
     )
-
-
-def display_url(url: sa.URL) -> str:
-    return url.render_as_string(hide_password=True)
 
 
 def _create_engine(url: sa.URL) -> sa.Engine:

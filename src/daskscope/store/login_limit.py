@@ -16,7 +16,7 @@ import time
 
 import sqlalchemy as sa
 
-from daskscope.store.engine import IMMEDIATE, Store
+from daskscope.store.database import IMMEDIATE, Database
 from daskscope.store.schema import login_attempts
 
 __all__ = ["WINDOW_S", "take_attempt"]
@@ -29,7 +29,9 @@ _PG_LOCK_CLASS = 0x6C6F6769
 _PRUNE_EVERY_S = WINDOW_S
 
 
-def take_attempt(store: Store, address: str, per_minute: int, *, now: float | None = None) -> int:
+def take_attempt(
+    store: Database, address: str, per_minute: int, *, now: float | None = None
+) -> int:
     """Count one login attempt from ``address``: 0 when it may go ahead (and it is
     counted), else the seconds until the next one may (then nothing is counted)."""
     given = now
@@ -54,7 +56,7 @@ def take_attempt(store: Store, address: str, per_minute: int, *, now: float | No
     return 0
 
 
-def _prune(store: Store, now: float) -> None:
+def _prune(store: Database, now: float) -> None:
     """Remove attempts past the window (rows no count reads any more), at most once a
     minute per process and store; on PostgreSQL one process at a time (the others skip),
     so that two deletions of the same rows cannot wait on each other."""

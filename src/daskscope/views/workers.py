@@ -17,7 +17,6 @@ from daskscope.analysis.workers import memory_over_time
 from daskscope.catalogue import figure
 from daskscope.store import Store
 from daskscope.store import worker_samples as load_worker_samples
-from daskscope.store.analytics import worker_events
 
 __all__ = [
     "GPU_METRICS",
@@ -172,7 +171,7 @@ def workers_view(store: Store, cluster_id: str) -> WorkersView:
     for row in samples:
         by_worker.setdefault(row["worker"], []).append(row)
     workers = {w: _series(by_worker[w]) for w in sorted(by_worker)}
-    events = worker_events(store, cluster_id)
+    events = store.worker_events(cluster_id)
     departures = [
         Departure(e["worker"], e["at"], _reason(e["detail"]), _reason(e["detail"]) == "lost")
         for e in events

@@ -16,12 +16,13 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-
-import sqlalchemy as sa
+from typing import TYPE_CHECKING
 
 from daskscope.store import Store
-from daskscope.store.identity import Identity, identity_for_token
-from daskscope.store.schema import tokens, users
+from daskscope.store.identity import Identity, token_owner_in
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 __all__ = [
     "REVERIFIED_PATHS",
@@ -73,7 +74,7 @@ def cached_identity(store: Store, token: str) -> Identity | None:
         hit = cache.get(digest)
     if hit is not None and hit[0] > now:
         return hit[1]
-    identity = identity_for_token(store, token)
+    identity = store.identity_for_token(token)
     with _lock:
         if identity is None:
             cache.pop(digest, None)
@@ -89,21 +90,11 @@ def forget(store: Store, token: str) -> None:
         _cache(store).pop(_digest(token), None)
 
 
-#: Built once: constructing the query (and its cache key) for every batch cost more
-#: of the server's CPU than running it.
-_TOKEN_OWNER = (
-    sa.select(users.c.name, users.c.account)
-    .select_from(tokens.join(users, users.c.name == tokens.c.user))
-    .where(tokens.c.token_hash == sa.bindparam("digest"), tokens.c.revoked_at.is_(None))
-)
-
-
 def verify_in_transaction(
     conn: sa.Connection, store: Store, token: str, identity: Identity
 ) -> None:
     """Raise :class:`TokenRevoked` unless ``token`` is still ``identity``'s, read in the
     writing transaction (the same connection: no extra checkout)."""
-    row = conn.execute(_TOKEN_OWNER, {"digest": _digest(token)}).first()
-    if row is None or (row.name, row.account) != (identity.user, identity.account):
+    if token_owner_in(conn, token) != (identity.user, identity.account):
         forget(store, token)
         raise TokenRevoked("this token is unknown or revoked")

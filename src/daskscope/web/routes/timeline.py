@@ -4,12 +4,9 @@
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
-from daskscope.store import Store
-from daskscope.store import schema as s
 from daskscope.views import to_data
 from daskscope.views.timeline import (
     DEFAULT_BINS,
@@ -81,12 +78,6 @@ def _view(
         raise HTTPError(400, str(exc), hint="start and stop are UTC epoch seconds.") from None
 
 
-def _cluster_name(store: Store, cluster_id: str) -> str:
-    with store.engine.connect() as conn:
-        name = conn.execute(sa.select(s.clusters.c.name).where(s.clusters.c.id == cluster_id))
-        return str(name.scalar_one())
-
-
 @pages.get("/clusters/{cluster_id}/timeline", response_class=HTMLResponse)
 def timeline_page(
     request: Request,
@@ -99,7 +90,7 @@ def timeline_page(
     max_tasks: int = _MAX_TASKS,
 ) -> HTMLResponse:
     view = _view(request, cluster_id, start, stop, computation, span, group, PAGE_BINS, max_tasks)
-    name = _cluster_name(store_of(request), view.cluster_id)
+    name = store_of(request).cluster_name(view.cluster_id)
     return page(request, "timeline.html", title=f"Timeline · {name}", name=name, data=to_data(view))
 
 
