@@ -101,6 +101,7 @@ def _command(family: Family) -> click.Command:
     @click.pass_context
     def run(
         ctx: click.Context,
+        /,
         cluster_id: str,
         output: str | None,
         encoding: str | None = None,

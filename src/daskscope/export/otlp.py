@@ -440,7 +440,7 @@ def _subtree_failures(
 
 def otlp_json(request: ExportTraceServiceRequest) -> dict[str, Any]:
     """OTLP/JSON: protobuf's JSON mapping, ids as hex strings and enums as numbers."""
-    data = json_format.MessageToDict(request, use_integers_for_enums=True)
+    data: dict[str, Any] = json_format.MessageToDict(request, use_integers_for_enums=True)
     for span in _spans_of(data):
         for field in ID_FIELDS:
             if span.get(field):
@@ -457,7 +457,8 @@ def request_from_json(data: Mapping[str, Any]) -> ExportTraceServiceRequest:
         for field in ID_FIELDS:
             if span.get(field):
                 span[field] = base64.b64encode(bytes.fromhex(span[field])).decode()
-    return json_format.ParseDict(data, ExportTraceServiceRequest())
+    parsed: ExportTraceServiceRequest = json_format.ParseDict(data, ExportTraceServiceRequest())
+    return parsed
 
 
 def _spans_of(data: Mapping[str, Any]) -> Iterable[dict[str, Any]]:
