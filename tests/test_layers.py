@@ -59,7 +59,6 @@ SQL_DOORS = {
 KNOWN_CIRCLES = [
     # MetricsCollector asks awkward.py about dask-awkward layers; awkward.py subclasses it
     {"daskscope.workflow.awkward", "daskscope.workflow.collector"},
-    {"daskscope.analysis.graph", "daskscope.analysis.graph_layout"},
 ]
 
 
