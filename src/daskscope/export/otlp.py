@@ -23,6 +23,12 @@ snake_case words; times in seconds as doubles, byte counts as integers. Encoding
 protobuf (``ExportTraceServiceRequest``, what ``/v1/traces`` takes with
 ``application/x-protobuf``) and OTLP/JSON (protobuf's JSON mapping with the ids in hex
 and enums as numbers, as the OTLP specification asks).
+
+Why it is long (~560 lines): it is one mapping, from the export view to one OTLP
+request, and its helpers (``_Trace``, the failures, the times of groups Dask did not
+date) serve that mapping only. The JSON form, the POST to a collector and the two
+exporters (the last ~130 lines) could stand in a module of their own; they stay here so
+that one module knows OTLP.
 """
 
 from __future__ import annotations
