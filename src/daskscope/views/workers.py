@@ -16,7 +16,6 @@ from typing import Any
 from daskscope.analysis.workers import memory_over_time
 from daskscope.catalogue import figure
 from daskscope.store import Store
-from daskscope.store import worker_samples as load_worker_samples
 
 __all__ = [
     "GPU_METRICS",
@@ -166,7 +165,7 @@ class WorkersView:
 
 
 def workers_view(store: Store, cluster_id: str) -> WorkersView:
-    samples = load_worker_samples(store, cluster_id)
+    samples = store.worker_samples(cluster_id)
     by_worker: dict[str, list[Mapping[str, Any]]] = {}
     for row in samples:
         by_worker.setdefault(row["worker"], []).append(row)
