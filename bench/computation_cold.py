@@ -4,7 +4,7 @@ before, alternating in one process (issue 26, point 8).
 
 Against a store of ``bench/seed.py --many-groups 40000`` (4 computations of 10,000
 groups), through the in-process ASGI client: each round empties the kept views
-(``memo.clear()``), asks for a computation's page (its critical path worked out) and
+(``memo.clear(store)``), asks for a computation's page (its critical path worked out) and
 then for its graph with the path (``graph?path=1``: what the page's script asks next,
 the groups read and folded), once with the collector paused during builds and once
 with it running. The process holds the other three computations' views throughout, as a

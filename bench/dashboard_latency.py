@@ -263,7 +263,7 @@ async def measure(app: Any, plan: dict[str, list[str]]) -> dict[str, dict[str, f
             timings = []
             for url in urls:
                 if name.endswith(COLD):
-                    memo.clear()
+                    memo.clear(app.state.store)
                 started = time.perf_counter()
                 response = await client.get(url)
                 timings.append((time.perf_counter() - started) * 1000)

@@ -30,7 +30,7 @@ import daskscope
 from daskscope.collector.store_process import StoreProcess
 from daskscope.model import TaskGroupRecord
 from daskscope.store import open_store, write_rows
-from daskscope.store.batches import wire_rows as _rows_by_table
+from daskscope.store.batches import wire_rows
 from daskscope.store.writer import prepare_writes
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -129,7 +129,7 @@ def replay_child(payloads: list[bytes], top: int) -> None:
         profiler.enable()
         for payload in payloads:
             t0 = time.process_time()
-            rows = _rows_by_table(payload)
+            rows = wire_rows(payload)
             t1 = time.process_time()
             write_rows(store, rows)
             write_cpu += time.process_time() - t1
@@ -139,7 +139,7 @@ def replay_child(payloads: list[bytes], top: int) -> None:
         profiler.disable()
         store.close()
     for payload in payloads:  # outside the profile: what each table's rows weigh
-        for table, table_rows in _rows_by_table(payload).items():
+        for table, table_rows in wire_rows(payload).items():
             bytes_by_table[table.name] += sum(len(encode(row)) for row in table_rows)
     print(
         f"store child replayed: {len(payloads)} batches, {sum(map(len, payloads)) / 1e6:.1f} MB,"

@@ -7,6 +7,7 @@ that never open a page never import it."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,8 +29,11 @@ FLAGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
 
+#: the mark of a browser test (or, as ``pytestmark``, of a file of them): skipped where
+#: Chromium or Playwright is absent, so that no test file checks for them itself
 needs_chromium = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian's chromium is not installed (./dev test installs it)"
+    not CHROMIUM.exists() or importlib.util.find_spec("playwright") is None,
+    reason="Debian's chromium or Playwright is not installed (./dev test installs them)",
 )
 
 # the two widths every page is looked at: a laptop and a phone

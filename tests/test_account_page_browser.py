@@ -24,7 +24,6 @@ from webutil import GIB, monday, serving
 
 pytestmark = needs_chromium
 pytest.importorskip("fastapi")
-pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 

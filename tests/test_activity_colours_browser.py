@@ -35,7 +35,6 @@ from daskscope.store import schema as s
 from webutil import serving
 
 pytestmark = needs_chromium
-pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 

@@ -16,15 +16,12 @@ from dask import delayed
 from distributed import Client, LocalCluster
 
 import daskscope
-from browser import SCREENSHOTS, new_page
+from browser import SCREENSHOTS, needs_chromium, new_page
 from daskscope.cli.main import cli
 from daskscope.store import cluster_detail, open_store, write_records
+from daskscope.web import create_app
 from factories import make_workflow_run
 from webutil import serving
-
-pytest.importorskip("playwright.sync_api")
-
-from daskscope.web import create_app
 
 
 def slow(x: int, seconds: float) -> int:
@@ -128,6 +125,7 @@ def _box_text(page: Any, selector: str) -> dict[str, Any]:
     }
 
 
+@needs_chromium
 @pytest.mark.parametrize("width,height", [(1440, 900), (390, 844)])
 def test_the_box_on_the_cluster_page_and_a_computation_row(
     site: dict[str, Any], browser: Any, width: int, height: int
@@ -168,6 +166,7 @@ def test_the_box_on_the_cluster_page_and_a_computation_row(
     assert not errors, errors
 
 
+@needs_chromium
 def test_the_box_on_the_run_page(site: dict[str, Any], browser: Any) -> None:
     for width, height in ((1440, 900), (390, 844)):
         context, page, errors = new_page(browser, width, height)

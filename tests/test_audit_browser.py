@@ -19,7 +19,6 @@ from daskscope.store.identity import add_user, create_account, create_token, rev
 from webutil import serving
 
 pytestmark = needs_chromium
-pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 

@@ -22,7 +22,6 @@ from factories import GIB, T0, make_cluster, make_span, make_worker_sample
 from webutil import serving
 
 pytestmark = needs_chromium
-pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 

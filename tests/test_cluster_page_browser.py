@@ -24,7 +24,6 @@ PREFIXES = 30
 
 pytestmark = needs_chromium
 pytest.importorskip("fastapi")
-pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 

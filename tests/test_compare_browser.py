@@ -23,7 +23,6 @@ from test_regressions import FAST, RUNS, SLOW, SLOWED, heartbeat, run_in_span
 from webutil import serving
 
 pytestmark = needs_chromium
-pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 

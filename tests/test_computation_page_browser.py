@@ -20,7 +20,6 @@ from test_critical_path import PATH, record, wall
 from webutil import serving
 
 pytestmark = needs_chromium
-pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 

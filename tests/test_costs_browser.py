@@ -20,7 +20,6 @@ from test_compare_browser import no_page_overflow, texts
 from webutil import serving
 
 pytestmark = needs_chromium
-pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 

@@ -18,7 +18,6 @@ from webutil import call, serving
 
 pytestmark = needs_chromium
 pytest.importorskip("fastapi")
-pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 

@@ -16,6 +16,7 @@ import random
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -226,25 +227,22 @@ def test_folds_past_the_limit_are_one_node_and_the_path_is_counted() -> None:
     assert steps == {("prefix:p0", "prefix:p1"), ("prefix:p1", "prefix:p2")}
 
 
-def test_kept_values_are_bounded_by_weight() -> None:
-    class Store:  # any object a store is kept for
-        pass
+def test_kept_values_are_bounded_by_weight(tmp_path: Path) -> None:
+    with open_store(f"sqlite:///{tmp_path / 'kept.db'}") as store:
+        built: list[str] = []
 
-    store = Store()
-    built: list[str] = []
+        def build(name: str) -> str:
+            built.append(name)
+            return name
 
-    def build(name: str) -> str:
-        built.append(name)
-        return name
-
-    for name in ("a", "b", "c"):
-        memo.memoized(store, name, 1, lambda n=name: build(n), lambda v: memo.MAX_WEIGHT // 2)
-    assert memo.memoized(store, "c", 1, lambda: build("c!")) == "c"  # kept
-    assert memo.memoized(store, "a", 1, lambda: build("a!")) == "a!"  # weighed out
-    assert memo.memoized(store, "c", 2, lambda: build("c2")) == "c2"  # a new fingerprint
-    assert built == ["a", "b", "c", "a!", "c2"]
-    memo.clear(store)
-    assert memo.memoized(store, "c", 2, lambda: build("c3")) == "c3"
+        for name in ("a", "b", "c"):
+            memo.memoized(store, name, 1, lambda n=name: build(n), lambda v: memo.MAX_WEIGHT // 2)
+        assert memo.memoized(store, "c", 1, lambda: build("c!")) == "c"  # kept
+        assert memo.memoized(store, "a", 1, lambda: build("a!")) == "a!"  # weighed out
+        assert memo.memoized(store, "c", 2, lambda: build("c2")) == "c2"  # a new fingerprint
+        assert built == ["a", "b", "c", "a!", "c2"]
+        memo.clear(store)
+        assert memo.memoized(store, "c", 2, lambda: build("c3")) == "c3"
 
 
 # ------------------------------------------------------------------ the routes

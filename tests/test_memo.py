@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from daskscope.store import Store, open_store
 from daskscope.views import memo
 
 
@@ -22,12 +23,14 @@ def collector_on() -> Iterator[None]:
         gc.disable()
 
 
-class Store:
-    """A key for memo's per-store values (weak-referenced)."""
+@pytest.fixture
+def store() -> Iterator[Store]:
+    """A real store (in memory): memo keeps its values in it."""
+    with open_store("sqlite://") as opened:
+        yield opened
 
 
-def test_a_build_runs_with_the_collector_paused() -> None:
-    store = Store()
+def test_a_build_runs_with_the_collector_paused(store: Store) -> None:
     seen = []
 
     def inner() -> str:
@@ -48,23 +51,22 @@ def test_a_build_runs_with_the_collector_paused() -> None:
     assert gc.isenabled()
 
 
-def test_a_failing_build_puts_the_collector_back() -> None:
+def test_a_failing_build_puts_the_collector_back(store: Store) -> None:
     def fails() -> None:
         raise RuntimeError("no view")
 
     with pytest.raises(RuntimeError, match="no view"):
-        memo.memoized(Store(), "k", 1, fails)
+        memo.memoized(store, "k", 1, fails)
     assert gc.isenabled()
 
 
-def test_off_before_stays_off() -> None:
+def test_off_before_stays_off(store: Store) -> None:
     gc.disable()
-    assert memo.memoized(Store(), "k", 1, lambda: 1) == 1
+    assert memo.memoized(store, "k", 1, lambda: 1) == 1
     assert not gc.isenabled()
 
 
-def test_builds_in_threads_at_once() -> None:
-    store = Store()
+def test_builds_in_threads_at_once(store: Store) -> None:
     started = threading.Barrier(3)
     second_done = threading.Event()
     during = []
@@ -92,9 +94,9 @@ def test_builds_in_threads_at_once() -> None:
     assert gc.isenabled()
 
 
-def test_the_switch_leaves_the_collector_running() -> None:
+def test_the_switch_leaves_the_collector_running(store: Store) -> None:
     memo.PAUSE_COLLECTOR = False
     try:
-        assert memo.memoized(Store(), "k", 1, lambda: gc.isenabled()) is True
+        assert memo.memoized(store, "k", 1, lambda: gc.isenabled()) is True
     finally:
         memo.PAUSE_COLLECTOR = True

@@ -26,7 +26,6 @@ from daskscope.store.reports import list_reports, reports_dir
 from webutil import serving
 
 pytest.importorskip("fastapi")
-pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app
 from daskscope.web.routes.assets import plotly_url

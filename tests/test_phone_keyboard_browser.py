@@ -24,7 +24,6 @@ from factories import T0, make_workflow_chunk, make_workflow_run
 from webutil import serving
 
 pytestmark = needs_chromium
-pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 

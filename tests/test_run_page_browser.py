@@ -33,7 +33,6 @@ BYTES = re.compile(rf"^(-?\d+ B|-?\d+\.\d (KiB|MiB|GiB|TiB)|{MISSING})$")
 
 pytestmark = needs_chromium
 pytest.importorskip("fastapi")
-pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 

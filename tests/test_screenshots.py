@@ -38,7 +38,6 @@ SEEDED_DETAIL_ROWS = 2_000
 
 pytestmark = needs_chromium
 pytest.importorskip("fastapi")
-pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 

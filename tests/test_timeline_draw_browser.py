@@ -25,7 +25,6 @@ from daskscope.views.timeline import prefix_colour
 from webutil import serving
 
 pytestmark = needs_chromium
-pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 

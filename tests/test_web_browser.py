@@ -20,7 +20,6 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 
 pytestmark = needs_chromium
 pytest.importorskip("fastapi")
-pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 

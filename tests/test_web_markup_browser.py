@@ -26,7 +26,6 @@ from webutil import serving, synthetic_clusters
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 pytestmark = needs_chromium
-pytest.importorskip("playwright.sync_api")
 
 from daskscope.web import create_app  # noqa: E402
 

@@ -26,7 +26,8 @@ def _client(client: Client | None) -> Client:
         return client
     from distributed import default_client
 
-    return default_client()
+    found: Client = default_client()
+    return found
 
 
 def _scheduler(client: Client) -> Any:
@@ -104,7 +105,7 @@ async def _register(client: Client, plugin: Any) -> str:
             "that setting (daskscope.database or daskscope.server in its dask config).",
             stacklevel=4,
         )
-    return info["cluster_id"]
+    return str(info["cluster_id"])
 
 
 def flush(

@@ -232,6 +232,7 @@ def value_text(value: float | None, unit: str, *, currency: str | None = None) -
     if spec is None:
         return f"{number_text(value)} {unit}"
     kind, suffix = spec["kind"], spec.get("suffix", "")
+    text: str
     if kind == "duration":
         text = duration_text(value)
     elif kind == "bytes":
@@ -248,7 +249,7 @@ def value_text(value: float | None, unit: str, *, currency: str | None = None) -
         text = count_text(value)
     else:
         text = number_text(value)
-    return text + suffix
+    return text + str(suffix)
 
 
 def _significant(v: float) -> str:

@@ -187,10 +187,10 @@ class _Decoding:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._heads: dict[int, msgspec.json.Decoder] = {}
-        self._of_kind: dict[str, msgspec.json.Decoder] = {}
+        self._heads: dict[int, msgspec.json.Decoder[Any]] = {}
+        self._of_kind: dict[str, msgspec.json.Decoder[Any]] = {}
 
-    def heads(self, max_records: int) -> msgspec.json.Decoder:
+    def heads(self, max_records: int) -> msgspec.json.Decoder[Any]:
         """The first reading of a batch: its version, and each record's kind and data."""
         decoder = self._heads.get(max_records)
         if decoder is None:
@@ -211,7 +211,7 @@ class _Decoding:
                     decoder = self._heads[max_records] = msgspec.json.Decoder(batch)
         return decoder
 
-    def of_kind(self, kind: str) -> msgspec.json.Decoder:
+    def of_kind(self, kind: str) -> msgspec.json.Decoder[Any]:
         """A JSON array of the data of records of ``kind``, checked field by field."""
         decoder = self._of_kind.get(kind)
         if decoder is None:
@@ -245,10 +245,10 @@ class Part:
     """Some of a batch's records, decoded and checked: their rows by kind, and each
     row's index in the batch as sent."""
 
-    rows: dict[str, list[dict]]
+    rows: dict[str, list[dict[str, Any]]]
     indices: dict[str, list[int]]
 
-    def in_order(self) -> list[tuple[int, str, dict]]:
+    def in_order(self) -> list[tuple[int, str, dict[str, Any]]]:
         """Every row as ``(index, kind, row)``, in the order sent."""
         return sorted(
             (
@@ -297,7 +297,7 @@ class WireBatch:
         for indices in self.splits:
             yield self._decoded(indices)
 
-    def rows(self) -> list[tuple[str, dict]]:
+    def rows(self) -> list[tuple[str, dict[str, Any]]]:
         """Every record as a ``(kind, row)`` pair, in the order sent."""
         (whole,) = self.parts(whole=True)
         return [(kind, row) for _, kind, row in whole.in_order()]
@@ -308,7 +308,7 @@ class WireBatch:
         for index in indices:
             by_kind.setdefault(heads[index].kind, []).append(index)
         as_dict = msgspec.structs.asdict
-        rows: dict[str, list[dict]] = {}
+        rows: dict[str, list[dict[str, Any]]] = {}
         for kind, of_kind in by_kind.items():
             # one JSON array of the kind's data: one decoder call, not one a record
             array = b"[" + b",".join([heads[i].data for i in of_kind]) + b"]"
@@ -353,7 +353,9 @@ def decode_parts(body: bytes, *, max_records: int = 100_000) -> WireBatch:
     return WireBatch(batch.records)
 
 
-def decode_rows_json(body: bytes, *, max_records: int = 100_000) -> list[tuple[str, dict]]:
+def decode_rows_json(
+    body: bytes, *, max_records: int = 100_000
+) -> list[tuple[str, dict[str, Any]]]:
     """The batch in a request body as ``(kind, row)`` pairs, each row a dict of every
     field of its record kind (what the store writes); raises :class:`WireError`, and
     nothing is returned partially, so a rejected batch stores nothing."""

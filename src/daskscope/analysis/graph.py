@@ -14,24 +14,17 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+# the layout (graph_layout.py) colours its folds by the activity too: it is defined there
+from daskscope.analysis.graph_layout import dominant_activity, layered_layout
+
 __all__ = ["dominant_activity", "task_group_graph"]
 
 Row = Mapping[str, Any]
 
 
-def dominant_activity(durations: Mapping[str, float] | None) -> str | None:
-    """The activity with the most seconds (ties: alphabetical), None if nothing ran."""
-    items = [(float(v), k) for k, v in (durations or {}).items() if v and float(v) > 0]
-    if not items:
-        return None
-    return min(items, key=lambda item: (-item[0], item[1]))[1]
-
-
 def task_group_graph(groups: Iterable[Row]) -> dict[str, Any]:
     """Nodes (with ``x``, ``y``, ``size``, ``activity``, ``failed``) and edges of the
     groups' dependency graph; dependencies outside ``groups`` are left out."""
-    from daskscope.analysis.graph_layout import layered_layout
-
     rows = {g["name"]: g for g in groups}
     names = sorted(rows)
     deps = {n: [d for d in (rows[n].get("dependencies") or []) if d in rows] for n in names}

@@ -24,8 +24,6 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from daskscope.analysis.graph import dominant_activity
-
 __all__ = [
     "ASPECT",
     "FOLDS",
@@ -34,6 +32,7 @@ __all__ = [
     "MAX_OPENED",
     "Fold",
     "Layout",
+    "dominant_activity",
     "fold_groups",
     "layered_layout",
 ]
@@ -55,6 +54,14 @@ _SWEPT = 2000
 _SMALLEST, _LARGEST = 12.0, 48.0
 
 Row = Mapping[str, Any]
+
+
+def dominant_activity(durations: Mapping[str, float] | None) -> str | None:
+    """The activity with the most seconds (ties: alphabetical), None if nothing ran."""
+    items = [(float(v), k) for k, v in (durations or {}).items() if v and float(v) > 0]
+    if not items:
+        return None
+    return min(items, key=lambda item: (-item[0], item[1]))[1]
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ def advise_command(
 ) -> None:
     """What the advice rules found for CLUSTER (a unique id prefix is enough), one of its
     computations (--computation), or a workflow run (--run RUN, no CLUSTER)."""
-    from daskscope.store import open_store, resolve_cluster_id
+    from daskscope.store import open_store
     from daskscope.store.runs import AmbiguousRun, UnknownRun
     from daskscope.views import to_pretty_json
     from daskscope.views.advice import UnknownComputation, cluster_advice, run_advice
@@ -73,7 +73,7 @@ def advise_command(
             if run_id is not None:
                 view = run_advice(store, run_id)
             else:
-                full = resolve_cluster_id(store, cluster_id or "")
+                full = store.resolve_cluster_id(cluster_id or "")
                 view = cluster_advice(store, full, computation)
         except (UnknownComputation, UnknownRun, AmbiguousRun) as exc:
             click.echo(f"error: {exc}", err=True)

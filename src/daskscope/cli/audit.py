@@ -49,7 +49,6 @@ def audit_export(
     """Write the audit log as JSON lines, one event a line, oldest first: id, time (ISO
     8601, UTC), at (epoch seconds), kind, account, user, address, token_hint, detail."""
     from daskscope.store import open_store
-    from daskscope.store.audit import export_events
     from daskscope.views.run import time_bound
 
     try:
@@ -63,7 +62,7 @@ def audit_export(
             str(output or "-"), "w", encoding="utf-8", atomic=output is not None
         ) as out,
     ):
-        for event in export_events(store, account=account, since=start, until=end, kinds=kind):
+        for event in store.export_events(account=account, since=start, until=end, kinds=kind):
             out.write(json.dumps(event.to_data(), separators=(",", ":")) + "\n")
             count += 1
     if output is not None:

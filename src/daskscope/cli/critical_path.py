@@ -133,13 +133,13 @@ def critical_path_command(
 ) -> None:
     """A computation's critical path and how long it would take on more or fewer worker
     threads (unique starts of the cluster's and the computation's ids are enough)."""
-    from daskscope.store import open_store, resolve_cluster_id
+    from daskscope.store import open_store
     from daskscope.views import to_pretty_json
     from daskscope.views.critical_path import critical_path_view
 
     database = getattr(state, "database", None)
     with open_store(database) as store:
-        full_id = resolve_cluster_id(store, cluster_id)
+        full_id = store.resolve_cluster_id(cluster_id)
         try:
             view = critical_path_view(store, full_id, computation_id, threads=threads)
         except ValueError as exc:

@@ -18,6 +18,7 @@ import distributed
 import numpy as np
 import pandas as pd
 from dask.base import collections_to_expr
+from dask.delayed import delayed
 from distributed import Client, as_completed, futures_of, span
 
 from daskscope.format import duration_text
@@ -73,7 +74,7 @@ class _Progress:
         if self.bar is not None:
             self.bar.stop()
 
-    def wait(self, description: str, futures: list[distributed.Future]) -> None:
+    def wait(self, description: str, futures: list[distributed.Future[Any]]) -> None:
         """Wait for every future (failed ones included), advancing one bar."""
         task = None if self.bar is None else self.bar.add_task(description, total=len(futures))
         for _ in as_completed(futures):
@@ -150,9 +151,9 @@ def _array_part(client: Client, progress: _Progress, seed: int) -> dict[str, Any
 
 
 def _delayed_part(client: Client, progress: _Progress, seed: int) -> dict[str, Any]:
-    squares = [dask.delayed(_square)(i + seed, dask_key_name=f"square-{i}") for i in range(20)]
-    good = dask.delayed(_total)(squares, dask_key_name="total-ok")
-    bad = dask.delayed(_fail_on_purpose)(squares, dask_key_name="fail-on-purpose")
+    squares = [delayed(_square)(i + seed, dask_key_name=f"square-{i}") for i in range(20)]
+    good = delayed(_total)(squares, dask_key_name="total-ok")
+    bad = delayed(_fail_on_purpose)(squares, dask_key_name="fail-on-purpose")
     with _unfused(), span("delayed"):
         keys = _task_count(client, good, bad)
         good, bad = client.persist([good, bad])

@@ -101,6 +101,7 @@ def _command(family: Family) -> click.Command:
     @click.pass_context
     def run(
         ctx: click.Context,
+        /,
         cluster_id: str,
         output: str | None,
         encoding: str | None = None,
@@ -108,7 +109,7 @@ def _command(family: Family) -> click.Command:
         **options: Any,
     ) -> None:
         from daskscope.export.common import file_name
-        from daskscope.store import open_store, resolve_cluster_id
+        from daskscope.store import open_store
         from daskscope.views.export import ExportError, export_view
 
         if endpoint and output:
@@ -116,7 +117,7 @@ def _command(family: Family) -> click.Command:
         exporter = family.format(encoding) if encoding else family.default
         computation = options.get("computation")
         with open_store(_state_database(ctx)) as store:
-            full_id = resolve_cluster_id(store, cluster_id)
+            full_id = store.resolve_cluster_id(cluster_id)
             try:
                 view = export_view(store, full_id, **options)
                 if endpoint:

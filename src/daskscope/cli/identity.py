@@ -70,10 +70,9 @@ def user_add(state: Any, name: str, account: str, admin: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def user_list(state: Any, account: str | None, as_json: bool) -> None:
-    from daskscope.store.identity import list_members
 
     with _store(state) as store:
-        members = list_members(store, account)
+        members = store.list_members(account)
     if as_json:
         click.echo(json.dumps(members, indent=2))
         return

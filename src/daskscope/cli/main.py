@@ -131,13 +131,13 @@ def load_cluster(
 ) -> ClusterView:
     """The view of one cluster, named by its id or a unique prefix; of its task groups
     at most ``max_groups`` (None: all), ``task_group_summary`` counting them all."""
-    from daskscope.store import open_store, resolve_cluster_id
+    from daskscope.store import open_store
     from daskscope.views import cluster_view
 
     with open_store(database) as store:
         return cluster_view(
             store,
-            resolve_cluster_id(store, id_or_prefix),
+            store.resolve_cluster_id(id_or_prefix),
             groups=max_groups,
             groups_by=groups_by,
         )

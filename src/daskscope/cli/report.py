@@ -94,7 +94,8 @@ def report_command(
 
     async def build() -> bytes:
         async with app_reader(app) as get:
-            return await makers[kind](get, *ids)  # type: ignore[operator]
+            made: bytes = await makers[kind](get, *ids)  # type: ignore[operator]
+            return made
 
     try:
         content = asyncio.run(build())

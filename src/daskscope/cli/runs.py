@@ -59,7 +59,7 @@ def _hinted() -> Iterator[None]:
 )
 @click.option("--limit", type=click.IntRange(min=1, max=MAX_PAGE), default=100, show_default=True)
 @click.pass_obj
-def runs_command(state: Any, as_json: bool, search: str | None, **asked: Any) -> None:
+def runs_command(state: Any, /, as_json: bool, search: str | None, **asked: Any) -> None:
     """List workflow runs (MetricsCollector), newest first; the same filters, order and
     paging as /api/v1/runs, whose JSON --json prints."""
     from daskscope.store import open_store

@@ -185,7 +185,7 @@ def serve_command(
 @click.pass_obj
 def upload_report_command(state: Any, file: Path, cluster: str | None) -> None:
     """Keep a Dask performance report (HTML) with the store, shown under /reports."""
-    from daskscope.store import open_store, resolve_cluster_id
+    from daskscope.store import open_store
     from daskscope.store.reports import NotAReport, ReportTooLarge, check_report, save_report
 
     content = file.read_bytes()
@@ -194,7 +194,7 @@ def upload_report_command(state: Any, file: Path, cluster: str | None) -> None:
     except NotAReport as exc:
         raise click.BadParameter(str(exc), param_hint="FILE") from None
     with open_store(state.database) as store:
-        cluster_id = resolve_cluster_id(store, cluster) if cluster else None
+        cluster_id = store.resolve_cluster_id(cluster) if cluster else None
         try:
             info = save_report(store, content, name=file.name, cluster_id=cluster_id)
         except ReportTooLarge as exc:

@@ -196,7 +196,7 @@ def spool_send(
         sys.exit(1)
 
 
-def _changed(answers: list[dict]) -> str:
+def _changed(answers: list[dict[str, Any]]) -> str:
     """What the server did with one batch (its parts, when a proxy made us split it)."""
     records = sum(int(a.get("records") or 0) for a in answers)
     stored = sum(int(a.get("stored") or 0) for a in answers)

@@ -173,14 +173,14 @@ def timeline_command(
 ) -> None:
     """The task timeline of a cluster (a unique id prefix is enough): utilisation over
     time, the longest idle gaps, the slowest tasks."""
-    from daskscope.store import open_store, resolve_cluster_id
+    from daskscope.store import open_store
     from daskscope.store.retention import pruned_task_log
     from daskscope.views import to_pretty_json
     from daskscope.views.timeline import span_of_tag, timeline_view
 
     database = getattr(state, "database", None)
     with open_store(database) as store:
-        full_id = resolve_cluster_id(store, cluster_id)
+        full_id = store.resolve_cluster_id(cluster_id)
         span_id = None
         if span is not None:
             try:

@@ -23,6 +23,12 @@ snake_case words; times in seconds as doubles, byte counts as integers. Encoding
 protobuf (``ExportTraceServiceRequest``, what ``/v1/traces`` takes with
 ``application/x-protobuf``) and OTLP/JSON (protobuf's JSON mapping with the ids in hex
 and enums as numbers, as the OTLP specification asks).
+
+Why it is long (~560 lines): it is one mapping, from the export view to one OTLP
+request, and its helpers (``_Trace``, the failures, the times of groups Dask did not
+date) serve that mapping only. The JSON form, the POST to a collector and the two
+exporters (the last ~130 lines) could stand in a module of their own; they stay here so
+that one module knows OTLP.
 """
 
 from __future__ import annotations
@@ -440,7 +446,7 @@ def _subtree_failures(
 
 def otlp_json(request: ExportTraceServiceRequest) -> dict[str, Any]:
     """OTLP/JSON: protobuf's JSON mapping, ids as hex strings and enums as numbers."""
-    data = json_format.MessageToDict(request, use_integers_for_enums=True)
+    data: dict[str, Any] = json_format.MessageToDict(request, use_integers_for_enums=True)
     for span in _spans_of(data):
         for field in ID_FIELDS:
             if span.get(field):
@@ -457,7 +463,8 @@ def request_from_json(data: Mapping[str, Any]) -> ExportTraceServiceRequest:
         for field in ID_FIELDS:
             if span.get(field):
                 span[field] = base64.b64encode(bytes.fromhex(span[field])).decode()
-    return json_format.ParseDict(data, ExportTraceServiceRequest())
+    parsed: ExportTraceServiceRequest = json_format.ParseDict(data, ExportTraceServiceRequest())
+    return parsed
 
 
 def _spans_of(data: Mapping[str, Any]) -> Iterable[dict[str, Any]]:

@@ -58,7 +58,8 @@ class Table:
         return pa.table({name: list(values) for name, values in self.columns.items()})
 
     def to_pandas(self) -> pd.DataFrame:
-        return self.to_arrow().to_pandas()
+        frame: pd.DataFrame = self.to_arrow().to_pandas()
+        return frame
 
     def rows(self) -> list[dict[str, Any]]:
         """One dict a row."""

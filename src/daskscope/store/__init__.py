@@ -2,7 +2,10 @@
 
 >>> store = open_store("sqlite:///runs.db")   # creates or upgrades the schema
 >>> write_records(store, records)             # idempotent upserts, one transaction
->>> list_clusters(store)                      # plain dicts, newest first
+>>> store.list_clusters()                     # plain dicts, newest first
+
+The Store is the one door: every read is a method of it (``store/reads.py``), and what
+this process keeps about the database (its caches) are fields of it.
 """
 
 from __future__ import annotations

@@ -7,14 +7,14 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from daskscope.store.engine import Store, as_engine
+from daskscope.store.database import Database, as_engine
 from daskscope.store.groups import BRIEF_COLUMNS
 from daskscope.store.schema import task_groups
 
 __all__ = ["brief_groups"]
 
 
-def brief_groups(store: Store | sa.Engine, cluster_id: str) -> list[dict[str, Any]]:
+def brief_groups(store: Database | sa.Engine, cluster_id: str) -> list[dict[str, Any]]:
     """Every task group of the cluster: id, name, prefix, computation_id, task counts,
     bytes, seconds, first start and last stop."""
     query = sa.select(*BRIEF_COLUMNS).where(task_groups.c.cluster_id == cluster_id)

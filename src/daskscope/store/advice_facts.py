@@ -6,12 +6,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from daskscope.store import schema as s
-from daskscope.store.engine import Store, as_engine
+from daskscope.store.database import Database, as_engine
 
 __all__ = ["run_filenames"]
 
 
-def run_filenames(store: Store | sa.Engine, run_id: str) -> list[str]:
+def run_filenames(store: Database | sa.Engine, run_id: str) -> list[str]:
     """The input files a run's chunks read, each once, in name order."""
     ch = s.workflow_chunks.c
     query = (

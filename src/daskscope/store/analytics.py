@@ -17,7 +17,7 @@ from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 
 from daskscope.analysis.duration import elapsed
 from daskscope.store import schema as s
-from daskscope.store.engine import Store, as_engine
+from daskscope.store.database import Database, as_engine
 from daskscope.store.queries import list_clusters
 
 __all__ = [
@@ -128,7 +128,7 @@ def _plain_rows(result: sa.CursorResult[Any]) -> list[Row]:
 
 
 def account_totals(
-    store: Store | sa.Engine,
+    store: Database | sa.Engine,
     *,
     since: float | None = None,
     until: float | None = None,
@@ -146,7 +146,7 @@ def account_totals(
 
 
 def weekly_usage(
-    store: Store | sa.Engine,
+    store: Database | sa.Engine,
     *,
     since: float | None = None,
     until: float | None = None,
@@ -189,7 +189,7 @@ def weekly_usage(
 
 
 def clusters_in_week(
-    store: Store | sa.Engine,
+    store: Database | sa.Engine,
     *,
     user: str | None = None,
     week_start: float | None = None,
@@ -242,7 +242,7 @@ def running_clause(now: float) -> ColumnElement[bool]:
 
 
 def cluster_page(
-    store: Store | sa.Engine,
+    store: Database | sa.Engine,
     *,
     now: float,
     prices: Prices,
@@ -320,7 +320,7 @@ def cluster_page(
 
 
 def computation_groups(
-    store: Store | sa.Engine, cluster_id: str, computation_id: str
+    store: Database | sa.Engine, cluster_id: str, computation_id: str
 ) -> tuple[Row, list[Row]] | None:
     """One computation and its task groups (None when the cluster has no such one)."""
     comp = s.computations.c
@@ -340,7 +340,7 @@ def computation_groups(
         return dict(found._mapping), [dict(g._mapping) for g in groups]
 
 
-def worker_events(store: Store | sa.Engine, cluster_id: str) -> list[Row]:
+def worker_events(store: Database | sa.Engine, cluster_id: str) -> list[Row]:
     """Worker arrivals and departures of a cluster, in time order."""
     e = s.events.c
     query = (
@@ -352,7 +352,7 @@ def worker_events(store: Store | sa.Engine, cluster_id: str) -> list[Row]:
         return [dict(r._mapping) for r in conn.execute(query)]
 
 
-def span_rows(store: Store | sa.Engine, cluster_id: str) -> tuple[list[Row], list[Row]]:
+def span_rows(store: Database | sa.Engine, cluster_id: str) -> tuple[list[Row], list[Row]]:
     """A cluster's spans (id and tags only) and all its fine-metric rows."""
     sp = s.spans.c
     m = s.span_metrics.c

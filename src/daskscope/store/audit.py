@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import time
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
@@ -23,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from daskscope.model import stable_id
-from daskscope.store.engine import IMMEDIATE, Store
+from daskscope.store.database import IMMEDIATE, Database
 from daskscope.store.schema import audit_events, token_addresses, tokens, users
 from daskscope.text import escape_text
 
@@ -139,7 +138,7 @@ def record_event(
 
 
 def used_from(
-    store: Store,
+    store: Database,
     token_id: str,
     address: str,
     *,
@@ -175,7 +174,7 @@ def used_from(
     return added
 
 
-def login_failed(store: Store, token: str, address: str) -> None:
+def login_failed(store: Database, token: str, address: str) -> None:
     """A login with ``token`` from ``address`` opened nothing: audited under the token's
     account when it is one of its members' (revoked), else under no account."""
     digest = hashlib.sha256(token.encode()).hexdigest()
@@ -223,7 +222,7 @@ def _event(row: Any) -> AuditEvent:
 
 
 def audit_page(
-    store: Store,
+    store: Database,
     *,
     account: str | None,
     since: float | None = None,
@@ -249,7 +248,7 @@ def audit_page(
 
 
 def export_events(
-    store: Store,
+    store: Database,
     *,
     account: str | None,
     since: float | None = None,
@@ -275,22 +274,21 @@ def export_events(
         after = events[-1].id
 
 
-def prune_events(store: Store, before: float) -> int:
+def prune_events(store: Database, before: float) -> int:
     """Remove the events older than ``before`` (the retention, ``audit-log-days``)."""
     with store.engine.begin() as conn:
         return conn.execute(audit_events.delete().where(audit_events.c.at < before)).rowcount
 
 
-_pruned_at: weakref.WeakKeyDictionary[Store, float] = weakref.WeakKeyDictionary()
 #: How often a server process removes events past the retention.
 PRUNE_EVERY_S = 3600.0
 
 
-def prune_if_due(store: Store, keep_days: float, *, now: float | None = None) -> None:
+def prune_if_due(store: Database, keep_days: float, *, now: float | None = None) -> None:
     """Remove events older than ``keep_days`` (0: keep every event), at most once an
     hour per process and store: called by the server where it writes events."""
     now = time.time() if now is None else now
-    if keep_days <= 0 or _pruned_at.get(store, 0.0) > now - PRUNE_EVERY_S:
+    if keep_days <= 0 or store.pruned_at.get("audit", 0.0) > now - PRUNE_EVERY_S:
         return
-    _pruned_at[store] = now
+    store.pruned_at["audit"] = now
     prune_events(store, now - keep_days * 86400.0)

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from daskscope.analysis.cluster import subtree_ids
 from daskscope.analysis.compare import tagged_spans
 from daskscope.store import schema as s
-from daskscope.store.engine import Store, as_engine
+from daskscope.store.database import Database, as_engine
 from daskscope.store.errors import UnknownCluster
 from daskscope.store.history import tag_filter
 from daskscope.store.runs import UnknownRun
@@ -60,7 +60,7 @@ def _all_spans(conn: sa.Connection, cluster_id: str) -> list[Row]:
     return _rows(conn, sa.select(sp.span_id, sp.parent_span_id).where(sp.cluster_id == cluster_id))
 
 
-def cluster_side(store: Store | sa.Engine, cluster_id: str) -> Row:
+def cluster_side(store: Database | sa.Engine, cluster_id: str) -> Row:
     """A whole cluster: its row, prefixes (as groups), fine metrics, the code of its
     computations."""
     with as_engine(store).connect() as conn:
@@ -86,7 +86,7 @@ def cluster_side(store: Store | sa.Engine, cluster_id: str) -> Row:
         }
 
 
-def computation_side(store: Store | sa.Engine, cluster_id: str, id_or_prefix: str) -> Row:
+def computation_side(store: Database | sa.Engine, cluster_id: str, id_or_prefix: str) -> Row:
     """One computation of a cluster (an id or a unique start of one): its row, groups
     and code; Dask keeps no fine metrics per computation (only per span)."""
     c = s.computations.c
@@ -113,7 +113,7 @@ def computation_side(store: Store | sa.Engine, cluster_id: str, id_or_prefix: st
                 "code": list(comp["code"] or ())}  # fmt: skip
 
 
-def span_side(store: Store | sa.Engine, cluster_id: str, tag: str) -> Row:
+def span_side(store: Database | sa.Engine, cluster_id: str, tag: str) -> Row:
     """The spans of a cluster carrying ``tag`` (outermost of each tagged subtree): their
     rows, and the groups and fine metrics of their subtrees."""
     sp, g = s.spans.c, s.task_groups.c
@@ -134,7 +134,7 @@ def span_side(store: Store | sa.Engine, cluster_id: str, tag: str) -> Row:
                 "metrics": _metrics(conn, cluster_id, ids)}  # fmt: skip
 
 
-def run_side(store: Store | sa.Engine, run_id: str) -> Row:
+def run_side(store: Database | sa.Engine, run_id: str) -> Row:
     """A workflow run: its row, and when a recorder watched it, its cluster, and the
     groups and fine metrics of its span (else of its computations)."""
     r, g = s.workflow_runs.c, s.task_groups.c

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from daskscope import config
+from daskscope.store.database import IMMEDIATE, as_engine, display_url
 from daskscope.store.errors import (
     AboutURL,
     BadDatabaseURL,
@@ -21,8 +22,9 @@ from daskscope.store.errors import (
     SchemaTooNew,
     StoreError,
 )
+from daskscope.store.reads import StoreReads
 
-__all__ = ["Store", "as_engine", "open_store"]
+__all__ = ["IMMEDIATE", "Store", "as_engine", "display_url", "open_store"]
 
 _URL_HINT = "use sqlite:///path/to/file.db or postgresql://user@host/dbname"
 _VERSION_TABLE = "alembic_version"
@@ -33,28 +35,12 @@ HEAD_REVISION = "0018"
 _PG_UPGRADE_LOCK = 0x6461736B73636F70  # "daskscop"
 # SQLite engines whose file is known to be ours, so that WAL may be switched on.
 _sqlite_wal: weakref.WeakKeyDictionary[sa.Engine, bool] = weakref.WeakKeyDictionary()
-# Connection option asking the SQLite begin hook for a write lock up front.
-IMMEDIATE = "daskscope_sqlite_immediate"
 
 
-class Store:
-    """An open daskscope database: an engine plus the schema tools around it."""
-
-    def __init__(self, engine: sa.Engine, url: sa.URL) -> None:
-        self.engine = engine
-        self.url = url
-
-    @property
-    def dialect(self) -> str:
-        return self.engine.dialect.name
-
-    @property
-    def display_url(self) -> str:
-        """The URL with any password replaced by ``***``: safe for messages and logs."""
-        return display_url(self.url)
-
-    def __repr__(self) -> str:
-        return f"<Store {self.display_url}>"
+class Store(StoreReads):
+    """An open daskscope database: the one door to it. Its reads are methods
+    (:class:`~daskscope.store.reads.StoreReads`), its caches fields
+    (:class:`~daskscope.store.database.Database`), and here the schema tools."""
 
     def upgrade(self) -> None:
         """Bring the schema to the newest revision (creating it on an empty database)."""
@@ -84,15 +70,6 @@ class Store:
         """The newest schema revision this version of daskscope knows."""
         head: str = _script().get_current_head()
         return head
-
-    def close(self) -> None:
-        self.engine.dispose()
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def open_store(url: str | None = None, *, upgrade: bool = True) -> Store:
@@ -134,14 +111,6 @@ def _hidden(text: str) -> str:
         return text
 
 
-def as_engine(store_or_engine: Store | sa.Engine) -> sa.Engine:
-    if isinstance(store_or_engine, Store):
-        return store_or_engine.engine
-    if isinstance(store_or_engine, sa.Engine):
-        return store_or_engine
-    raise TypeError(f"expected a daskscope Store or an SQLAlchemy Engine, got {store_or_engine!r}")
-
-
 def parse_url(text: str) -> sa.URL:
     """Parse and normalise a database URL; PostgreSQL URLs use psycopg 3."""
     try:
@@ -166,10 +135,6 @@ def parse_url(text: str) -> sa.URL:
     raise BadDatabaseURL(
         f"{display_url(url)}: daskscope stores data in SQLite or PostgreSQL; {_URL_HINT}"
     )
-
-
-def display_url(url: sa.URL) -> str:
-    return url.render_as_string(hide_password=True)
 
 
 def _create_engine(url: sa.URL) -> sa.Engine:

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from daskscope.analysis.cluster import subtree_ids
 from daskscope.store import schema as s
-from daskscope.store.engine import Store, as_engine
+from daskscope.store.database import Database, as_engine
 
 __all__ = [
     "GROUP_ORDER",
@@ -319,8 +319,56 @@ def find_computation(conn: sa.Connection, cluster_id: str, computation_id: str) 
     return None if found is None else dict(found._mapping)
 
 
+def computation_row(
+    store: Database | sa.Engine, cluster_id: str, computation_id: str
+) -> Row | None:
+    """The cluster's computation of exactly this id (its row), None when none."""
+    with as_engine(store).connect() as conn:
+        return find_computation(conn, cluster_id, computation_id)
+
+
+def computation_ids_starting(
+    store: Database | sa.Engine, cluster_id: str, start: str, *, limit: int = 2
+) -> list[str]:
+    """The ids of the cluster's computations that start with ``start``, in order, at
+    most ``limit`` of them (two tell whether a start is unique)."""
+    c = s.computations.c
+    with as_engine(store).connect() as conn:
+        return list(
+            conn.execute(
+                sa.select(c.id)
+                .where(c.cluster_id == cluster_id, c.id.startswith(start, autoescape=True))
+                .order_by(c.id)
+                .limit(limit)
+            ).scalars()
+        )
+
+
+def span_scope(
+    store: Database | sa.Engine, cluster_id: str, *, span: str | None, tag: str | None
+) -> Row | None:
+    """Of the groups that ran in ``span``'s subtree, in the spans tagged ``tag``, or both
+    (every group when neither is given): :func:`span_prefixes`. None when ``span`` names
+    no span of the cluster."""
+    with as_engine(store).connect() as conn:
+        span_ids = None
+        if span is not None or tag is not None:
+            span_ids = span_scope_ids(conn, cluster_id, span_id=span, tag=tag)
+            if span_ids is None:
+                return None
+        return span_prefixes(conn, cluster_id, span_ids)
+
+
+def computation_group_totals(
+    store: Database | sa.Engine, cluster_id: str, computation_id: str
+) -> Row:
+    """The computation's groups counted and summed (:func:`group_summary`, no longest)."""
+    with as_engine(store).connect() as conn:
+        return group_summary(conn, cluster_id, top=0, computation_id=computation_id)
+
+
 def computation_graph_groups(
-    store: Store | sa.Engine, cluster_id: str, computation_id: str, *, limit: int
+    store: Database | sa.Engine, cluster_id: str, computation_id: str, *, limit: int
 ) -> tuple[Row, list[Row], int] | None:
     """A computation, its ``limit`` longest groups (full rows) and how many it has;
     None when the cluster has no such computation."""
@@ -337,7 +385,7 @@ def computation_graph_groups(
 
 
 def task_group_page(
-    store: Store | sa.Engine,
+    store: Database | sa.Engine,
     cluster_id: str,
     *,
     offset: int,
@@ -385,7 +433,7 @@ GRAPH_COLUMNS = (
 
 
 def computation_graph_rows(
-    store: Store | sa.Engine, cluster_id: str, computation_id: str, *, limit: int, longest: int
+    store: Database | sa.Engine, cluster_id: str, computation_id: str, *, limit: int, longest: int
 ) -> tuple[Row, list[Row], int, dict[str, str]] | None:
     """A computation; every one of its groups (:data:`GRAPH_COLUMNS`) when it has at
     most ``limit``, else its ``longest`` longest; how many it has; and the names of the
@@ -439,7 +487,7 @@ class ComputationState(NamedTuple):
 
 
 def computation_fingerprint(
-    store: Store | sa.Engine, cluster_id: str, computation_id: str
+    store: Database | sa.Engine, cluster_id: str, computation_id: str
 ) -> ComputationState | None:
     """What changes whenever anything a computation's views read changes: its row, its
     groups' count, sums, latest stop and highest revision, the cluster's task-log

@@ -21,7 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from daskscope.store import schema as s
-from daskscope.store.engine import Store, as_engine
+from daskscope.store.database import Database, as_engine
 from daskscope.store.span_tags import TAG_CHARS, tag_key
 
 __all__ = [
@@ -314,7 +314,7 @@ def _span_runs(conn: sa.Connection, spans: list[Row], tag: str) -> list[Row]:
 
 
 def span_runs(
-    store: Store | sa.Engine,
+    store: Database | sa.Engine,
     tag: str,
     *,
     account: str | None = None,
@@ -356,7 +356,7 @@ def span_runs(
 
 
 def workflow_runs(
-    store: Store | sa.Engine, name: str, *, account: str | None = None,
+    store: Database | sa.Engine, name: str, *, account: str | None = None,
     limit: int = HISTORY_LIMIT, offset: int = 0,
 ) -> list[Row]:  # fmt: skip
     """The newest ``limit`` workflow runs named ``name`` after the ``offset`` newest,
@@ -392,7 +392,7 @@ def workflow_runs(
 
 
 def cluster_runs(
-    store: Store | sa.Engine, name: str, *, account: str | None = None,
+    store: Database | sa.Engine, name: str, *, account: str | None = None,
     limit: int = HISTORY_LIMIT, offset: int = 0,
 ) -> list[Row]:  # fmt: skip
     """The newest ``limit`` clusters named ``name`` after the ``offset`` newest, oldest
@@ -419,7 +419,9 @@ def cluster_runs(
     return rows
 
 
-def run_count(store: Store | sa.Engine, kind: str, name: str, *, account: str | None = None) -> int:
+def run_count(
+    store: Database | sa.Engine, kind: str, name: str, *, account: str | None = None
+) -> int:
     """How many runs of ``kind`` ("span", "run" or "cluster") named ``name`` there are
     (what :func:`span_runs`, :func:`workflow_runs` and :func:`cluster_runs` page
     through): a span tag's outermost spans (a span Dask merged several user spans into
@@ -450,7 +452,7 @@ def run_count(store: Store | sa.Engine, kind: str, name: str, *, account: str | 
 
 
 def recurring_names(
-    store: Store | sa.Engine, *, min_runs: int, account: str | None = None,
+    store: Database | sa.Engine, *, min_runs: int, account: str | None = None,
     since: float | None = None,
 ) -> dict[str, list[str]]:  # fmt: skip
     """Per kind ("span", "run", "cluster"), the names seen at least ``min_runs`` times

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import math
 import time
-import weakref
 
 import sqlalchemy as sa
 
-from daskscope.store.engine import IMMEDIATE, Store
+from daskscope.store.database import IMMEDIATE, Database
 from daskscope.store.schema import login_attempts
 
 __all__ = ["WINDOW_S", "take_attempt"]
@@ -29,10 +28,10 @@ _PG_LOCK_CLASS = 0x6C6F6769
 # Attempts older than the window are removed at most this often per process.
 _PRUNE_EVERY_S = WINDOW_S
 
-_pruned_at: weakref.WeakKeyDictionary[Store, float] = weakref.WeakKeyDictionary()
 
-
-def take_attempt(store: Store, address: str, per_minute: int, *, now: float | None = None) -> int:
+def take_attempt(
+    store: Database, address: str, per_minute: int, *, now: float | None = None
+) -> int:
     """Count one login attempt from ``address``: 0 when it may go ahead (and it is
     counted), else the seconds until the next one may (then nothing is counted)."""
     given = now
@@ -57,13 +56,13 @@ def take_attempt(store: Store, address: str, per_minute: int, *, now: float | No
     return 0
 
 
-def _prune(store: Store, now: float) -> None:
+def _prune(store: Database, now: float) -> None:
     """Remove attempts past the window (rows no count reads any more), at most once a
     minute per process and store; on PostgreSQL one process at a time (the others skip),
     so that two deletions of the same rows cannot wait on each other."""
-    if _pruned_at.get(store, 0.0) > now - _PRUNE_EVERY_S:
+    if store.pruned_at.get("login", 0.0) > now - _PRUNE_EVERY_S:
         return
-    _pruned_at[store] = now
+    store.pruned_at["login"] = now
     with store.engine.begin() as conn:
         if store.dialect == "postgresql":
             mine = sa.func.pg_try_advisory_xact_lock(_PG_LOCK_CLASS, 0)

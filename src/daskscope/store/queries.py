@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from daskscope.analysis.duration import elapsed
 from daskscope.store import schema as s
-from daskscope.store.engine import Store, as_engine
+from daskscope.store.database import Database, as_engine
 from daskscope.store.errors import AmbiguousCluster, UnknownCluster
 from daskscope.store.groups import (
     Selection,
@@ -50,7 +50,7 @@ Row = dict[str, Any]
 
 
 def list_clusters(
-    store: Store | sa.Engine,
+    store: Database | sa.Engine,
     *,
     limit: int | None = 100,
     account: str | None = None,
@@ -76,7 +76,7 @@ def list_clusters(
 
 
 def resolve_cluster_id(
-    store: Store | sa.Engine, id_or_prefix: str, *, account: str | None = None
+    store: Database | sa.Engine, id_or_prefix: str, *, account: str | None = None
 ) -> str:
     """The full id of the cluster named by an exact id or a unique prefix of at least
     :data:`MIN_PREFIX` characters; with ``account``, only that account's clusters exist
@@ -103,8 +103,19 @@ def resolve_cluster_id(
     return str(found[0])
 
 
+def cluster_name(store: Database | sa.Engine, cluster_id: str) -> str:
+    """The name of the cluster of exactly this id. Raises :class:`UnknownCluster`."""
+    with as_engine(store).connect() as conn:
+        name = conn.execute(
+            sa.select(s.clusters.c.name).where(s.clusters.c.id == cluster_id)
+        ).scalar_one_or_none()
+    if name is None:
+        raise UnknownCluster(cluster_id)
+    return str(name)
+
+
 def cluster_detail(
-    store: Store | sa.Engine,
+    store: Database | sa.Engine,
     cluster_id: str,
     *,
     max_groups: int | None = None,
@@ -210,7 +221,7 @@ def cluster_detail(
         }
 
 
-def worker_samples(store: Store | sa.Engine, cluster_id: str) -> list[Row]:
+def worker_samples(store: Database | sa.Engine, cluster_id: str) -> list[Row]:
     """Every worker sample of a cluster, in time order."""
     c = s.worker_samples.c
     with as_engine(store).connect() as conn:
@@ -218,7 +229,7 @@ def worker_samples(store: Store | sa.Engine, cluster_id: str) -> list[Row]:
 
 
 def profile_trees(
-    store: Store | sa.Engine,
+    store: Database | sa.Engine,
     cluster_id: str,
     *,
     start: float | None = None,
@@ -235,7 +246,7 @@ def profile_trees(
         return _rows(conn, query)
 
 
-def table_counts(store: Store | sa.Engine, cluster_id: str | None = None) -> dict[str, int]:
+def table_counts(store: Database | sa.Engine, cluster_id: str | None = None) -> dict[str, int]:
     """Rows per table, for the whole store or one cluster."""
     counts = {}
     with as_engine(store).connect() as conn:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from daskscope import config
-from daskscope.store.engine import Store
+from daskscope.store.database import Database
 
 __all__ = [
     "NotAReport",
@@ -74,7 +74,7 @@ def max_report_bytes() -> int:
     return int(config.get("max-report-bytes") or DEFAULT_MAX_BYTES)
 
 
-def reports_dir(store: Store) -> Path:
+def reports_dir(store: Database) -> Path:
     configured = config.get("reports-dir")
     if configured:
         return Path(configured).expanduser()
@@ -87,7 +87,7 @@ def reports_dir(store: Store) -> Path:
 
 
 def save_report(
-    store: Store,
+    store: Database,
     content: bytes,
     *,
     name: str,
@@ -120,7 +120,7 @@ def save_report(
     return info
 
 
-def _check_quota(store: Store, size: int, account: str | None) -> None:
+def _check_quota(store: Database, size: int, account: str | None) -> None:
     """Refuse a report that would take ``account`` past its share of the reports folder
     (``daskscope.max-report-bytes-per-account``): one member could fill the disk. Only
     on a server with accounts (``account`` given); the embedded single user has none."""
@@ -137,7 +137,7 @@ def _check_quota(store: Store, size: int, account: str | None) -> None:
 
 
 def report_info(
-    store: Store, report_id: str, *, account: str | None = None
+    store: Database, report_id: str, *, account: str | None = None
 ) -> dict[str, Any] | None:
     """The report's info, or None for an unknown (or malformed) id, or one that is not
     ``account``'s when an account is given."""
@@ -153,7 +153,7 @@ def report_info(
     return info
 
 
-def read_report(store: Store, report_id: str, *, account: str | None = None) -> bytes | None:
+def read_report(store: Database, report_id: str, *, account: str | None = None) -> bytes | None:
     if report_info(store, report_id, account=account) is None:
         return None
     try:
@@ -162,7 +162,7 @@ def read_report(store: Store, report_id: str, *, account: str | None = None) -> 
         return None
 
 
-def list_reports(store: Store, *, account: str | None = None) -> list[dict[str, Any]]:
+def list_reports(store: Database, *, account: str | None = None) -> list[dict[str, Any]]:
     """All reports (or ``account``'s), newest first."""
     folder = reports_dir(store)
     if not folder.is_dir():

@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from daskscope.store import schema as s
-from daskscope.store.engine import Store, as_engine
+from daskscope.store.database import Database, as_engine
 from daskscope.store.errors import StoreError
 
 __all__ = [
@@ -126,7 +126,7 @@ def _status() -> sa.ColumnElement[str]:
 
 
 def list_runs(
-    store: Store | sa.Engine,
+    store: Database | sa.Engine,
     *,
     limit: int | None = 100,
     cluster_id: str | None = None,
@@ -155,14 +155,14 @@ def list_runs(
         return [dict(r._mapping) for r in conn.execute(query)]
 
 
-def count_runs(store: Store | sa.Engine, where: RunFilter) -> int:
+def count_runs(store: Database | sa.Engine, where: RunFilter) -> int:
     """How many runs ``where`` holds (the listing's ``total``)."""
     query = sa.select(sa.func.count()).select_from(s.workflow_runs).where(where.where())
     with as_engine(store).connect() as conn:
         return int(conn.execute(query).scalar_one())
 
 
-def run_users(store: Store | sa.Engine, where: RunFilter, recent: int = 2_000) -> list[str]:
+def run_users(store: Database | sa.Engine, where: RunFilter, recent: int = 2_000) -> list[str]:
     """The users of the newest ``recent`` runs in ``where``'s scope, by name (a filter's
     suggestions: read through the start-time index, not a scan of every run)."""
     c = s.workflow_runs.c
@@ -186,7 +186,7 @@ def _of_account(account: str) -> sa.ColumnElement[bool]:
 
 
 def resolve_run_id(
-    store: Store | sa.Engine, id_or_prefix: str, *, account: str | None = None
+    store: Database | sa.Engine, id_or_prefix: str, *, account: str | None = None
 ) -> str:
     """The full id of the run named by an exact id or a unique prefix of at least
     :data:`MIN_PREFIX` characters; with ``account``, only that account's runs exist for
@@ -214,7 +214,7 @@ def resolve_run_id(
     return str(found[0])
 
 
-def run_detail(store: Store | sa.Engine, run_id: str) -> Row:
+def run_detail(store: Database | sa.Engine, run_id: str) -> Row:
     """One run with its chunks (in chunk order)."""
     r, ch = s.workflow_runs.c, s.workflow_chunks.c
     with as_engine(store).connect() as conn:

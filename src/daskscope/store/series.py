@@ -8,14 +8,14 @@ from typing import Any
 import sqlalchemy as sa
 
 from daskscope.store import schema as s
-from daskscope.store.engine import Store, as_engine
+from daskscope.store.database import Database, as_engine
 
 __all__ = ["span_tree_rows"]
 
 Row = dict[str, Any]
 
 
-def span_tree_rows(store: Store | sa.Engine, cluster_id: str) -> tuple[list[Row], list[Row]]:
+def span_tree_rows(store: Database | sa.Engine, cluster_id: str) -> tuple[list[Row], list[Row]]:
     """A cluster's spans (id, parent, tags) and all its fine-metric rows (exclusive per
     span, as Dask keeps them)."""
     sp = s.spans.c

@@ -14,7 +14,7 @@ import time
 
 import sqlalchemy as sa
 
-from daskscope.store.engine import IMMEDIATE, Store
+from daskscope.store.database import IMMEDIATE, Database
 from daskscope.store.identity import Identity
 from daskscope.store.schema import sessions, tokens, users
 
@@ -25,7 +25,7 @@ def _hash(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()
 
 
-def open_session(store: Store, token: str, lifetime_s: float) -> str | None:
+def open_session(store: Database, token: str, lifetime_s: float) -> str | None:
     """A new session id for an active ``token`` (None if it is unknown or revoked)."""
     now = time.time()
     # SQLite: the write lock at BEGIN (a read that a write follows could otherwise fail
@@ -51,13 +51,13 @@ def open_session(store: Store, token: str, lifetime_s: float) -> str | None:
     return session_id
 
 
-def identity_for_session(store: Store, session_id: str) -> Identity | None:
+def identity_for_session(store: Database, session_id: str) -> Identity | None:
     """Who a live session belongs to; None once it expired, ended or lost its token."""
     held = session_holder(store, session_id)
     return held[0] if held is not None else None
 
 
-def session_holder(store: Store, session_id: str) -> tuple[Identity, str, str] | None:
+def session_holder(store: Database, session_id: str) -> tuple[Identity, str, str] | None:
     """Who a live session belongs to, with the id and hint of the token that opened it
     (for the audit log); None once it expired, ended or lost its token."""
     query = (
@@ -84,6 +84,6 @@ def session_holder(store: Store, session_id: str) -> tuple[Identity, str, str] |
     )
 
 
-def end_session(store: Store, session_id: str) -> None:
+def end_session(store: Database, session_id: str) -> None:
     with store.engine.begin() as conn:
         conn.execute(sessions.delete().where(sessions.c.id_hash == _hash(session_id)))

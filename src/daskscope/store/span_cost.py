@@ -9,7 +9,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from daskscope.store import schema as s
-from daskscope.store.engine import Store, as_engine
+from daskscope.store.database import Database, as_engine
 from daskscope.store.errors import UnknownCluster
 from daskscope.store.span_tags import tag_key
 
@@ -40,7 +40,7 @@ def _cluster_columns() -> list[sa.ColumnElement[Any]]:
     ]
 
 
-def cluster_row(store: Store | sa.Engine, cluster_id: str) -> Row:
+def cluster_row(store: Database | sa.Engine, cluster_id: str) -> Row:
     """The cluster's id, name and :data:`CLUSTER_COLUMNS` (:class:`UnknownCluster` if
     none has this id)."""
     query = sa.select(*_cluster_columns()).where(s.clusters.c.id == cluster_id)
@@ -52,7 +52,7 @@ def cluster_row(store: Store | sa.Engine, cluster_id: str) -> Row:
 
 
 def span_cost_sums(
-    store: Store | sa.Engine,
+    store: Database | sa.Engine,
     by: Literal["user", "tag"],
     tag: str | None = None,
     *,
@@ -107,7 +107,7 @@ def span_cost_sums(
         return [dict(r._mapping) for r in conn.execute(query)]
 
 
-def root_spans(store: Store | sa.Engine, cluster_id: str) -> list[Row]:
+def root_spans(store: Database | sa.Engine, cluster_id: str) -> list[Row]:
     """The cluster's root spans (no parent among its spans): they partition its tasks,
     Dask putting tasks outside any span of ours in its ``default`` span."""
     sp = s.spans.c
@@ -120,7 +120,7 @@ def root_spans(store: Store | sa.Engine, cluster_id: str) -> list[Row]:
     return [r for r in rows if r["parent_span_id"] not in ids]
 
 
-def computation_task_seconds(store: Store | sa.Engine, cluster_id: str) -> dict[str, float]:
+def computation_task_seconds(store: Database | sa.Engine, cluster_id: str) -> dict[str, float]:
     """Per computation of the cluster, its group records' summed task time."""
     g = s.task_groups.c
     query = (

@@ -19,7 +19,7 @@ from sqlalchemy.sql.expression import ColumnElement
 
 from daskscope.store import schema as s
 from daskscope.store.analytics import RUNNING_WITHIN
-from daskscope.store.engine import Store, as_engine
+from daskscope.store.database import Database, as_engine
 
 __all__ = ["STATES", "cluster_totals", "fine_metric_seconds", "prefix_totals"]
 
@@ -60,7 +60,7 @@ def _plain(conn: sa.Connection, query: sa.Select[Any], ints: tuple[str, ...]) ->
 
 
 def cluster_totals(
-    store: Store | sa.Engine, *, now: float, account: str | None = None
+    store: Database | sa.Engine, *, now: float, account: str | None = None
 ) -> list[Row]:
     """Per account, member (``user``) and state (:data:`STATES` at ``now``): ``clusters``
     and the sums of ``core_seconds``, ``memory_limit_byte_seconds``, ``compute_seconds``,
@@ -85,7 +85,7 @@ def cluster_totals(
         return _plain(conn, query, ("clusters", "tasks_executed", "tasks_erred"))
 
 
-def prefix_totals(store: Store | sa.Engine, *, account: str | None = None) -> list[Row]:
+def prefix_totals(store: Database | sa.Engine, *, account: str | None = None) -> list[Row]:
     """Per account and task prefix (``prefix``): ``tasks_executed``, ``tasks_erred``
     and ``duration_s`` (task seconds) summed over its clusters' prefix rows."""
     p, c = s.task_prefixes.c, s.clusters.c
@@ -107,7 +107,7 @@ def prefix_totals(store: Store | sa.Engine, *, account: str | None = None) -> li
         return _plain(conn, query, ("tasks_executed", "tasks_erred"))
 
 
-def fine_metric_seconds(store: Store | sa.Engine, *, account: str | None = None) -> list[Row]:
+def fine_metric_seconds(store: Database | sa.Engine, *, account: str | None = None) -> list[Row]:
     """Per account, task prefix and activity: the fine metrics in seconds (``value``)
     summed over every span of its clusters (spans' metrics are exclusive, so each
     second counts once)."""

@@ -12,7 +12,7 @@ from typing import Any
 from daskscope.analysis.usage import account_statistics, member_usage
 from daskscope.pricing import cost_rates
 from daskscope.store import Store
-from daskscope.store.analytics import MONDAY, WEEK, account_totals, weekly_usage
+from daskscope.store.analytics import MONDAY, WEEK
 from daskscope.views.listing import ClusterListing, ListingQuery, cluster_listing
 
 __all__ = [
@@ -196,7 +196,7 @@ def _bases(per_account: Sequence[Mapping[str, Any]]) -> list[CostBasis]:
 
 
 def statistics_view(store: Store, chosen: TimeRange, scope: Scope = Scope()) -> StatisticsView:
-    rows = account_totals(store, since=chosen.since, until=chosen.until, account=scope.account)
+    rows = store.account_totals(since=chosen.since, until=chosen.until, account=scope.account)
     totals = account_statistics(rows, cost_rates)
     # the basis lists rates in the order of the rows: one per cluster account
     basis = [
@@ -225,7 +225,7 @@ def usage_view(
     """The last ``weeks`` weeks, this one included."""
     this_week = math.floor(((time.time() if now is None else now) - MONDAY) / WEEK)
     since = MONDAY + (this_week - weeks + 1) * WEEK
-    rows = weekly_usage(store, since=since, account=scope.account, user=scope.usage_of)
+    rows = store.weekly_usage(since=since, account=scope.account, user=scope.usage_of)
     usage = member_usage(rows, cost_rates)
     # every week on the axis: a week nobody used is a column of zeros, not a gap
     every = [since + i * WEEK for i in range(weeks)]

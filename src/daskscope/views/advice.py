@@ -13,8 +13,6 @@ from daskscope.analysis.advice import Advice, AdviceFacts, Evidence, advise, reg
 from daskscope.analysis.advice.base import Scope
 from daskscope.format import value_text
 from daskscope.store import Store
-from daskscope.store.advice import brief_groups
-from daskscope.store.queries import cluster_detail, worker_samples
 from daskscope.tasklog.forms import COMPUTE
 from daskscope.tasklog.lookups import slowest_tasks
 from daskscope.tasklog.window import timeline_window
@@ -165,8 +163,8 @@ def _only(detail: Row, computation_ids: Sequence[str]) -> dict[str, Any]:
 def read_detail(store: Store, cluster_id: str) -> dict[str, Any]:
     """:func:`cluster_detail` with every task group as a brief row (no JSON columns: the
     rules read names, counts, seconds and times), which stays fast at 40,000 groups."""
-    detail = dict(cluster_detail(store, cluster_id, max_groups=0))
-    detail["task_groups"] = brief_groups(store, cluster_id)
+    detail = dict(store.cluster_detail(cluster_id, max_groups=0))
+    detail["task_groups"] = store.brief_groups(cluster_id)
     return detail
 
 
@@ -253,7 +251,7 @@ def gather_facts(
     return AdviceFacts(
         scope=scope,
         detail=detail,
-        worker_samples=worker_samples(store, cluster_id),
+        worker_samples=store.worker_samples(cluster_id),
         computation_id=computation_id,
         run=run,
         extra=extra,
@@ -279,9 +277,8 @@ def run_advice(store: Store, id_or_prefix: str, *, account: str | None = None) -
     """The advice of a workflow run (an id or a unique start of one): its own facts and
     those of the computations it ran on its cluster, when that cluster was recorded."""
     from daskscope.store.errors import UnknownCluster
-    from daskscope.store.runs import resolve_run_id, run_detail
 
-    run = run_detail(store, resolve_run_id(store, id_or_prefix, account=account))
+    run = store.run_detail(store.resolve_run_id(id_or_prefix, account=account))
     cluster_id = run["run"].get("cluster_id")
     try:
         facts = gather_facts(store, cluster_id, scope="run", run=run)

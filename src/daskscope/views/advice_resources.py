@@ -7,8 +7,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 from daskscope.store import Store
-from daskscope.store.advice_facts import run_filenames
-from daskscope.store.engine import as_engine
 
 __all__ = ["file_sizes", "resource_extra"]
 
@@ -22,9 +20,9 @@ def resource_extra(
     file on the machine that ran the workflow: a PostgreSQL store is a team server, where
     the names are other machines' paths (and a server must not tell its own files'
     sizes to whoever names them)."""
-    if run_id is None or as_engine(store).dialect.name != "sqlite":
+    if run_id is None or store.dialect != "sqlite":
         return {}
-    return {"file_sizes": file_sizes(set(run_filenames(store, run_id)))}
+    return {"file_sizes": file_sizes(set(store.run_filenames(run_id)))}
 
 
 def file_sizes(names: set[str]) -> dict[str, int]:

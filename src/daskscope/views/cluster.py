@@ -17,7 +17,7 @@ from daskscope.analysis.code import code_frames, code_note
 from daskscope.analysis.workers import extra_metrics
 from daskscope.catalogue import task_action_colours
 from daskscope.format import MISSING, money_text
-from daskscope.store import Store, cluster_detail
+from daskscope.store import Store
 from daskscope.store.analytics import RUNNING_WITHIN
 from daskscope.views.costs import computation_costs
 from daskscope.views.listing import ClusterStatistics, statistics_of
@@ -291,7 +291,7 @@ def cluster_view(
     """The view of the cluster with this full id (:class:`~daskscope.store.UnknownCluster`
     if none); ``task_groups`` holds all groups (``groups`` None) or the ``groups``
     longest (``groups_by="duration"``) or earliest (``"start"``)."""
-    detail = cluster_detail(store, cluster_id, max_groups=groups, groups_by=groups_by)
+    detail = store.cluster_detail(cluster_id, max_groups=groups, groups_by=groups_by)
     cluster = detail["cluster"]
     summary = detail["task_group_summary"]
     costs = computation_costs(store, cluster)

@@ -41,9 +41,7 @@ from daskscope.analysis.compare import (
 )
 from daskscope.format import MISSING, value_text
 from daskscope.pricing import cost_rates
-from daskscope.store import Store, resolve_cluster_id
-from daskscope.store.compare import cluster_side, computation_side, run_side, span_side
-from daskscope.store.runs import resolve_run_id
+from daskscope.store import Store
 from daskscope.views.history import PREFIX_FIGURE, history_noise
 
 __all__ = [
@@ -309,8 +307,8 @@ def _resolve(store: Store, ref: Reference, account: str | None) -> tuple[Side, d
     figures' row, and ``recurring``, the history kind and name it is a run of, if any)
     and how it is described."""
     if ref.kind == "run":
-        run_id = resolve_run_id(store, ref.run or "", account=account)
-        data = run_side(store, run_id)
+        run_id = store.resolve_run_id(ref.run or "", account=account)
+        data = store.run_side(run_id)
         run = data["row"]
         data["row"] = {**(run["metrics"] or {}), "wall_time_s": run["wall_time_s"]}
         data["recurring"] = ("run", run["name"]) if run["name"] else None
@@ -320,16 +318,16 @@ def _resolve(store: Store, ref: Reference, account: str | None) -> tuple[Side, d
             run["started_at"],
         )
     else:
-        cluster_id = resolve_cluster_id(store, ref.cluster or "", account=account)
+        cluster_id = store.resolve_cluster_id(ref.cluster or "", account=account)
         if ref.kind == "cluster":
-            data = cluster_side(store, cluster_id)
+            data = store.cluster_side(cluster_id)
             rates = cost_rates(data["cluster"]["account"])
             data["row"] = {**data["cluster"], **cluster_statistics(data["cluster"], rates)}
             name = data["cluster"]["name"]
             data["recurring"] = ("cluster", name) if name else None
             title, url = f"cluster {cluster_id[:8]}", f"/clusters/{cluster_id}"
         elif ref.kind == "computation":
-            data = computation_side(store, cluster_id, ref.part or "")
+            data = store.computation_side(cluster_id, ref.part or "")
             comp = data["row"]
             duration = (
                 None if comp["stopped_at"] is None else comp["stopped_at"] - comp["started_at"]
@@ -339,7 +337,7 @@ def _resolve(store: Store, ref: Reference, account: str | None) -> tuple[Side, d
             title = f"computation {comp['id'][:8]} of cluster {cluster_id[:8]}"
             url = f"/clusters/{cluster_id}/computations/{comp['id']}"
         else:
-            data = span_side(store, cluster_id, ref.part or "")
+            data = store.span_side(cluster_id, ref.part or "")
             totals = tagged_totals(data["spans"])
             data["row"], data["code"] = totals, totals["code"]
             data["recurring"] = ("span", ref.part or "")

@@ -12,7 +12,6 @@ from typing import Any, Literal
 from daskscope.analysis.graph_layout import fold_groups
 from daskscope.catalogue import NO_ACTIVITY_COLOUR, task_action_colours
 from daskscope.store import Store
-from daskscope.store.groups import computation_fingerprint, computation_graph_rows
 from daskscope.views.memo import memoized
 from daskscope.views.rows import pick
 
@@ -114,8 +113,8 @@ def _graph_rows(
     (:mod:`daskscope.views.memo`)."""
 
     def build() -> Any:
-        return computation_graph_rows(
-            store, cluster_id, computation_id, limit=MAX_FOLDED_GROUPS, longest=MAX_GRAPH_GROUPS
+        return store.computation_graph_rows(
+            cluster_id, computation_id, limit=MAX_FOLDED_GROUPS, longest=MAX_GRAPH_GROUPS
         )
 
     key = ("graph-rows", cluster_id, computation_id)
@@ -144,7 +143,7 @@ def computation_view(
     for its area (default: memory), worked out from the same rows (the graph is kept
     while they are unchanged: ``fingerprint``, else read here)."""
     if fingerprint is None:
-        fingerprint = computation_fingerprint(store, cluster_id, computation_id)
+        fingerprint = store.computation_fingerprint(cluster_id, computation_id)
     key = ("graph", cluster_id, computation_id, fold, tuple(opened), tuple(path), sizes is None)
 
     def build() -> ComputationGraph | None:

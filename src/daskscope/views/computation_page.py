@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from daskscope.store import Store
-from daskscope.store.engine import as_engine
-from daskscope.store.groups import ComputationState, computation_fingerprint, group_summary
+from daskscope.store.groups import ComputationState
 from daskscope.views.critical_path import CriticalPathView, PathGroup, critical_path_view
 from daskscope.views.memo import memoized
 
@@ -100,7 +99,7 @@ def cached_critical_path_view(
     :func:`computation_fingerprint`, read here when not given; an id's start, not a
     whole id: worked out each time)."""
     if fingerprint is None:
-        fingerprint = computation_fingerprint(store, cluster_id, computation_id)
+        fingerprint = store.computation_fingerprint(cluster_id, computation_id)
     return memoized(
         store,
         ("critical-path", cluster_id, computation_id, threads),
@@ -118,8 +117,7 @@ def group_totals(
     if fingerprint is not None:
         found = fingerprint.group_totals()
     else:
-        with as_engine(store).connect() as conn:
-            found = group_summary(conn, cluster_id, top=0, computation_id=computation_id)
+        found = store.computation_group_totals(cluster_id, computation_id)
     return GroupTotals(**{f.name: found[f.name] for f in dataclasses.fields(GroupTotals)})
 
 

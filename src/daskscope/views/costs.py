@@ -17,12 +17,6 @@ from daskscope.analysis.span_cost import attributed_cost, idle_cost
 from daskscope.format import duration_text, money_text, percent_text, timestamp_text
 from daskscope.pricing import cost_rates
 from daskscope.store import Store
-from daskscope.store.span_cost import (
-    cluster_row,
-    computation_task_seconds,
-    root_spans,
-    span_cost_sums,
-)
 from daskscope.views.run import time_bound
 
 __all__ = [
@@ -177,8 +171,7 @@ def costs_view(
     priced = functools.cache(rates)  # one config lookup per account
 
     def sums(by: Literal["user", "tag"], roots_only: bool = False) -> list[dict[str, Any]]:
-        return span_cost_sums(
-            store, by, tag or None, since=start, until=end, account=account,
+        return store.span_cost_sums(by, tag or None, since=start, until=end, account=account,
             roots_only=roots_only,
         )  # fmt: skip
 
@@ -220,7 +213,7 @@ def computation_costs(
     core = float(cluster.get("core_seconds") or 0.0)
     return {
         cid: {"task_seconds": seconds, "cost": attributed_cost(cost, seconds, core)}
-        for cid, seconds in computation_task_seconds(store, cluster["id"]).items()
+        for cid, seconds in store.computation_task_seconds(cluster["id"]).items()
     }
 
 
@@ -233,7 +226,7 @@ def cluster_costs_view(
 ) -> ClusterCostsView:
     """The cost of the cluster with this full id split over its root spans and over its
     computations (:class:`~daskscope.store.UnknownCluster` if none)."""
-    cluster = cluster_row(store, cluster_id)
+    cluster = store.cluster_row(cluster_id)
     core = float(cluster["core_seconds"] or 0.0)
     cost = _cluster_cost(cluster, rates)
 
@@ -246,11 +239,11 @@ def cluster_costs_view(
 
     spans, spans_idle = split(
         [(r["span_id"], " / ".join(map(str, r["name"])), float(r["duration_s"] or 0.0))
-         for r in root_spans(store, cluster_id)]
+         for r in store.root_spans(cluster_id)]
     )  # fmt: skip
     computations, computations_idle = split(
         [(cid, f"computation {cid[:8]}", s)
-         for cid, s in computation_task_seconds(store, cluster_id).items()]
+         for cid, s in store.computation_task_seconds(cluster_id).items()]
     )  # fmt: skip
     return ClusterCostsView(
         cluster_id=cluster_id, currency=None if cost is None else cost["currency"],

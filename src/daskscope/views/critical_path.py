@@ -19,7 +19,6 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 import numpy as np
-import sqlalchemy as sa
 
 from daskscope.analysis.code import code_frames, code_note
 from daskscope.analysis.critical_path import (
@@ -41,9 +40,7 @@ from daskscope.analysis.critical_path import (
 from daskscope.analysis.duration import elapsed
 from daskscope.analysis.graph import task_group_graph
 from daskscope.catalogue import NO_ACTIVITY_COLOUR, task_action_colours
-from daskscope.store import Store, schema
-from daskscope.store.engine import as_engine
-from daskscope.store.groups import computation_graph_groups
+from daskscope.store import Store
 from daskscope.tasklog.scan import scan_segments
 from daskscope.tasklog.segments import key_text
 from daskscope.views.cluster import CodeFrame
@@ -491,16 +488,7 @@ def _group_figures(
 def _computation_id(store: Store, cluster_id: str, asked: str) -> str | None:
     """The full id of the cluster's computation ``asked`` (an id or a unique start of
     one); None when none. Raises :class:`AmbiguousComputation`."""
-    c = schema.computations.c
-    with as_engine(store).connect() as conn:
-        found = list(
-            conn.execute(
-                sa.select(c.id)
-                .where(c.cluster_id == cluster_id, c.id.startswith(asked, autoescape=True))
-                .order_by(c.id)
-                .limit(2)
-            ).scalars()
-        )
+    found = store.computation_ids_starting(cluster_id, asked, limit=2)
     if asked in found:
         return asked
     if len(found) > 1:
@@ -524,7 +512,7 @@ def critical_path_view(
     if full_id is None:
         return None
     computation_id = full_id
-    found = computation_graph_groups(store, cluster_id, computation_id, limit=MAX_GROUPS + 1)
+    found = store.computation_graph_groups(cluster_id, computation_id, limit=MAX_GROUPS + 1)
     if found is None:
         return None
     comp, groups, total = found

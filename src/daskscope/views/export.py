@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from daskscope.store import Store, cluster_detail, profile_trees
+from daskscope.store import Store
 from daskscope.store.export_reads import ErredGroup, erred_groups, group_log_times
 from daskscope.tasklog.scan import (
     PlainColumns,
@@ -158,7 +158,7 @@ class ExportView:
     def profile_windows(self) -> list[Mapping[str, Any]]:
         """The stored profile windows with samples that overlap the window asked for
         (all of them without one), oldest first."""
-        found = profile_trees(self.store, self.cluster_id, start=self.start, stop=self.stop)
+        found = self.store.profile_trees(self.cluster_id, start=self.start, stop=self.stop)
         return [w for w in found if w["samples"]]
 
     def erred_groups(self) -> list[ErredGroup]:
@@ -191,7 +191,7 @@ def export_view(
 
     Raises BadWindow, UnknownCluster and UnknownComputation."""
     check_window(start, stop)
-    detail = cluster_detail(store, cluster_id, max_groups=None if groups else 0)
+    detail = store.cluster_detail(cluster_id, max_groups=None if groups else 0)
     if computation is not None and all(c["id"] != computation for c in detail["computations"]):
         raise UnknownComputation(cluster_id, computation)
     return ExportView(store, cluster_id, detail, computation, start, stop, groups)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from daskscope.analysis import fine_metrics_table
 from daskscope.catalogue import ACTIVITIES, SPAN_FIGURES_NOTE, activity, activity_colours
 from daskscope.store import Store
-from daskscope.store.series import span_tree_rows
 from daskscope.views.cluster import FineMetric
 
 __all__ = ["ActivityInfo", "FineMetricsView", "fine_metrics_view"]
@@ -55,7 +54,7 @@ def fine_metrics_view(
     store: Store, cluster_id: str, *, tag: str | None = None, span_id: str | None = None
 ) -> FineMetricsView | None:
     """The view; None when ``span_id`` names no span of the cluster."""
-    spans, rows = span_tree_rows(store, cluster_id)
+    spans, rows = store.span_tree_rows(cluster_id)
     span = next((s for s in spans if s["span_id"] == span_id), None)
     if span_id is not None and span is None:
         return None

@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from daskscope.store import Store
-from daskscope.store.engine import as_engine
-from daskscope.store.groups import span_prefixes, span_scope_ids, task_group_page
 from daskscope.views.cluster import TaskGroup
 from daskscope.views.rows import pick
 
@@ -47,8 +45,7 @@ def group_page_view(
 ) -> GroupPage | None:
     """One page (None when ``computation`` or ``span`` names nothing of the cluster's);
     ``url`` is the address the pages are served at, for ``next``."""
-    page = task_group_page(
-        store,
+    page = store.task_group_page(
         cluster_id,
         offset=offset,
         limit=limit,
@@ -109,13 +106,9 @@ def span_scope_view(
 ) -> SpanScope | None:
     """The view (of every group when neither is given); None when ``span`` names no
     span of the cluster."""
-    with as_engine(store).connect() as conn:
-        span_ids = None
-        if span is not None or tag is not None:
-            span_ids = span_scope_ids(conn, cluster_id, span_id=span, tag=tag)
-            if span_ids is None:
-                return None
-        found = span_prefixes(conn, cluster_id, span_ids)
+    found = store.span_scope(cluster_id, span=span, tag=tag)
+    if found is None:
+        return None
     prefixes = sorted(
         found["prefixes"], key=lambda p: (-p["tasks_executed"], -p["duration_s"], p["name"])
     )

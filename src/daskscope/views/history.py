@@ -31,14 +31,7 @@ from daskscope.analysis.span_cost import attributed_cost
 from daskscope.format import timestamp_text
 from daskscope.pricing import cost_rates
 from daskscope.store import Store
-from daskscope.store.history import (
-    HISTORY_LIMIT,
-    cluster_runs,
-    recurring_names,
-    run_count,
-    span_runs,
-    workflow_runs,
-)
+from daskscope.store.history import HISTORY_LIMIT
 
 __all__ = [
     "KINDS",
@@ -240,7 +233,7 @@ def _runs(
     out: list[Run] = []
     rates = functools.cache(cost_rates)  # one config lookup per account
     if kind == "span":
-        for span in span_runs(store, name, account=account, limit=limit, offset=offset):
+        for span in store.span_runs(name, account=account, limit=limit, offset=offset):
             row = {**span, "wall_s": tagged_totals([span])["wall_s"]}
             core, memory = span["core_seconds"], span["memory_limit_byte_seconds"]
             cluster_cost = cost_parts(core, memory, rates(span["account"]))
@@ -254,7 +247,7 @@ def _runs(
             )  # fmt: skip
             out.append((point, row, span["prefixes"]))
     elif kind == "run":
-        for run in workflow_runs(store, name, account=account, limit=limit, offset=offset):
+        for run in store.workflow_runs(name, account=account, limit=limit, offset=offset):
             row = {**(run["metrics"] or {}), "wall_time_s": run["wall_time_s"]}
             point = HistoryPoint(
                 id=run["id"], at=run["started_at"], at_text=timestamp_text(run["started_at"]),
@@ -263,7 +256,7 @@ def _runs(
             )  # fmt: skip
             out.append((point, row, run["prefixes"]))
     else:
-        for cluster in cluster_runs(store, name, account=account, limit=limit, offset=offset):
+        for cluster in store.cluster_runs(name, account=account, limit=limit, offset=offset):
             row = {**cluster, **cluster_statistics(cluster, cost_rates(cluster["account"]))}
             point = HistoryPoint(
                 id=cluster["id"], at=cluster["started_at"],
@@ -306,7 +299,7 @@ def _history(
         raise ValueError("name the span tag, run name or cluster name to follow")
     known: Kind = kind
     runs = _runs(store, known, name, account, limit, offset)
-    total = run_count(store, known, name, account=account) if texts else len(runs)
+    total = store.run_count(known, name, account=account) if texts else len(runs)
     series = []
     for f in catalogue.figures(_SCOPE[known]):
         if f.unit == "timestamp":
@@ -402,7 +395,7 @@ def regressions_view(
     checked on their newest :data:`CHECKED_RUNS` runs; the figures that regressed."""
     min_runs = regression.MIN_BASELINE + regression.RECENT
     since = (time.time() if now is None else now) - RECENT_DAYS * 86400
-    names = recurring_names(store, min_runs=min_runs, account=account, since=since)
+    names = store.recurring_names(min_runs=min_runs, account=account, since=since)
     found: list[RegressionItem] = []
     checked = 0
     for kind in KINDS:

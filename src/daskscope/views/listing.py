@@ -12,7 +12,7 @@ from typing import Any, Literal
 from daskscope.analysis import RatesOf, cluster_statistics
 from daskscope.pricing import cost_rates
 from daskscope.store import Store
-from daskscope.store.analytics import RUNNING_WITHIN, SORTS, WEEK, Prices, cluster_page
+from daskscope.store.analytics import RUNNING_WITHIN, SORTS, WEEK, Prices
 
 __all__ = [
     "SORTS",
@@ -173,8 +173,7 @@ def cluster_listing(
         since = query.week_start if since is None else max(since, query.week_start)
         until = week_end if until is None else min(until, week_end)
     rates = _cached(cost_rates)
-    total, rows = cluster_page(
-        store,
+    total, rows = store.cluster_page(
         now=now,
         prices=_prices(rates),
         account=account,

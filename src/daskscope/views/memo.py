@@ -10,7 +10,8 @@ while the fingerprint is the same: a new write to the computation, its groups, t
 cluster's task log or spans builds it anew. Bounded per store: the last
 :data:`MAX_ENTRIES` values, and values of at most :data:`MAX_WEIGHT` in all (a value's
 weight is what it holds: a view of 10,000 groups weighs 10,000); a server process has
-its own.
+its own. The values are kept by the Store object itself (``Store.kept``): dropped when it
+is closed, never given to another store.
 
 A build pauses Python's cyclic garbage collector (:func:`collector_paused`): building a
 view of 10,000 groups makes hundreds of thousands of small objects, each of which
@@ -27,8 +28,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
-from weakref import WeakKeyDictionary
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from daskscope.store import Store
 
 __all__ = ["MAX_ENTRIES", "PAUSE_COLLECTOR", "clear", "collector_paused", "memoized", "stats"]
 
@@ -40,9 +43,10 @@ MAX_ENTRIES = 64
 MAX_WEIGHT = 100_000
 
 _lock = threading.Lock()
-_kept: WeakKeyDictionary[Any, OrderedDict[Hashable, tuple[Hashable, Any, int]]] = (
-    WeakKeyDictionary()
-)
+#: key -> (fingerprint, value, weight), oldest first
+_Kept = OrderedDict[Hashable, tuple[Hashable, object, int]]
+#: the name of the views' cache in ``Store.kept``
+_NAME = "views.memo"
 _counts = {"hits": 0, "builds": 0}
 
 #: Whether a build pauses the cyclic collector (False: it runs as usual; a benchmark
@@ -74,8 +78,12 @@ def collector_paused() -> Iterator[None]:
                 gc.enable()
 
 
+def _kept(store: Store) -> _Kept:
+    return store.kept(_NAME, _Kept)
+
+
 def memoized(
-    store: Any,
+    store: Store,
     key: Hashable,
     fingerprint: Hashable | None,
     build: Callable[[], T],
@@ -88,18 +96,18 @@ def memoized(
         with collector_paused():
             return build()
     with _lock:
-        entries = _kept.get(store)
-        found = entries.get(key) if entries is not None else None
+        entries = _kept(store)
+        found = entries.get(key)
         if found is not None and found[0] == fingerprint:
-            entries.move_to_end(key)  # type: ignore[union-attr]
+            entries.move_to_end(key)
             _counts["hits"] += 1
-            return found[1]  # type: ignore[no-any-return]
+            return found[1]  # type: ignore[return-value]
     with collector_paused():
         value = build()
     heavy = max(1, weight(value))
     with _lock:
         _counts["builds"] += 1
-        entries = _kept.setdefault(store, OrderedDict())
+        entries = _kept(store)
         entries[key] = (fingerprint, value, heavy)
         entries.move_to_end(key)
         total = sum(entry[2] for entry in entries.values())
@@ -108,13 +116,10 @@ def memoized(
     return value
 
 
-def clear(store: Any = None) -> None:
-    """Forget what is kept for ``store`` (None: for every store)."""
+def clear(store: Store) -> None:
+    """Forget what is kept for ``store``."""
     with _lock:
-        if store is None:
-            _kept.clear()
-        else:
-            _kept.pop(store, None)
+        store.forget_kept(_NAME)
 
 
 def stats() -> dict[str, int]:

@@ -28,7 +28,7 @@ from daskscope.workflow.renamed import renamed_in_row
 from daskscope.workflow.run import WorkflowRun
 
 if TYPE_CHECKING:
-    from daskscope.store.engine import Store
+    from daskscope.store import Store
     from daskscope.store.runs import RunFilter
 
 __all__ = [
@@ -521,9 +521,8 @@ def run_view(run: WorkflowRun) -> RunView:
 def stored_run_view(store: Store, id_or_prefix: str, *, account: str | None = None) -> RunView:
     """The view of a stored run named by its id or a unique prefix (``UnknownRun`` /
     ``AmbiguousRun`` otherwise); with ``account``, only that account's runs exist."""
-    from daskscope.store.runs import resolve_run_id, run_detail
 
-    detail = run_detail(store, resolve_run_id(store, id_or_prefix, account=account))
+    detail = store.run_detail(store.resolve_run_id(id_or_prefix, account=account))
     return _view(detail["run"], [Chunk.from_row(row) for row in detail["chunks"]])
 
 
@@ -537,17 +536,16 @@ def run_list(
     """Stored runs that match ``query`` (all, newest first, by default), a page of them:
     ``limit`` when no query is given. ValueError for a query that cannot be answered
     (an unknown sort or status, a date that is not ISO 8601)."""
-    from daskscope.store.runs import RunFilter, count_runs, list_runs, run_users
+    from daskscope.store.runs import RunFilter
 
     query = query or RunQuery(limit=limit)
     where = _filter(query, account)
-    rows = list_runs(
-        store, where=where, sort=query.sort, descending=query.order == "desc",
+    rows = store.list_runs(where=where, sort=query.sort, descending=query.order == "desc",
         offset=query.offset, limit=query.limit,
     )  # fmt: skip
     runs = tuple(_summary(row) for row in rows)
-    total = count_runs(store, where)
-    users = tuple(run_users(store, RunFilter(account=account)))
+    total = store.count_runs(where)
+    users = tuple(store.run_users(RunFilter(account=account)))
     filtered = any((query.q, query.user, query.status, query.since, query.until))
     message = None
     if not runs:

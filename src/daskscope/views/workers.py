@@ -16,8 +16,6 @@ from typing import Any
 from daskscope.analysis.workers import memory_over_time
 from daskscope.catalogue import figure
 from daskscope.store import Store
-from daskscope.store import worker_samples as load_worker_samples
-from daskscope.store.analytics import worker_events
 
 __all__ = [
     "GPU_METRICS",
@@ -167,12 +165,12 @@ class WorkersView:
 
 
 def workers_view(store: Store, cluster_id: str) -> WorkersView:
-    samples = load_worker_samples(store, cluster_id)
+    samples = store.worker_samples(cluster_id)
     by_worker: dict[str, list[Mapping[str, Any]]] = {}
     for row in samples:
         by_worker.setdefault(row["worker"], []).append(row)
     workers = {w: _series(by_worker[w]) for w in sorted(by_worker)}
-    events = worker_events(store, cluster_id)
+    events = store.worker_events(cluster_id)
     departures = [
         Departure(e["worker"], e["at"], _reason(e["detail"]), _reason(e["detail"]) == "lost")
         for e in events

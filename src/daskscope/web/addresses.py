@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import weakref
 
 from daskscope import config
 from daskscope.store import Store
@@ -27,8 +26,12 @@ __all__ = ["audit_written", "bearer_known", "note_bearer", "note_session"]
 #: one more insert that finds it).
 MAX_KNOWN = 65_536
 
-_known: weakref.WeakKeyDictionary[Store, set[tuple[str, str]]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
+
+
+def _known(store: Store) -> set[tuple[str, str]]:
+    """The pairs remembered for ``store`` (a cache the Store keeps: one per store)."""
+    return store.kept("web.addresses", set)
 
 
 def _digest(token: str) -> str:
@@ -37,12 +40,12 @@ def _digest(token: str) -> str:
 
 def _is_known(store: Store, key: tuple[str, str]) -> bool:
     with _lock:
-        return key in _known.get(store, ())
+        return key in _known(store)
 
 
 def _remember(store: Store, key: tuple[str, str]) -> None:
     with _lock:
-        known = _known.setdefault(store, set())
+        known = _known(store)
         if len(known) >= MAX_KNOWN:
             known.clear()
         known.add(key)

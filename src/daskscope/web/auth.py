@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from daskscope import config
 from daskscope.store.audit import login_failed
-from daskscope.store.identity import Identity, identity_for_token
+from daskscope.store.identity import Identity
 from daskscope.store.sessions import end_session, open_session, session_holder
 from daskscope.web.addresses import audit_written, bearer_known, note_bearer, note_session
 from daskscope.web.errors import HTTPError
@@ -57,7 +57,7 @@ def _identity(request: Request) -> Identity | None:
         if request.url.path in REVERIFIED_PATHS:
             identity = cached_identity(store, token)  # checked again where the route writes
         else:
-            identity = identity_for_token(store, token)
+            identity = store.identity_for_token(token)
         if identity is not None:
             note_bearer(store, token, identity, client_address(request))
         return identity
@@ -122,7 +122,8 @@ def _limiter(request: Request) -> RateLimiter:
     if getattr(state, "login_limiter", None) is None:
         per_minute = int(config.get("login-attempts-per-minute", 10))
         state.login_limiter = RateLimiter(state.store, per_minute)
-    return state.login_limiter
+    limiter: RateLimiter = state.login_limiter
+    return limiter
 
 
 @pages.post("/login", response_model=None)

@@ -33,7 +33,8 @@ def highlight(code: str, marked: int | None = None) -> Markup:
 def code_css() -> str:
     from pygments.formatters import HtmlFormatter
 
-    return HtmlFormatter(style="friendly").get_style_defs(".code")
+    css: str = HtmlFormatter(style="friendly").get_style_defs(".code")
+    return css
 
 
 @functools.cache

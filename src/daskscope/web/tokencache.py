@@ -16,13 +16,13 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-import weakref
-
-import sqlalchemy as sa
+from typing import TYPE_CHECKING
 
 from daskscope.store import Store
-from daskscope.store.identity import Identity, identity_for_token
-from daskscope.store.schema import tokens, users
+from daskscope.store.identity import Identity, token_owner_in
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 __all__ = [
     "REVERIFIED_PATHS",
@@ -40,10 +40,12 @@ TTL_SECONDS = 60.0
 #: Tokens kept a store (members' tokens in use: far fewer on any team server).
 MAX_TOKENS = 4096
 
-_caches: weakref.WeakKeyDictionary[Store, dict[str, tuple[float, Identity]]] = (
-    weakref.WeakKeyDictionary()
-)
 _lock = threading.Lock()
+
+
+def _cache(store: Store) -> dict[str, tuple[float, Identity]]:
+    """Token digest -> (valid until, its member), for ``store`` (a cache the Store keeps)."""
+    return store.kept("web.tokens", dict)
 
 
 class TokenRevoked(Exception):
@@ -60,7 +62,7 @@ def remembered_identity(store: Store, token: str) -> Identity | None:
     (that hop was the larger part of authenticating a batch)."""
     now = time.monotonic()
     with _lock:
-        hit = _caches.get(store, {}).get(_digest(token))
+        hit = _cache(store).get(_digest(token))
     return hit[1] if hit is not None and hit[0] > now else None
 
 
@@ -68,11 +70,11 @@ def cached_identity(store: Store, token: str) -> Identity | None:
     """The token's member, from memory when it was seen valid within the TTL."""
     digest, now = _digest(token), time.monotonic()
     with _lock:
-        cache = _caches.setdefault(store, {})
+        cache = _cache(store)
         hit = cache.get(digest)
     if hit is not None and hit[0] > now:
         return hit[1]
-    identity = identity_for_token(store, token)
+    identity = store.identity_for_token(token)
     with _lock:
         if identity is None:
             cache.pop(digest, None)
@@ -85,16 +87,7 @@ def cached_identity(store: Store, token: str) -> Identity | None:
 
 def forget(store: Store, token: str) -> None:
     with _lock:
-        _caches.get(store, {}).pop(_digest(token), None)
-
-
-#: Built once: constructing the query (and its cache key) for every batch cost more
-#: of the server's CPU than running it.
-_TOKEN_OWNER = (
-    sa.select(users.c.name, users.c.account)
-    .select_from(tokens.join(users, users.c.name == tokens.c.user))
-    .where(tokens.c.token_hash == sa.bindparam("digest"), tokens.c.revoked_at.is_(None))
-)
+        _cache(store).pop(_digest(token), None)
 
 
 def verify_in_transaction(
@@ -102,7 +95,6 @@ def verify_in_transaction(
 ) -> None:
     """Raise :class:`TokenRevoked` unless ``token`` is still ``identity``'s, read in the
     writing transaction (the same connection: no extra checkout)."""
-    row = conn.execute(_TOKEN_OWNER, {"digest": _digest(token)}).first()
-    if row is None or (row.name, row.account) != (identity.user, identity.account):
+    if token_owner_in(conn, token) != (identity.user, identity.account):
         forget(store, token)
         raise TokenRevoked("this token is unknown or revoked")

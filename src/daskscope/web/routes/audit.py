@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
-from daskscope.store.audit import KINDS, AuditPage, Kind, audit_page, export_events
+from daskscope.store.audit import KINDS, AuditPage, Kind
 from daskscope.web.auth import viewer_of
 from daskscope.web.errors import HTTPError
 from daskscope.web.render import page
@@ -61,8 +61,7 @@ def _page(
     offset: int,
     limit: int,
 ) -> AuditPage:
-    return audit_page(
-        store_of(request),
+    return store_of(request).audit_page(
         account=audit_scope(request),
         since=since,
         until=until,
@@ -97,8 +96,7 @@ def _lines(
     request: Request, kind: str | None, since: float | None, until: float | None
 ) -> Response:
     account = audit_scope(request)
-    events = export_events(
-        store_of(request),
+    events = store_of(request).export_events(
         account=account,
         since=since,
         until=until,

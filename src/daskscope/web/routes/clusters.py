@@ -14,8 +14,6 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from daskscope.analysis.flamegraph import INNERMOST_COUNTED, icicle, merge_trees
-from daskscope.store import profile_trees
-from daskscope.store.groups import computation_fingerprint, find_computation
 from daskscope.store.queries import MAX_PAGE
 from daskscope.views import (
     ClusterView,
@@ -183,7 +181,7 @@ def graph_json(
     url = f"{_groups_url(cluster_id)}?computation={quote(computation_id)}"
     critical: dict[str, Any] = {}
     # one fingerprint of what the graph and the path read (views/memo.py)
-    fingerprint = computation_fingerprint(store, cluster_id, computation_id)
+    fingerprint = store.computation_fingerprint(cluster_id, computation_id)
     if path:
         try:
             view = cached_critical_path_view(
@@ -272,7 +270,8 @@ def prefixes_json(
 
 
 def _profile_interval() -> float:
-    return parse_timedelta(dask.config.get("distributed.worker.profile.interval", "10ms"))
+    seconds: float = parse_timedelta(dask.config.get("distributed.worker.profile.interval", "10ms"))
+    return seconds
 
 
 @api.get("/clusters/{cluster_id}/profile", summary="The profile as flame-graph arrays")
@@ -285,13 +284,12 @@ def profile_json(
     cluster_id = visible_cluster_id(request, cluster_id)
     start = stop = None
     if computation is not None:
-        with store.engine.connect() as conn:
-            comp = find_computation(conn, cluster_id, computation)
+        comp = store.computation_row(cluster_id, computation)
         if comp is None:
             raise HTTPError(404, f"cluster {cluster_id} has no computation {computation!r}")
         start = comp["started_at"]
         stop = comp["stopped_at"]
-    windows = profile_trees(store, cluster_id, start=start, stop=stop)
+    windows = store.profile_trees(cluster_id, start=start, stop=stop)
     tree = merge_trees(w["tree"] for w in windows)
     return json_response(
         {

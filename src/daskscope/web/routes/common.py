@@ -8,7 +8,7 @@ from fastapi import Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from daskscope.catalogue import figure
-from daskscope.store import Store, resolve_cluster_id
+from daskscope.store import Store
 from daskscope.store.queries import MAX_OFFSET, MAX_PAGE
 from daskscope.views import to_json
 from daskscope.web.auth import viewer_of
@@ -53,7 +53,7 @@ def account_scope(request: Request) -> str | None:
 def visible_cluster_id(request: Request, id_or_prefix: str) -> str:
     """The full id of a cluster the viewer may see. A cluster of another account is
     answered exactly like one that does not exist (404), so ids leak nothing."""
-    return resolve_cluster_id(store_of(request), id_or_prefix, account=account_scope(request))
+    return store_of(request).resolve_cluster_id(id_or_prefix, account=account_scope(request))
 
 
 def json_response(data: Any) -> JSONResponse:

@@ -9,12 +9,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 from urllib.parse import quote
 
-import sqlalchemy as sa
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
-from daskscope.store import schema as s
-from daskscope.store.groups import ComputationState, computation_fingerprint
+from daskscope.store.groups import ComputationState
 from daskscope.views import to_data
 from daskscope.views.computation_page import (
     GROUP_SORTS,
@@ -62,7 +60,7 @@ def _view(
     """The view, and the fingerprint it is kept under (None: not kept)."""
     cluster_id = visible_cluster_id(request, cluster_id)
     store = store_of(request)
-    fingerprint = computation_fingerprint(store, cluster_id, computation_id)
+    fingerprint = store.computation_fingerprint(cluster_id, computation_id)
     try:
         view = cached_critical_path_view(
             store, cluster_id, computation_id, threads=threads, fingerprint=fingerprint
@@ -132,10 +130,7 @@ def computation_page(
 ) -> HTMLResponse:
     view, fingerprint = _view(request, cluster_id, computation_id, threads)
     paged = _paged(request, view, fingerprint, q=q, sort=sort, offset=offset)
-    with store_of(request).engine.connect() as conn:
-        name = conn.execute(
-            sa.select(s.clusters.c.name).where(s.clusters.c.id == view.cluster_id)
-        ).scalar_one()
+    name = store_of(request).cluster_name(view.cluster_id)
     base = f"/api/v1/clusters/{quote(view.cluster_id)}/computations/{quote(view.computation_id)}"
     # what the page's script draws: the what-if chart, and the graph from its route
     script = {

@@ -150,7 +150,7 @@ def store_batch(
     batch = parse_batch(body)
     whole = False
 
-    def parts(conn: sa.Connection) -> Iterator[dict[sa.Table, list[dict]]]:
+    def parts(conn: sa.Connection) -> Iterator[dict[sa.Table, list[dict[str, Any]]]]:
         if viewer is not None and token is not None:
             # the token (taken from memory before the route) is still the viewer's
             verify_in_transaction(conn, store, token, viewer)
@@ -227,7 +227,7 @@ class _RepeatedAcrossParts(Exception):
 
 
 def _located(
-    rejected: list[Rejected], rows_of: Callable[[], list[tuple[str, dict]]]
+    rejected: list[Rejected], rows_of: Callable[[], list[tuple[str, dict[str, Any]]]]
 ) -> list[dict[str, Any]]:
     """Each record the database refused, with its index in the batch as sent (rare: the
     batch is decoded whole again to find them)."""

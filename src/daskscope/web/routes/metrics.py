@@ -29,8 +29,7 @@ from daskscope import config
 from daskscope.analysis.cost import cost_parts
 from daskscope.pricing import cost_rates
 from daskscope.store import Store
-from daskscope.store.span_cost import span_cost_sums
-from daskscope.store.totals import STATES, cluster_totals, fine_metric_seconds, prefix_totals
+from daskscope.store.totals import STATES
 from daskscope.web.routes.common import account_scope, store_of
 
 __all__ = [
@@ -181,7 +180,7 @@ class StoreCollector:
         def weigh(label: str, value: str, seconds: float) -> None:
             weights[label][value] = weights[label].get(value, 0.0) + seconds
 
-        for r in cluster_totals(store, now=time.time(), account=account):
+        for r in store.cluster_totals(now=time.time(), account=account):
             who = (r["account"], r["user"])
             for state in STATES:  # every state of a member, 0 too: alerts read them
                 f["daskscope_clusters"].add((*who, state), 0.0)
@@ -200,19 +199,19 @@ class StoreCollector:
             if parts is not None:
                 f["daskscope_cost"].add((acct, member, str(parts["currency"])), parts["total"])
 
-        for r in prefix_totals(store, account=account):
+        for r in store.prefix_totals(account=account):
             key = (r["account"], r["prefix"])
             f["daskscope_prefix_tasks_executed"].add(key, r["tasks_executed"])
             f["daskscope_prefix_tasks_erred"].add(key, r["tasks_erred"])
             f["daskscope_prefix_task"].add(key, r["duration_s"])
             weigh("prefix", r["prefix"], r["duration_s"])
 
-        for r in fine_metric_seconds(store, account=account):
+        for r in store.fine_metric_seconds(account=account):
             f["daskscope_fine_metric"].add((r["account"], r["prefix"], r["activity"]), r["value"])
             weigh("prefix", r["prefix"], r["value"])
             weigh("activity", r["activity"], r["value"])
 
-        for r in span_cost_sums(store, "tag", account=account):
+        for r in store.span_cost_sums("tag", account=account):
             key = (r["account"], str(r["key"]))
             seconds, core = float(r["task_seconds"] or 0.0), float(r["core_seconds"] or 0.0)
             f["daskscope_span_task"].add(key, seconds)

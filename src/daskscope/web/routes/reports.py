@@ -23,10 +23,7 @@ from daskscope.store.reports import (
     NotAReport,
     ReportTooLarge,
     check_report,
-    list_reports,
     max_report_bytes,
-    read_report,
-    report_info,
     save_report,
 )
 from daskscope.web import bokeh_assets
@@ -117,7 +114,7 @@ async def _receive_upload(
 
 
 def _info(request: Request, report_id: str) -> dict[str, Any]:
-    info = report_info(store_of(request), report_id, account=account_scope(request))
+    info = store_of(request).report_info(report_id, account=account_scope(request))
     if info is None:
         raise HTTPError(404, f"no performance report with id {report_id!r}")
     return info
@@ -130,7 +127,7 @@ def reports_page(request: Request) -> HTMLResponse:
         request,
         "reports.html",
         title="Performance reports",
-        reports=list_reports(store, account=account_scope(request)),
+        reports=store.list_reports(account=account_scope(request)),
         limit=max_report_bytes(),
     )
 
@@ -144,14 +141,14 @@ async def upload_from_page(request: Request) -> RedirectResponse:
 @pages.get("/reports/{report_id}", response_class=HTMLResponse)
 def report_page(request: Request, report_id: str) -> HTMLResponse:
     info = _info(request, report_id)
-    content = read_report(store_of(request), report_id, account=account_scope(request))
+    content = store_of(request).read_report(report_id, account=account_scope(request))
     state = bokeh_assets.offline(content or b"")
     return page(request, "report.html", title=info["name"], report=info, offline=state)
 
 
 @pages.get("/reports/{report_id}/raw")
 def report_raw(request: Request, report_id: str) -> Response:
-    content = read_report(store_of(request), report_id, account=account_scope(request))
+    content = store_of(request).read_report(report_id, account=account_scope(request))
     if content is None:
         raise HTTPError(404, f"no performance report with id {report_id!r}")
     if request.headers.get("sec-fetch-dest") == "document":
@@ -177,7 +174,7 @@ def report_raw(request: Request, report_id: str) -> Response:
 @api.get("/reports", summary="Uploaded performance reports, newest first")
 def reports_json(request: Request) -> dict[str, Any]:
     store = store_of(request)
-    reports = list_reports(store, account=account_scope(request))
+    reports = store.list_reports(account=account_scope(request))
     return {"reports": reports, "max_bytes": max_report_bytes()}
 
 

@@ -4,12 +4,9 @@
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
-from daskscope.store import Store
-from daskscope.store import schema as s
 from daskscope.store.retention import pruned_task_log
 from daskscope.views import to_data
 from daskscope.views.timeline import (
@@ -82,12 +79,6 @@ def _view(
         raise HTTPError(400, str(exc), hint="start and stop are UTC epoch seconds.") from None
 
 
-def _cluster_name(store: Store, cluster_id: str) -> str:
-    with store.engine.connect() as conn:
-        name = conn.execute(sa.select(s.clusters.c.name).where(s.clusters.c.id == cluster_id))
-        return str(name.scalar_one())
-
-
 @pages.get("/clusters/{cluster_id}/timeline", response_class=HTMLResponse)
 def timeline_page(
     request: Request,
@@ -101,7 +92,7 @@ def timeline_page(
 ) -> HTMLResponse:
     view = _view(request, cluster_id, start, stop, computation, span, group, PAGE_BINS, max_tasks)
     store = store_of(request)
-    name = _cluster_name(store, view.cluster_id)
+    name = store.cluster_name(view.cluster_id)
     pruned = None if view.recorded else pruned_task_log(store, view.cluster_id)
     return page(
         request,
