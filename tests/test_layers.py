@@ -65,9 +65,6 @@ SQL_DOORS = {
     # ingest hands the writer its rows by table in one transaction (write_parts' interface)
     ("daskscope.web.routes.ingest", "sqlalchemy"),
     ("daskscope.web.routes.ingest", "daskscope.store.schema"),
-    # the task log's view, which moves with the task log into its own package (point 1)
-    ("daskscope.views.timeline", "sqlalchemy"),
-    ("daskscope.views.timeline", "daskscope.store.schema"),
 }
 
 #: circles among the modules that are known and left for later: each a set of modules
