@@ -929,6 +929,10 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
         + forgotten_per_task * probe["hook_forgotten_us"]
     )
     own = [hook_us + own_work(w) / tasks * 1e6 for w in ws]
+    # the same work a second of the run: flushes, worker samples and span records come
+    # every second whatever the graph, so a run that lasts longer (a loaded machine, a
+    # shape of slow tasks) puts more of them on each task
+    own_per_second = [(hook_us * w["tasks"] / 1e6 + own_work(w)) / w["wall_s"] * 1e3 for w in ws]
     blocks = [w["longest_block_s"] * 1e3 for w in ws]
     parts = {
         name: {
@@ -950,8 +954,16 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
         "scheduler_cpu_ratio_range": [round(min(cpu_all), 4), round(max(cpu_all), 4)],
         "scheduler_process_cpu_ratio": round(median(cpu_process), 4),
         "dask_us_per_task": round(median(r["without"]["wall_s"] / tasks * 1e6 for r in rows), 1),
+        # the scheduler's process CPU a task without daskscope (the client's too): what a
+        # loaded machine inflates less than wall time
+        "dask_cpu_us_per_task": round(
+            median(r["without"]["cpu_s"] / r["without"]["tasks"] * 1e6 for r in rows), 1
+        ),
         "own_us_per_task": round(median(own), 3),
         "own_us_per_task_range": [round(min(own), 3), round(max(own), 3)],
+        "own_cpu_ms_per_s": round(median(own_per_second), 2),
+        "wall_s_with": round(median(w["wall_s"] for w in ws), 2),
+        "group_rows_written": round(median(w["group_rows"] for w in ws)),
         "own_hook_us_per_task": round(hook_us, 3),
         "own_loop_cpu_us_per_task": us([w["loop_cpu_s"] for w in ws]),
         "own_writer_cpu_us_per_task": us([w["writer_cpu_s"] for w in ws]),
@@ -1091,7 +1103,9 @@ def per_group(out: dict[str, Any]) -> None:
     for summary in out.values():
         groups = summary["task_groups_stored"] or 0
         summary["groups"] = groups
-        if base is None or not groups:
+        # a shape of a few groups has nothing to divide by: what its own work a task
+        # holds beyond the small graph's is its per-second part (see own_cpu_ms_per_s)
+        if base is None or groups * 100 < summary["tasks"]:
             summary["own_us_per_group"] = None
             continue
         beyond = (summary["own_us_per_task"] - base) * summary["tasks"]
@@ -1105,8 +1119,9 @@ def budget_us_per_task(summary: dict[str, Any]) -> float:
 
 def print_table(out: dict[str, Any]) -> None:
     header = (
-        f"{'shape':<16} {'tasks':>8} {'groups':>7} {'Dask µs':>8} {'own µs':>7} "
-        f"{'budget':>7} {'µs/grp':>7} {'CPU x':>6} {'wall x':>6} {'GC full':>8}  met"
+        f"{'shape':<16} {'tasks':>8} {'groups':>7} {'Dask µs':>8} {'CPU µs':>7} {'own µs':>7} "
+        f"{'budget':>7} {'µs/grp':>7} {'ms/s':>6} {'rows/g':>6} {'CPU x':>6} {'wall x':>6}"
+        f" {'GC full':>8}  met"
     )
     print("\n" + header)
     print("-" * len(header))
@@ -1122,14 +1137,19 @@ def print_table(out: dict[str, Any]) -> None:
         gc = f"{v['gc_full_passes_with']:g}/{v['gc_full_passes_without']:g}"
         print(
             f"{name:<16} {v['tasks']:>8,} {v['groups']:>7,} {v['dask_us_per_task']:>8.0f} "
+            f"{v['dask_cpu_us_per_task']:>7.0f} "
             f"{v['own_us_per_task']:>7.2f} {budget:>7.2f} {grp:>7} "
+            f"{v['own_cpu_ms_per_s']:>6.1f} {v['group_rows_written'] / max(v['groups'], 1):>6.2f} "
             f"{v['scheduler_cpu_ratio']:>6.3f} {v['wall_ratio']:>6.3f} {gc:>8}  "
             f"{'yes' if met else 'no'}"
         )
     print(
-        f"(Dask µs: its wall time a task without daskscope; own µs: daskscope's work a task;"
+        f"(Dask µs: its wall time a task without daskscope; CPU µs: the scheduler process's"
+        f" CPU a task without daskscope; own µs: daskscope's work a task;"
         f" budget: {BUDGET_US_PER_TASK:g} µs a task + {BUDGET_US_PER_GROUP:g} µs a group;"
-        f" µs/grp: own work beyond the small graph's a task, a group; CPU x: scheduler +"
+        f" µs/grp: own work beyond the small graph's a task, a group (- for under a group"
+        f" a 100 tasks); ms/s: own CPU ms a second of the run; rows/g: group rows written"
+        f" a group stored; CPU x: scheduler +"
         f" store child CPU ratio, target {BUDGET_CPU_RATIO}; wall x target"
         f" {BUDGET_WALL_RATIO}; GC full: full collections on the loop with/without)"
     )
