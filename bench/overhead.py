@@ -9,6 +9,19 @@ every 0.5 s, profiles every 2 s, writes every 1 s) into a fresh SQLite store per
   groups (read → add → mul → neg, 5 tasks each, the per-file graphs of a HEP analysis)
   and a 16-way tree sum over the chains' ends.
 
+``--variants all`` adds every other graph shape users make (issue 28), each its own
+pairs (``--shape-pairs``, 1 by default): ``shuffle`` (a dataframe of 200 partitions
+shuffled with Dask's p2p shuffle, then summed by key), ``array-layers`` (an xarray-style
+array of 200 chained elementwise layers with a rolling mean every 20th and reductions,
+sent unoptimised so each layer is a group), ``delayed-fan-out`` (50,000 delayed calls
+summed by hundreds), ``client-map`` (``client.map`` of 100,000 futures, gathered) and
+``notebook-loop`` (500 small array computations one after another). ``--quick``: a
+fifth of each size, one pair each. The tasks a run counts are those that ran (a
+scheduler plugin in both arms counts them and the hook's calls); after the variants'
+sections it prints one table of every shape against the budget (≤ 5 µs own work a
+task + 20 µs a task group, scheduler CPU ratio ≤ 1.05, wall ratio ≤ 1.03, full GC
+passes with ≤ without), then the JSON line.
+
 For each variant it prints the median wall-time ratio and the scheduler's CPU ratio (its
 process plus the child process that writes the SQLite file) with their spread over the
 pairs, and daskscope's own work per task, measured directly since wall times on a shared
@@ -26,8 +39,9 @@ plugin's peak memory, and checks that the store holds every task group and task.
 bench wraps the live plugin's methods on the scheduler through ``run_on_scheduler``;
 nothing in daskscope is changed. The last line is JSON holding these figures.
 
-    python bench/overhead.py [--variants small,many-groups] [--pairs 7] [--many-pairs 5]
-                             [--tasks 20000] [--many-tasks 200000] [--groups 40000]
+    python bench/overhead.py [--variants small,many-groups|all] [--quick] [--pairs 7]
+                             [--many-pairs 5] [--shape-pairs 1] [--tasks 20000]
+                             [--many-tasks 200000] [--groups 40000]
 """
 
 from __future__ import annotations
