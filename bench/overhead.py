@@ -9,6 +9,19 @@ every 0.5 s, profiles every 2 s, writes every 1 s) into a fresh SQLite store per
   groups (read → add → mul → neg, 5 tasks each, the per-file graphs of a HEP analysis)
   and a 16-way tree sum over the chains' ends.
 
+``--variants all`` adds every other graph shape users make (issue 28), each its own
+pairs (``--shape-pairs``, 1 by default): ``shuffle`` (a dataframe of 200 partitions
+shuffled with Dask's p2p shuffle, then summed by key), ``array-layers`` (an xarray-style
+array of 200 chained elementwise layers with a rolling mean every 20th and reductions,
+sent unoptimised so each layer is a group), ``delayed-fan-out`` (50,000 delayed calls
+summed by hundreds), ``client-map`` (``client.map`` of 100,000 futures, gathered) and
+``notebook-loop`` (500 small array computations one after another). ``--quick``: a
+fifth of each size, one pair each. The tasks a run counts are those that ran (a
+scheduler plugin in both arms counts them and the hook's calls); after the variants'
+sections it prints one table of every shape against the budget (≤ 5 µs own work a
+task + 20 µs a task group, scheduler CPU ratio ≤ 1.05, wall ratio ≤ 1.03, full GC
+passes with ≤ without), then the JSON line.
+
 For each variant it prints the median wall-time ratio and the scheduler's CPU ratio (its
 process plus the child process that writes the SQLite file) with their spread over the
 pairs, and daskscope's own work per task, measured directly since wall times on a shared
@@ -26,8 +39,9 @@ plugin's peak memory, and checks that the store holds every task group and task.
 bench wraps the live plugin's methods on the scheduler through ``run_on_scheduler``;
 nothing in daskscope is changed. The last line is JSON holding these figures.
 
-    python bench/overhead.py [--variants small,many-groups] [--pairs 7] [--many-pairs 5]
-                             [--tasks 20000] [--many-tasks 200000] [--groups 40000]
+    python bench/overhead.py [--variants small,many-groups|all] [--quick] [--pairs 7]
+                             [--many-pairs 5] [--shape-pairs 1] [--tasks 20000]
+                             [--many-tasks 200000] [--groups 40000]
 """
 
 from __future__ import annotations
@@ -144,13 +158,121 @@ def many_groups_workload(n_tasks: int, n_groups: int) -> tuple[Graph, Any, int]:
     return graph, root, expected
 
 
+def shuffle_job(partitions: int, rows_per_partition: int) -> Job:
+    """A dataframe shuffled by a column with Dask's p2p shuffle, then summed by group."""
+    import dask.dataframe as dd
+    import pandas as pd
+
+    rows = partitions * rows_per_partition
+    frame = pd.DataFrame({"k": [i * 7919 % 1009 for i in range(rows)], "v": range(rows)})
+    expected = frame.groupby("k")["v"].sum().sort_index().tolist()
+
+    def run(client: Client) -> Any:
+        df = dd.from_pandas(frame, npartitions=partitions, sort=False)
+        shuffled = df.shuffle("k", shuffle_method="p2p", npartitions=partitions)
+        out = shuffled.map_partitions(lambda part: part.groupby("k")["v"].sum())
+        return out.compute().groupby(level=0).sum().sort_index().tolist()
+
+    return Job(run, expected, f"{rows:,} rows in {partitions} partitions, p2p shuffle")
+
+
+def array_layers_job(layers: int, side: int, chunk: int) -> Job:
+    """An xarray-style array computation of many layers: ``layers`` chained elementwise
+    steps with a rolling mean (``map_overlap``) every 20th, then reductions. The graph is
+    sent as built (``optimize_graph=False``), each layer a task group, as xarray's
+    interleaved operations leave them; the arms' results are compared."""
+    import dask.array as da
+    import numpy as np
+
+    def rolling(block: Any) -> Any:
+        return (block[:-2] + block[1:-1] + block[2:]) / 3 if len(block) > 2 else block
+
+    def run(client: Client) -> Any:
+        x = da.arange(side * side, chunks=chunk * chunk, dtype="f8").reshape(
+            (side, side), merge_chunks=False
+        )
+        x = x.rechunk((chunk, chunk)) / (side * side)
+        for step in range(layers):
+            if step % 20 == 10:
+                x = x.map_overlap(
+                    lambda b: np.pad(rolling(b), ((1, 1), (0, 0)), mode="edge"),
+                    depth={0: 1, 1: 0},
+                    boundary="nearest",
+                )
+            elif step % 2:
+                x = x * 0.999 + 0.001
+            else:
+                x = abs(x - 0.0005)
+        reduced = da.stack([x.mean(axis=0), x.max(axis=0), x.std(axis=0)])
+        return float(reduced.sum().compute(optimize_graph=False))
+
+    return Job(run, None, f"{side}x{side} array in {chunk}x{chunk} chunks, {layers} layers")
+
+
+def delayed_fan_out_job(n_tasks: int) -> Job:
+    """``n_tasks`` delayed calls, summed in groups of 100 and then in one."""
+    from dask import delayed
+
+    def inc(i: int) -> int:
+        return i + 1
+
+    def run(client: Client) -> Any:
+        parts = [delayed(inc)(i) for i in range(n_tasks)]
+        partial = [delayed(sum)(parts[j : j + 100]) for j in range(0, n_tasks, 100)]
+        return delayed(sum)(partial).compute()
+
+    return Job(run, n_tasks * (n_tasks + 1) // 2, f"{n_tasks:,} delayed calls, fanned in")
+
+
+def client_map_job(n_futures: int) -> Job:
+    """``client.map`` of ``n_futures`` calls, gathered."""
+
+    def run(client: Client) -> Any:
+        futures = client.map(operator.mul, range(n_futures), [2] * n_futures)
+        return sum(client.gather(futures))
+
+    return Job(run, n_futures * (n_futures - 1), f"client.map of {n_futures:,} futures")
+
+
+def notebook_loop_job(n_computations: int) -> Job:
+    """``n_computations`` small array computations one after another, as a notebook
+    loop sends them: each waits for the last."""
+    import dask.array as da
+
+    def run(client: Client) -> Any:
+        total = 0.0
+        for i in range(n_computations):
+            total += float((da.ones(1000, chunks=100) * i).sum().compute())
+        return total
+
+    expected = float(sum(1000 * i for i in range(n_computations)))
+    return Job(run, expected, f"a loop of {n_computations:,} small computations")
+
+
+@dataclass
+class Job:
+    """One computation (or a loop of them) as a user sends it, through a sync client."""
+
+    #: sends the work and returns its result
+    run: Callable[[Client], Any]
+    #: the result the work must have; None: the two arms' results must be equal
+    expected: Any
+    #: what the progress line says of it
+    describe: str
+
+
+def graph_job(graph: Graph, root: Any, expected: Any) -> Job:
+    return Job(lambda client: client.get(graph, root), expected, f"graph of {len(graph):,} tasks")
+
+
 @dataclass
 class Variant:
     name: str
-    build: Callable[[], tuple[Graph, Any, int]]
+    build: Callable[[], Job]
     pairs: int
-    #: tasks of the run that measures memory and the hook (its graph has this variant's shape)
-    probe_build: Callable[[], tuple[Graph, Any, int]]
+    #: tasks of the run that measures memory and the hook (its graph has this variant's
+    #: shape); None: the hook's cost a call is the small graph's probe's
+    probe_build: Callable[[], tuple[Graph, Any, int]] | None
 
 
 # -- what runs in the scheduler's process (through run_on_scheduler) ----------------------
@@ -345,6 +467,17 @@ def _watch_gc(dask_scheduler: Any = None) -> None:
     gc.callbacks.append(on_gc)
 
 
+def _count_transitions(dask_scheduler: Any = None) -> None:
+    """How often a plugin's transition hook is called in the timed run, by path, and
+    how many tasks ran (the per-task unit of every shape)."""
+    dask_scheduler.add_plugin(CountTransitions())
+
+
+def _transition_counts(dask_scheduler: Any = None) -> dict[str, int]:
+    counter = dask_scheduler.plugins[CountTransitions.name]
+    return {"calls": counter.calls, "finished": counter.finished, "forgotten": counter.forgotten}
+
+
 def _gc_report(dask_scheduler: Any = None) -> dict[str, Any]:
     import gc
 
@@ -396,9 +529,9 @@ def progress(text: str) -> None:
 def one_run(variant: Variant, url: str | None) -> dict[str, Any]:
     arm = "with daskscope" if url else "without"
     built = time.perf_counter()
-    graph, root, expected = variant.build()
+    job = variant.build()
     progress(
-        f"{variant.name}, {arm}: graph of {len(graph):,} tasks built in "
+        f"{variant.name}, {arm}: {job.describe}, built in "
         f"{time.perf_counter() - built:.1f} s; starting the cluster"
     )
     with (
@@ -411,13 +544,16 @@ def one_run(variant: Variant, url: str | None) -> dict[str, Any]:
             daskscope.register(client, database=url, **RECORD_EVERYTHING)
             child = client.run_on_scheduler(_instrument)
         client.run_on_scheduler(_watch_gc)
+        client.run_on_scheduler(_count_transitions)  # both arms: the same cost in each
         client.run(lambda: None)  # workers warm
         progress(f"{variant.name}, {arm}: computing")
         wall0, cpu0 = time.perf_counter(), time.process_time()
         with span("bench"):
-            result = client.get(graph, root)
+            result = job.run(client)
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-        assert result == expected, (result, expected)
+        if job.expected is not None:
+            assert result == job.expected, (result, job.expected)
+        counts = client.run_on_scheduler(_transition_counts)
         progress(f"{variant.name}, {arm}: computed in {wall:.1f} s; collecting, closing")
         info: dict[str, Any] = {}
         probe: dict[str, Any] = {}
@@ -433,7 +569,12 @@ def one_run(variant: Variant, url: str | None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "wall_s": wall,
         "cpu_s": cpu,
-        "tasks": len(graph),
+        "result": result,
+        # tasks that ran (a task run twice counts twice), and the hook's calls
+        "tasks": counts["finished"],
+        "calls": counts["calls"],
+        "finished": counts["finished"],
+        "forgotten": counts["forgotten"],
         "gc_loop_s": gc_log["loop_s"],
         "gc_loop_cpu_s": gc_log["loop_cpu_s"],
         "gc_full_passes": gc_log["full_passes"],
@@ -729,6 +870,9 @@ def run_variant(variant: Variant, tmp: Path) -> dict[str, Any]:
             result["with" if with_it else "without"] = one_run(variant, url)
         rows.append(result)
         w, wo = result["with"], result["without"]
+        # the arms ran the same work: the same result (for shapes without a known one)
+        # and the same tasks
+        assert w["result"] == wo["result"], (w["result"], wo["result"])
         if not stored:
             stored = stored_groups(w["url"])
         tasks = w["tasks"]
@@ -789,13 +933,20 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
     ]
     cpu_process = [r["with"]["cpu_s"] / r["without"]["cpu_s"] for r in rows]
     # every call pays the filter; one a task counts, about one marks its group changed
+    # (the calls of the timed runs with daskscope; the cost a call, the probe's)
+    calls_per_task = median(w["calls"] / w["tasks"] for w in ws)
+    finished_per_task = median(w["finished"] / w["tasks"] for w in ws)
+    forgotten_per_task = median(w["forgotten"] / w["tasks"] for w in ws)
     hook_us = (
-        (probe["calls_per_task"] - probe["finished_per_task"] - probe["forgotten_per_task"])
-        * probe["hook_filtered_us"]
-        + probe["finished_per_task"] * probe["hook_counting_us"]
-        + probe["forgotten_per_task"] * probe["hook_forgotten_us"]
+        (calls_per_task - finished_per_task - forgotten_per_task) * probe["hook_filtered_us"]
+        + finished_per_task * probe["hook_counting_us"]
+        + forgotten_per_task * probe["hook_forgotten_us"]
     )
     own = [hook_us + own_work(w) / tasks * 1e6 for w in ws]
+    # the same work a second of the run: flushes, worker samples and span records come
+    # every second whatever the graph, so a run that lasts longer (a loaded machine, a
+    # shape of slow tasks) puts more of them on each task
+    own_per_second = [(hook_us * w["tasks"] / 1e6 + own_work(w)) / w["wall_s"] * 1e3 for w in ws]
     blocks = [w["longest_block_s"] * 1e3 for w in ws]
     parts = {
         name: {
@@ -808,7 +959,7 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
     summary = {
         "tasks": tasks,
         "pairs": len(rows),
-        "task_groups_live_max": probe["max_live_groups"],
+        "task_groups_live_max": probe.get("max_live_groups"),
         "task_groups_stored": stored.get("rows"),
         "tasks_executed_stored": stored.get("tasks_executed"),
         "wall_ratio": round(median(wall), 4),
@@ -817,8 +968,16 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
         "scheduler_cpu_ratio_range": [round(min(cpu_all), 4), round(max(cpu_all), 4)],
         "scheduler_process_cpu_ratio": round(median(cpu_process), 4),
         "dask_us_per_task": round(median(r["without"]["wall_s"] / tasks * 1e6 for r in rows), 1),
+        # the scheduler's process CPU a task without daskscope (the client's too): what a
+        # loaded machine inflates less than wall time
+        "dask_cpu_us_per_task": round(
+            median(r["without"]["cpu_s"] / r["without"]["tasks"] * 1e6 for r in rows), 1
+        ),
         "own_us_per_task": round(median(own), 3),
         "own_us_per_task_range": [round(min(own), 3), round(max(own), 3)],
+        "own_cpu_ms_per_s": round(median(own_per_second), 2),
+        "wall_s_with": round(median(w["wall_s"] for w in ws), 2),
+        "group_rows_written": round(median(w["group_rows"] for w in ws)),
         "own_hook_us_per_task": round(hook_us, 3),
         "own_loop_cpu_us_per_task": us([w["loop_cpu_s"] for w in ws]),
         "own_writer_cpu_us_per_task": us([w["writer_cpu_s"] for w in ws]),
@@ -851,19 +1010,21 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
         "hook_filtered_wall_us": round(probe["hook_filtered_wall_us"], 3),
         "hook_counting_wall_us": round(probe["hook_counting_wall_us"], 3),
         "hook_forgotten_wall_us": round(probe["hook_forgotten_wall_us"], 3),
-        "transitions_per_task": round(probe["calls_per_task"], 2),
-        "memory_tasks": probe["tasks"],
-        "plugin_peak_bytes": probe["peak_bytes"],
-        "uses_held_after": probe["uses_held_after"],
-        "span_shares_held_after": probe["span_shares_held_after"],
+        "transitions_per_task": round(calls_per_task, 2),
+        "memory_tasks": probe.get("tasks"),
+        "plugin_peak_bytes": probe.get("peak_bytes"),
+        "uses_held_after": probe.get("uses_held_after"),
+        "span_shares_held_after": probe.get("span_shares_held_after"),
         "flush_block_p99_ms": round(median(w["block_p99_s"] for w in ws) * 1e3, 3),
         "flush_block_p99_cpu_ms": round(median(w["block_p99_cpu_s"] for w in ws) * 1e3, 3),
         "flush_blocks_per_run": round(median(w["blocks"] for w in ws)),
     }
     print(f"\n== {variant.name}: {tasks:,} tasks, {len(rows)} pairs ==")
+    live = probe.get("max_live_groups")
     print(
-        f"task groups: {probe['max_live_groups']:,} live at most in Dask; stored per run "
-        f"{stored.get('rows', 0):,} rows holding {stored.get('tasks_executed', 0):,} tasks executed"
+        f"task groups: {'?' if live is None else f'{live:,}'} live at most in Dask; stored "
+        f"per run {stored.get('rows', 0):,} rows holding {stored.get('tasks_executed', 0):,}"
+        " tasks executed"
     )
     print(f"wall ratio (with / without):           {spread(wall)}")
     print(f"scheduler CPU ratio (+ store child):   {spread(cpu_all)}")
@@ -873,7 +1034,7 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
         f"transition hook, filtered / counting / forgotten: {probe['hook_filtered_us']:.2f} / "
         f"{probe['hook_counting_us']:.2f} / {probe['hook_forgotten_us']:.2f} µs CPU per call "
         f"({probe['hook_filtered_wall_us']:.2f} / {probe['hook_counting_wall_us']:.2f} / "
-        f"{probe['hook_forgotten_wall_us']:.2f} µs wall), {probe['calls_per_task']:.2f} calls "
+        f"{probe['hook_forgotten_wall_us']:.2f} µs wall), {calls_per_task:.2f} calls "
         "per task"
     )
     print(
@@ -921,50 +1082,169 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
         f"{summary['records_written_per_run']:,} in all; store child's start (once a "
         f"cluster, before the timed run): {summary['store_child_start_cpu_s']:.2f} s CPU"
     )
-    print(
-        f"plugin peak memory at {probe['tasks']:,} tasks: {probe['peak_bytes'] / 1024:,.0f} KiB;"
-        f" held after the run: {probe['uses_held_after']:,} group uses,"
-        f" {probe['span_shares_held_after']:,} span shares",
-        flush=True,
-    )
+    if "peak_bytes" in probe:
+        print(
+            f"plugin peak memory at {probe['tasks']:,} tasks: {probe['peak_bytes'] / 1024:,.0f}"
+            f" KiB; held after the run: {probe['uses_held_after']:,} group uses,"
+            f" {probe['span_shares_held_after']:,} span shares",
+            flush=True,
+        )
     return summary
+
+
+#: the budget (issue 28): own work a task plus own work a task group, beside Dask's
+#: scheduler cost of about 300 µs a task; the user's side as ratios
+BUDGET_US_PER_TASK, BUDGET_US_PER_GROUP = 5.0, 20.0
+BUDGET_CPU_RATIO, BUDGET_WALL_RATIO = 1.05, 1.03
+
+#: every graph shape users make, in the order of the table
+ALL_VARIANTS = (
+    "small",
+    "many-groups",
+    "shuffle",
+    "array-layers",
+    "delayed-fan-out",
+    "client-map",
+    "notebook-loop",
+)
+
+
+def per_group(out: dict[str, Any]) -> None:
+    """Each shape's own work beyond the per-task part, a task group: the per-task part
+    is the small graph's own work a task (2 groups in 20,000 tasks), measured in the
+    same run; the groups are the rows the store holds (one a group and computation)."""
+    base = out.get("small", {}).get("own_us_per_task")
+    for summary in out.values():
+        groups = summary["task_groups_stored"] or 0
+        summary["groups"] = groups
+        # a shape of a few groups has nothing to divide by: what its own work a task
+        # holds beyond the small graph's is its per-second part (see own_cpu_ms_per_s)
+        if base is None or groups * 100 < summary["tasks"]:
+            summary["own_us_per_group"] = None
+            continue
+        beyond = (summary["own_us_per_task"] - base) * summary["tasks"]
+        summary["own_us_per_group"] = round(max(beyond, 0.0) / groups, 2)
+
+
+def budget_us_per_task(summary: dict[str, Any]) -> float:
+    """The budget of own work a task for a shape's mix of tasks and groups."""
+    return BUDGET_US_PER_TASK + BUDGET_US_PER_GROUP * summary["groups"] / summary["tasks"]
+
+
+def print_table(out: dict[str, Any]) -> None:
+    header = (
+        f"{'shape':<16} {'tasks':>8} {'groups':>7} {'Dask µs':>8} {'CPU µs':>7} {'own µs':>7} "
+        f"{'budget':>7} {'µs/grp':>7} {'ms/s':>6} {'rows/g':>6} {'CPU x':>6} {'wall x':>6}"
+        f" {'GC full':>8}  met"
+    )
+    print("\n" + header)
+    print("-" * len(header))
+    for name, v in out.items():
+        budget = budget_us_per_task(v)
+        met = (
+            v["own_us_per_task"] <= budget
+            and v["scheduler_cpu_ratio"] <= BUDGET_CPU_RATIO
+            and v["wall_ratio"] <= BUDGET_WALL_RATIO
+            and v["gc_full_passes_with"] <= v["gc_full_passes_without"]
+        )
+        grp = "-" if v["own_us_per_group"] is None else f"{v['own_us_per_group']:.1f}"
+        gc = f"{v['gc_full_passes_with']:g}/{v['gc_full_passes_without']:g}"
+        print(
+            f"{name:<16} {v['tasks']:>8,} {v['groups']:>7,} {v['dask_us_per_task']:>8.0f} "
+            f"{v['dask_cpu_us_per_task']:>7.0f} "
+            f"{v['own_us_per_task']:>7.2f} {budget:>7.2f} {grp:>7} "
+            f"{v['own_cpu_ms_per_s']:>6.1f} {v['group_rows_written'] / max(v['groups'], 1):>6.2f} "
+            f"{v['scheduler_cpu_ratio']:>6.3f} {v['wall_ratio']:>6.3f} {gc:>8}  "
+            f"{'yes' if met else 'no'}"
+        )
+    print(
+        f"(Dask µs: its wall time a task without daskscope; CPU µs: the scheduler process's"
+        f" CPU a task without daskscope; own µs: daskscope's work a task;"
+        f" budget: {BUDGET_US_PER_TASK:g} µs a task + {BUDGET_US_PER_GROUP:g} µs a group;"
+        f" µs/grp: own work beyond the small graph's a task, a group (- for under a group"
+        f" a 100 tasks); ms/s: own CPU ms a second of the run; rows/g: group rows written"
+        f" a group stored; CPU x: scheduler +"
+        f" store child CPU ratio, target {BUDGET_CPU_RATIO}; wall x target"
+        f" {BUDGET_WALL_RATIO}; GC full: full collections on the loop with/without)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--variants", default="small,many-groups")
+    parser.add_argument(
+        "--variants", default="small,many-groups", help=f"or 'all': {', '.join(ALL_VARIANTS)}"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="every shape a fifth of its size, one pair each, no memory probe of many groups",
+    )
     parser.add_argument("--tasks", type=int, default=20_000, help="small: tasks")
     parser.add_argument("--pairs", type=int, default=7, help="small: pairs")
     parser.add_argument("--memory-tasks", type=int, default=100_000, help="small: memory run")
     parser.add_argument("--many-tasks", type=int, default=200_000, help="many-groups: tasks")
     parser.add_argument("--groups", type=int, default=40_000, help="many-groups: task groups")
     parser.add_argument("--many-pairs", type=int, default=5, help="many-groups: pairs")
+    parser.add_argument("--shape-pairs", type=int, default=1, help="the other shapes: pairs")
     args = parser.parse_args()
+    names = ALL_VARIANTS if args.variants == "all" else tuple(args.variants.split(","))
+    scale = 5 if args.quick else 1
+    if args.quick:
+        args.pairs = args.many_pairs = args.shape_pairs = 1
+        args.memory_tasks = min(args.memory_tasks, args.tasks)
+    shape_pairs = args.shape_pairs
+    many = (args.many_tasks // scale, args.groups // scale)
 
     variants = {
         "small": Variant(
             "small",
-            lambda: small_workload(args.tasks),
+            lambda: graph_job(*small_workload(args.tasks)),
             args.pairs,
             lambda: small_workload(args.memory_tasks),
         ),
         "many-groups": Variant(
             "many-groups",
-            lambda: many_groups_workload(args.many_tasks, args.groups),
+            lambda: graph_job(*many_groups_workload(*many)),
             args.many_pairs,
-            lambda: many_groups_workload(args.many_tasks, args.groups),
+            None if args.quick else lambda: many_groups_workload(*many),
+        ),
+        "shuffle": Variant("shuffle", lambda: shuffle_job(200 // scale, 500), shape_pairs, None),
+        "array-layers": Variant(
+            "array-layers", lambda: array_layers_job(200, 1000, 250), shape_pairs, None
+        ),
+        "delayed-fan-out": Variant(
+            "delayed-fan-out", lambda: delayed_fan_out_job(50_000 // scale), shape_pairs, None
+        ),
+        "client-map": Variant(
+            "client-map", lambda: client_map_job(100_000 // scale), shape_pairs, None
+        ),
+        "notebook-loop": Variant(
+            "notebook-loop", lambda: notebook_loop_job(500 // scale), shape_pairs, None
         ),
     }
-    chosen = [variants[name] for name in args.variants.split(",")]
+    chosen = [variants[name] for name in names]
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        one_run(Variant("warm-up", lambda: small_workload(2000), 1, dict), None)
+        one_run(Variant("warm-up", lambda: graph_job(*small_workload(2000)), 1, None), None)
+        probes: dict[str, Any] = {}
         for variant in chosen:
             runs = run_variant(variant, Path(tmp))
-            probe = asyncio.run(probe_run(variant, f"sqlite:///{Path(tmp) / 'probe.db'}"))
+            if variant.probe_build is not None:
+                probe = asyncio.run(probe_run(variant, f"sqlite:///{Path(tmp) / 'probe.db'}"))
+                probes[variant.name] = probe
+            else:
+                # the hook's cost a call does not depend on the graph's shape: the small
+                # graph's probe's (its calls a task are each shape's own)
+                if "small" not in probes:
+                    small = variants["small"]
+                    url = f"sqlite:///{Path(tmp) / 'probe.db'}"
+                    probes["small"] = asyncio.run(probe_run(small, url))
+                probe = {k: v for k, v in probes["small"].items() if k.startswith("hook_")}
             out[variant.name] = summarise(variant, runs, probe)
         throughput = store_throughput(f"sqlite:///{Path(tmp) / 'throughput.db'}")
+    per_group(out)
     print(f"\nstore write throughput (SQLite):       {throughput:,.0f} records/s")
+    print_table(out)
     print(json.dumps({"variants": out, "store_records_per_s": round(throughput)}))
 
 

@@ -50,6 +50,10 @@ __all__ = ["ComputationTrack", "GroupUse", "WorkTracker"]
 #: group that is done, at the next flush)
 PROGRESS_SECONDS = 10.0
 
+#: the longest group row key made of its parts (ids referring to a group are short text,
+#: at most 512 characters); a longer one, or one not ASCII, is a uuid5 of them
+MAX_PLAIN_ID = 200
+
 
 @dataclass(slots=True)
 class Totals:
@@ -403,8 +407,16 @@ class WorkTracker:
         return use
 
     def _use_id(self, name: str, lifetime: int, computation: ComputationTrack | None) -> str:
-        owner = computation.record_id if computation is not None else None
-        return stable_id(self.cluster_id, "task-group", name, lifetime, owner)
+        """The row key of a group use: its owner (the computation's record id, itself
+        unique to its cluster, else the cluster's id), its lifetime and the group's
+        name, joined. No hash a group on the event loop (uuid5 cost 3.4 µs a group,
+        issue 28); a name so long that the key would not fit where other records refer
+        to it (an error's ``group_id``) is hashed as before."""
+        owner = computation.record_id if computation is not None else self.cluster_id
+        key = f"{owner}/{lifetime}/{name}"
+        if len(key) > MAX_PLAIN_ID or not key.isascii():
+            return stable_id(self.cluster_id, "task-group", name, lifetime, owner)
+        return key
 
     def _hand_over(self, use: GroupUse, to: ComputationTrack) -> None:
         tg = use.group
