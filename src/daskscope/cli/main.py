@@ -21,6 +21,7 @@ from daskscope.cli.costs import costs_command
 from daskscope.cli.critical_path import critical_path_command
 from daskscope.cli.export import export_group
 from daskscope.cli.identity import account_group, token_group, user_group
+from daskscope.cli.importing import import_command
 from daskscope.cli.runs import run_command, runs_command
 from daskscope.cli.spool import spool_group
 from daskscope.cli.timeline import timeline_command
@@ -258,6 +259,7 @@ cli.add_command(timeline_command)  # cli/timeline.py
 cli.add_command(advise_command)  # cli/advise.py
 cli.add_command(critical_path_command)  # cli/critical_path.py
 cli.add_command(costs_command)  # cli/costs.py
+cli.add_command(import_command)  # cli/importing.py
 
 
 for _command in (runs_command, run_command):  # workflow runs (cli/runs.py)
