@@ -61,7 +61,9 @@ def _mapping(value: Any, what: str) -> Mapping[str, Any]:
 
 
 def _number(value: Any, default: float = 0.0) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+    return (
+        float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+    )
 
 
 def _int(value: Any) -> int | None:
@@ -170,7 +172,9 @@ def _prefixes(cluster_id: str, groups: Iterable[TaskGroupRecord]) -> list[TaskPr
         p = by_name.setdefault(
             g.prefix,
             TaskPrefixRecord(
-                id=stable_id(cluster_id, "task-prefix", g.prefix), cluster_id=cluster_id, name=g.prefix
+                id=stable_id(cluster_id, "task-prefix", g.prefix),
+                cluster_id=cluster_id,
+                name=g.prefix,
             ),
         )
         p.group_count += 1
@@ -183,12 +187,15 @@ def _prefixes(cluster_id: str, groups: Iterable[TaskGroupRecord]) -> list[TaskPr
     return list(by_name.values())
 
 
-def _worker_sample(cluster_id: str, address: str, ws: Mapping[str, Any], at: float) -> WorkerSampleRecord:
-    memory = ws.get("memory") if isinstance(ws.get("memory"), Mapping) else {}
-    metrics = ws.get("metrics") if isinstance(ws.get("metrics"), Mapping) else {}
-    transfer = metrics.get("transfer") if isinstance(metrics.get("transfer"), Mapping) else {}
-    net = metrics.get("host_net_io") if isinstance(metrics.get("host_net_io"), Mapping) else {}
-    disk = metrics.get("host_disk_io") if isinstance(metrics.get("host_disk_io"), Mapping) else {}
+def _worker_sample(
+    cluster_id: str, address: str, ws: Mapping[str, Any], at: float
+) -> WorkerSampleRecord:
+    def part(source: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+        value = source.get(name)
+        return value if isinstance(value, Mapping) else {}
+
+    memory, metrics = part(ws, "memory"), part(ws, "metrics")
+    transfer, net, disk = (part(metrics, n) for n in ("transfer", "host_net_io", "host_disk_io"))
 
     def size(value: Any) -> int | None:
         n = _int(value)
@@ -314,7 +321,11 @@ def dump_records(state: Any, *, file: str, format: str, imported_at: float) -> I
     scheduler_workers = _mapping(scheduler.get("workers", {}), "scheduler.workers")
     last_seen = max(
         [log.latest, started]
-        + [_number(w.get("last_seen")) for w in scheduler_workers.values() if isinstance(w, Mapping)]
+        + [
+            _number(w.get("last_seen"))
+            for w in scheduler_workers.values()
+            if isinstance(w, Mapping)
+        ]
     )
     samples = [
         _worker_sample(cluster_id, str(address), _mapping(ws, f"worker {address}"), last_seen)
@@ -366,6 +377,10 @@ def dump_records(state: Any, *, file: str, format: str, imported_at: float) -> I
         format=f"dump_cluster_state ({format})",
         imported_at=imported_at,
         missing=missing,
-        held={"scheduler_tasks": len(tasks), "executions": len(executions), "workers": len(samples)},
+        held={
+            "scheduler_tasks": len(tasks),
+            "executions": len(executions),
+            "workers": len(samples),
+        },
     )
     return Imported(cluster, records)

@@ -59,7 +59,7 @@ def _contents(path: Path, gzipped: bool) -> bytes:
 
 
 def _decode_msgpack(path: Path, data: bytes) -> Any:
-    import msgpack
+    import msgpack  # type: ignore[import-untyped]
 
     try:
         return msgpack.unpackb(data, strict_map_key=False)
@@ -75,7 +75,7 @@ def _decode_yaml(path: Path, data: bytes) -> Any:
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        return yaml.load(data, Loader=loader)  # noqa: S506 (a safe loader)
+        return yaml.load(data, Loader=loader)
     except yaml.YAMLError as exc:
         raise BadImportFile(
             f"{path.name}: not YAML ({' '.join(str(exc).split())}); expected the file "

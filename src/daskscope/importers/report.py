@@ -118,7 +118,7 @@ def _panel_sources(doc: Any) -> dict[str, list[Any]]:
 
 
 def _summary_text(doc: Any) -> str:
-    from bokeh.models import Div
+    from bokeh.models import Div  # type: ignore[attr-defined]
 
     for root in doc.roots:
         for div in root.select({"type": Div}):
@@ -149,9 +149,7 @@ def _executions(data: Mapping[str, list[Any]]) -> list[Execution]:
     )  # fmt: skip
     for key, name, worker, worker_thread, middle_ms, length_ms, colour in columns:
         key = dask_key(key)
-        action = next(
-            (p[:-1] for p in _ACTION_PREFIXES if str(name).startswith(p)), "compute"
-        )
+        action = next((p[:-1] for p in _ACTION_PREFIXES if str(name).startswith(p)), "compute")
         start = float(middle_ms) / 1000 - float(length_ms) / 2000
         run = by_run.setdefault(
             (key if not isinstance(key, list) else tuple(key), str(worker_thread)),
@@ -210,7 +208,9 @@ def _prefixes(cluster_id: str, groups: Iterable[TaskGroupRecord]) -> list[TaskPr
         p = by_name.setdefault(
             g.prefix,
             TaskPrefixRecord(
-                id=stable_id(cluster_id, "task-prefix", g.prefix), cluster_id=cluster_id, name=g.prefix
+                id=stable_id(cluster_id, "task-prefix", g.prefix),
+                cluster_id=cluster_id,
+                name=g.prefix,
             ),
         )
         p.group_count += 1
@@ -274,7 +274,7 @@ def report_records(page: str, *, file: str, imported_at: float) -> Imported:
     doc = _document(page, file)
     panels = _panel_sources(doc)
     stream = next(
-        (s.data for s in panels.get("Task Stream", []) if _TASK_STREAM_COLUMNS <= set(s.data)),
+        (s.data for s in panels.get("Task Stream", []) if set(s.data) >= _TASK_STREAM_COLUMNS),
         None,
     )
     if stream is None:
@@ -309,7 +309,7 @@ def report_records(page: str, *, file: str, imported_at: float) -> Imported:
         (
             _profile_tree(s.data)
             for s in panels.get("Worker Profile (compute)", [])
-            if _PROFILE_COLUMNS <= set(s.data) and s.data["left"]
+            if set(s.data) >= _PROFILE_COLUMNS and s.data["left"]
         ),
         None,
     )
