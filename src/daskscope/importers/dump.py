@@ -18,6 +18,7 @@ from typing import Any
 
 from daskscope import config
 from daskscope.collector.workers import flatten_metrics
+from daskscope.importers.errors import BadImportFile
 from daskscope.importers.imported import Imported, mark_imported
 from daskscope.importers.naming import dask_key, group_of, prefix_of, repr_address
 from daskscope.model import (
@@ -46,8 +47,6 @@ ALWAYS_MISSING = (
 
 
 def _bad(message: str) -> Exception:
-    from daskscope.importers.files import BadImportFile
-
     return BadImportFile(message)
 
 

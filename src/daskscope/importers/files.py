@@ -10,6 +10,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from daskscope.importers.errors import BadImportFile
 from daskscope.importers.imported import Imported
 
 __all__ = ["SUFFIXES", "BadImportFile", "read_import"]
@@ -21,10 +22,6 @@ _EXPECTED = (
     "or a Dask performance_report HTML file (.html)"
 )
 _GZIP_MAGIC = b"\x1f\x8b"
-
-
-class BadImportFile(ValueError):
-    """The file is not one an import can read; the message says what was expected."""
 
 
 def _kind(path: Path) -> tuple[str, bool]:

@@ -18,6 +18,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 from daskscope import config
+from daskscope.importers.errors import BadImportFile
 from daskscope.importers.imported import Imported, mark_imported
 from daskscope.importers.naming import dask_key, group_of, prefix_of
 from daskscope.model import (
@@ -55,8 +56,6 @@ _PROFILE_INTERVAL = 0.010
 
 
 def _bad(message: str) -> Exception:
-    from daskscope.importers.files import BadImportFile
-
     return BadImportFile(message)
 
 
