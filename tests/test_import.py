@@ -16,11 +16,13 @@ import pytest
 from click.testing import CliRunner
 from distributed import Client, LocalCluster, performance_report
 
+from browser import needs_chromium
 from daskscope.cli.main import cli
 from daskscope.store import open_store
 from daskscope.store.queries import profile_trees
 from daskscope.store.timeline import timeline_window
 from daskscope.views import cluster_view
+from webutil import serving
 
 WORKERS, THREADS = 2, 2
 
@@ -242,3 +244,41 @@ def test_a_wrong_file_is_refused_and_nothing_stored_changes(
     assert json.loads(listing.stdout)["clusters"][0]["id"] == good["cluster_id"]
     assert len(json.loads(listing.stdout)["clusters"]) == 1
     assert before.stdout == after.stdout
+
+
+@needs_chromium
+def test_the_cluster_page_says_it_is_imported_and_what_is_missing(
+    made: dict[str, Any], tmp_path: Path, open_page: Any
+) -> None:
+    pytest.importorskip("playwright.sync_api")
+    from daskscope.web import create_app
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    dumped = imported_ok(url, made["dir"] / "dump.yaml")
+    reported = imported_ok(url, made["report"])
+    app = create_app(url)
+    try:
+        with serving(app) as base:
+            shown_files = (
+                (dumped, "dump.yaml", len(made["executions"])),
+                (reported, "report.html", len(made["reported"])),
+            )
+            for answer, file, executions in shown_files:
+                page = open_page()
+                page.goto(f"{base}/clusters/{answer['cluster_id']}")
+                note = page.locator("#imported")
+                note.wait_for(timeout=120_000)
+                assert file in note.inner_text() and answer["format"] in note.inner_text()
+                shown = page.locator("#imported-missing li").all_inner_texts()
+                assert [" ".join(s.split()) for s in shown] == answer["missing"]
+                # the imported task log draws on the timeline like a recorded one's
+                page.goto(f"{base}/clusters/{answer['cluster_id']}/timeline")
+                page.wait_for_function(
+                    "() => document.body.dataset.window !== undefined"
+                    " && Number(timeline.dataset.paints) > 0",
+                    timeout=120_000,
+                )
+                tasks = page.locator('[data-stat="tasks"]').inner_text()
+                assert tasks == f"{executions:,}"
+    finally:
+        app.state.store.close()
