@@ -1,0 +1,226 @@
+"""The server's alerts (issue 30): rules from the config evaluated every
+``daskscope.alerts.interval`` in the server process, and their notifications delivered
+to webhooks with retries.
+
+Deduplication and delivery state live in the store (:mod:`daskscope.store.alerts`), not
+in this process: a condition that still holds is not alerted again after a restart, and
+a notification pending when the server stopped is delivered by the next one. Each
+notification carries its alert's id (``alert_id``; in the text of Slack and Teams
+bodies), for a receiver that wants to drop a repeat after a crash between a receiver's
+answer and its recording.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from daskscope import config
+from daskscope.format import timestamp_text
+from daskscope.store import Store
+from daskscope.store.alerts import (
+    Condition,
+    claim_due,
+    clear_others,
+    failed_clusters,
+    fire,
+    idle_clusters,
+    record_attempt,
+)
+
+__all__ = ["KINDS", "AlertLoop", "AlertRule", "AlertSettings", "alert_body", "alert_settings"]
+
+logger = logging.getLogger("daskscope")
+
+KINDS = ("failed", "idle")
+FORMATS = ("json", "slack", "teams")
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRule:
+    name: str
+    account: str
+    kind: str
+    webhook: str
+    body_format: str
+    #: idle: minutes without a task while holding workers
+    idle_minutes: float
+    #: failed: clusters started within this many hours
+    lookback_hours: float
+
+
+@dataclass(frozen=True, slots=True)
+class AlertSettings:
+    interval: float
+    retry_backoff: float
+    retry_max_backoff: float
+    max_attempts: int
+    timeout: float
+    rules: tuple[AlertRule, ...]
+
+
+def _rule(index: int, raw: Any) -> AlertRule:
+    where = f"daskscope.alerts.rules[{index}]"
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where} must be a mapping with name, account, kind and webhook")
+    missing = [k for k in ("name", "kind", "webhook") if not raw.get(k)]
+    if missing:
+        raise ValueError(f"{where} lacks {', '.join(missing)}")
+    kind, body_format = str(raw["kind"]), str(raw.get("format", "json"))
+    if kind not in KINDS:
+        raise ValueError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    if body_format not in FORMATS:
+        raise ValueError(f"{where}: format {body_format!r} is not one of {', '.join(FORMATS)}")
+    webhook = str(raw["webhook"])
+    if not webhook.startswith(("http://", "https://")):
+        raise ValueError(f"{where}: webhook must be an http(s) URL, got {webhook!r}")
+    return AlertRule(
+        name=str(raw["name"]),
+        account=str(raw.get("account") or config.get("account") or "default"),
+        kind=kind,
+        webhook=webhook,
+        body_format=body_format,
+        idle_minutes=float(raw.get("idle-minutes", 30)),
+        lookback_hours=float(raw.get("lookback-hours", 24)),
+    )
+
+
+def alert_settings() -> AlertSettings:
+    """The alert settings from the config; a wrong rule raises ValueError naming it."""
+    section = config.get("alerts") or {}
+    rules = tuple(_rule(i, r) for i, r in enumerate(section.get("rules") or ()))
+    names = [r.name for r in rules]
+    if len(set(names)) != len(names):
+        raise ValueError("daskscope.alerts.rules: two rules have the same name")
+    return AlertSettings(
+        interval=config._duration("alerts.interval", section.get("interval", "30s")),
+        retry_backoff=config._duration("alerts.retry-backoff", section.get("retry-backoff", "5s")),
+        retry_max_backoff=config._duration(
+            "alerts.retry-max-backoff", section.get("retry-max-backoff", "10 minutes")
+        ),
+        max_attempts=int(section.get("max-attempts", 20)),
+        timeout=config._duration("alerts.timeout", section.get("timeout", "10s")),
+        rules=rules,
+    )
+
+
+def alert_body(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The notification of one alert in its rule's format: JSON of the alert, Slack's
+    ``{"text": ...}`` or a Teams MessageCard."""
+    text = (
+        f"daskscope alert [{row['rule']}] {row['summary']} "
+        f"(since {timestamp_text(row['fired_at'])} UTC; alert {row['id']})"
+    )
+    if row["body_format"] == "slack":
+        return {"text": text}
+    if row["body_format"] == "teams":
+        return {
+            "@type": "MessageCard",
+            "@context": "https://schema.org/extensions",
+            "summary": f"daskscope alert [{row['rule']}]",
+            "title": f"daskscope alert: {row['rule']}",
+            "text": text,
+        }
+    return {
+        "alert_id": row["id"],
+        "rule": row["rule"],
+        "kind": row["kind"],
+        "account": row["account"],
+        "condition": row["condition"],
+        "summary": row["summary"],
+        "fired_at": row["fired_at"],
+        "detail": row["detail"],
+    }
+
+
+class AlertLoop:
+    """Evaluates the rules and delivers what is due, every ``interval``."""
+
+    def __init__(self, store: Store, settings: AlertSettings) -> None:
+        self.store = store
+        self.settings = settings
+        #: evaluations done by this process (the history's JSON reports it)
+        self.evaluations = 0
+
+    def conditions(self, rule: AlertRule, now: float) -> list[Condition]:
+        if rule.kind == "failed":
+            return failed_clusters(self.store, rule.account, now - rule.lookback_hours * 3600)
+        return idle_clusters(self.store, rule.account, rule.idle_minutes * 60, now)
+
+    def evaluate(self, now: float) -> None:
+        """Open an alert for each condition that holds and has none open; clear those
+        that no longer hold."""
+        for rule in self.settings.rules:
+            holding = self.conditions(rule, now)
+            for condition in holding:
+                fire(self.store, rule=rule.name, account=rule.account, kind=rule.kind,
+                     condition=condition, webhook=rule.webhook, body_format=rule.body_format,
+                     now=now)  # fmt: skip
+            clear_others(self.store, rule.name, [c.key for c in holding], now)
+
+    async def deliver(self, now: float) -> int:
+        """Send every due notification once; returns how many were delivered."""
+        import httpx
+
+        s = self.settings
+        due = await asyncio.to_thread(claim_due, self.store, now, hold=s.timeout + s.interval)
+        delivered = 0
+        async with httpx.AsyncClient(timeout=s.timeout, follow_redirects=False) as client:
+            for row in due:
+                error: str | None = None
+                try:
+                    answer = await client.post(row["webhook"], json=alert_body(row))
+                    if not answer.is_success:
+                        error = f"HTTP {answer.status_code}"
+                except httpx.HTTPError as exc:
+                    error = f"{type(exc).__name__}: {exc}"
+                attempts = row["attempts"] + 1
+                retry_at = None
+                if error is not None and attempts < s.max_attempts:
+                    wait = min(s.retry_max_backoff, s.retry_backoff * 2 ** (attempts - 1))
+                    retry_at = time.time() + wait
+                if error is not None:
+                    logger.warning("daskscope: alert %s not delivered (%s)", row["id"], error)
+                delivered += error is None
+                await asyncio.to_thread(
+                    record_attempt, self.store, row["id"], now=time.time(), error=error,
+                    retry_at=retry_at,
+                )  # fmt: skip
+        return delivered
+
+    async def step(self) -> None:
+        now = time.time()
+        await asyncio.to_thread(self.evaluate, now)
+        await self.deliver(now)
+        self.evaluations += 1
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.step()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the next round tries again; the server goes on
+                logger.exception("daskscope: evaluating alerts failed")
+            await asyncio.sleep(self.settings.interval)
+
+
+@contextlib.asynccontextmanager
+async def alerts_running(store: Store, state: Any) -> AsyncIterator[None]:
+    """The alert loop for the server's lifetime, when the config has rules
+    (``state.alerts``: the loop, or None)."""
+    settings = alert_settings()
+    state.alerts = AlertLoop(store, settings) if settings.rules else None
+    task = asyncio.create_task(state.alerts.run()) if state.alerts is not None else None
+    try:
+        yield
+    finally:
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

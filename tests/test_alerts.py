@@ -1,0 +1,253 @@
+"""Alerts delivered to a webhook (issue 30, point 3): a real recorded cluster whose task
+failed, a local HTTP receiver that refuses the first deliveries, and ``daskscope serve``
+killed mid-alert and started again: each alert reaches the receiver exactly once, one
+alert per condition until it clears."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from distributed import Client, LocalCluster
+
+import daskscope
+from daskscope.store import open_store
+from daskscope.store.alerts import alert_history
+from daskscope.web.alerts import AlertLoop, AlertRule, AlertSettings
+from pgserver import free_port
+from serveproc import launch, stop
+
+DEADLINE = 120.0
+
+
+def fail(i: int) -> int:
+    raise ValueError(f"failed on purpose: {i}")
+
+
+class Receiver:
+    """A webhook on 127.0.0.1 that answers 500 while ``refusing`` and keeps every
+    request's body with the status it answered."""
+
+    def __init__(self) -> None:
+        self.refusing = True
+        self.seen: list[tuple[int, dict[str, Any]]] = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with receiver.lock:
+                    status = 500 if receiver.refusing else 200
+                    receiver.seen.append((status, body))
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def delivered(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [body for status, body in self.seen if status == 200]
+
+    def refused(self) -> int:
+        with self.lock:
+            return sum(status != 200 for status, _ in self.seen)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def wait_for(condition: Callable[[], Any], what: str) -> Any:
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"not within {DEADLINE:.0f} s: {what}")
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A store holding one recorded cluster in which a task failed."""
+    path = tmp_path_factory.mktemp("alerts") / "recorded.db"
+    url = f"sqlite:///{path}"
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
+            silence_logs=logging.CRITICAL,
+        ) as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        cid = daskscope.register(client, database=url, name="alerts", account="team")
+        with pytest.raises(ValueError, match="failed on purpose"):
+            client.submit(fail, 1).result()
+        daskscope.flush(client)
+    return {"path": path, "cluster_id": cid}
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    made = Receiver()
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def store_copy(recorded: dict[str, Any], tmp_path: Path) -> str:
+    path = tmp_path / "store.db"
+    shutil.copy(recorded["path"], path)
+    return f"sqlite:///{path}"
+
+
+def settings(*rules: AlertRule) -> AlertSettings:
+    return AlertSettings(
+        interval=0.2, retry_backoff=0.1, retry_max_backoff=0.5, max_attempts=50, timeout=10,
+        rules=rules,
+    )  # fmt: skip
+
+
+def rule(name: str, webhook: str, body_format: str, lookback_hours: float = 24) -> AlertRule:
+    return AlertRule(
+        name=name, account="team", kind="failed", webhook=webhook, body_format=body_format,
+        idle_minutes=30, lookback_hours=lookback_hours,
+    )  # fmt: skip
+
+
+def test_one_alert_per_condition_until_it_clears(
+    recorded: dict[str, Any], receiver: Receiver, tmp_path: Path
+) -> None:
+    import asyncio
+
+    url = store_copy(recorded, tmp_path)
+    cid = recorded["cluster_id"]
+    with open_store(url) as store:
+        started = (
+            store.engine.connect()
+            .exec_driver_sql("SELECT started_at FROM clusters WHERE id = ?", (cid,))
+            .scalar_one()
+        )
+        loop = AlertLoop(store, settings(rule("failures", receiver.url, "teams", 1.0)))
+        receiver.refusing = True
+        now = time.time() + 60  # the clock of retries: a refused delivery is due again soon
+        loop.evaluate(now)
+        loop.evaluate(now + 1)  # still holds: no second alert
+        assert asyncio.run(loop.deliver(now + 2)) == 0  # refused: kept for a retry
+        rows = alert_history(store)
+        assert len(rows) == 1 and rows[0]["delivery"] == "pending" and rows[0]["attempts"] == 1
+        assert rows[0]["condition"] == f"cluster:{cid}"
+        receiver.refusing = False
+        assert asyncio.run(loop.deliver(now + 10)) == 1
+        assert asyncio.run(loop.deliver(now + 20)) == 0  # delivered: never again
+        # the cluster falls out of the rule's hour: the condition clears ...
+        loop.evaluate(started + 2 * 3600)
+        rows = alert_history(store)
+        assert len(rows) == 1 and rows[0]["cleared_at"] == started + 2 * 3600
+        # ... and holding again, it is a new alert, delivered once
+        loop.evaluate(now + 3)
+        assert asyncio.run(loop.deliver(now + 4)) == 1
+        rows = alert_history(store)
+        assert len(rows) == 2 and {r["delivery"] for r in rows} == {"delivered"}
+    delivered = receiver.delivered()
+    assert len(delivered) == 2
+    for card in delivered:  # a Teams MessageCard naming the cluster and the alert
+        assert card["@type"] == "MessageCard" and card["title"] == "daskscope alert: failures"
+        assert cid[:8] in card["text"]
+    assert {r["id"] for r in rows} == {
+        next(r["id"] for r in rows if r["id"] in card["text"]) for card in delivered
+    }
+    assert receiver.refused() == 1
+
+
+def _start_server(url: str, config_dir: Path, log: Path, port: int) -> Any:
+    command = [sys.executable, "-m", "daskscope.cli.main", "--database", url]
+    command += ["serve", "--host", "127.0.0.1", "--port", str(port)]
+    return launch(command, log, env={"DASK_CONFIG": str(config_dir)})
+
+
+def _alerts_api(port: int) -> dict[str, Any] | None:
+    try:
+        answer = httpx.get(f"http://127.0.0.1:{port}/api/v1/alerts", timeout=5)
+    except httpx.HTTPError:
+        return None
+    return answer.json() if answer.status_code == 200 else None
+
+
+def test_a_server_killed_mid_alert_delivers_it_once_after_its_restart(
+    recorded: dict[str, Any], receiver: Receiver, tmp_path: Path
+) -> None:
+    url = store_copy(recorded, tmp_path)
+    cid = recorded["cluster_id"]
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    rules = [
+        {"name": "failures-slack", "account": "team", "kind": "failed",
+         "webhook": receiver.url, "format": "slack"},
+        {"name": "failures-json", "account": "team", "kind": "failed",
+         "webhook": receiver.url, "format": "json"},
+    ]  # fmt: skip
+    alerts = {"interval": "200ms", "retry-backoff": "100ms", "retry-max-backoff": "300ms",
+              "rules": rules}  # fmt: skip
+    (config_dir / "daskscope.yaml").write_text(yaml.safe_dump({"daskscope": {"alerts": alerts}}))
+    log = tmp_path / "server.log"
+    port = free_port()
+    first = _start_server(url, config_dir, log, port)
+    try:
+        # the receiver refuses: the server retries, with both alerts pending
+        wait_for(lambda: receiver.refused() >= 6, "deliveries retried")
+        os.kill(first.pid, signal.SIGKILL)  # mid-alert: nothing delivered yet
+        first.wait(30)
+    finally:
+        stop(first)
+    with open_store(url) as store:
+        rows = alert_history(store)
+    assert sorted(r["rule"] for r in rows) == ["failures-json", "failures-slack"]
+    assert all(r["delivery"] == "pending" and r["attempts"] >= 1 for r in rows)
+    assert not receiver.delivered()
+    receiver.refusing = False
+    second = _start_server(url, config_dir, log, port)
+    try:
+        wait_for(lambda: len(receiver.delivered()) >= 2, "both alerts delivered after the restart")
+        # the restarted server has evaluated the rules several times since: the condition
+        # still holds, and nothing is delivered again
+        after = wait_for(lambda: _alerts_api(port), "the alerts API")["evaluations"]
+        wait_for(
+            lambda: (_alerts_api(port) or {}).get("evaluations", 0) >= after + 5,
+            "five more evaluations",
+        )
+        shown = _alerts_api(port)
+        assert shown is not None
+    finally:
+        stop(second)
+    delivered = receiver.delivered()
+    assert len(delivered) == 2
+    slack = next(d for d in delivered if set(d) == {"text"})
+    plain = next(d for d in delivered if "alert_id" in d)
+    ids = {r["id"] for r in rows}
+    assert plain["alert_id"] in ids and plain["condition"] == f"cluster:{cid}"
+    assert plain["detail"]["cluster_id"] == cid and plain["detail"]["tasks_erred"] == 1
+    assert any(i in slack["text"] for i in ids - {plain["alert_id"]})
+    assert {a["id"] for a in shown["alerts"]} == ids
+    assert {a["delivery"] for a in shown["alerts"]} == {"delivered"}
+    assert "Traceback" not in log.read_text()
