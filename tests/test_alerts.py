@@ -251,3 +251,103 @@ def test_a_server_killed_mid_alert_delivers_it_once_after_its_restart(
     assert {a["id"] for a in shown["alerts"]} == ids
     assert {a["delivery"] for a in shown["alerts"]} == {"delivered"}
     assert "Traceback" not in log.read_text()
+
+
+def inc(x: int) -> int:
+    return x + 1
+
+
+def open_alerts(store: Any, rule_name: str) -> list[dict[str, Any]]:
+    return [r for r in alert_history(store) if r["rule"] == rule_name and r["cleared_at"] is None]
+
+
+def test_an_idle_cluster_holding_workers_alerts_until_it_runs_a_task(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    import asyncio
+
+    from distributed import get_task_stream
+
+    url = f"sqlite:///{tmp_path / 'idle.db'}"
+    idle = AlertRule(
+        name="idle", account="team", kind="idle", webhook=receiver.url, body_format="json",
+        idle_minutes=0.05, lookback_hours=24,
+    )  # fmt: skip
+    receiver.refusing = False
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
+            silence_logs=logging.CRITICAL,
+        ) as cluster,
+        Client(cluster) as client,
+        open_store(url) as store,
+    ):  # fmt: skip
+        cid = daskscope.register(
+            client, database=url, account="team", flush_interval="200ms",
+            worker_sampling_interval="200ms",
+        )  # fmt: skip
+        loop = AlertLoop(store, settings(idle))
+        for round_ in (1, 2):
+            with get_task_stream(client) as stream:
+                client.submit(inc, round_, pure=False).result()
+            daskscope.flush(client)
+            last_stop = max(s["stop"] for t in stream.data for s in t["startstops"])
+            # evaluated at chosen moments after the task's end (within the recorder's
+            # signs of life): not idle just after it, idle from idle-minutes on
+            loop.evaluate(last_stop + 1)
+            assert not open_alerts(store, "idle"), round_
+            loop.evaluate(last_stop + 4)
+            (alert,) = open_alerts(store, "idle")
+            assert alert["condition"] == f"cluster:{cid}"
+            assert alert["detail"]["workers"] == len(client.scheduler_info()["workers"]) == 1
+            assert alert["detail"]["idle_since"] == pytest.approx(last_stop, abs=1e-3)
+            assert asyncio.run(loop.deliver(last_stop + 4)) == 1
+            loop.evaluate(last_stop + 5)  # still idle: the same alert, not another
+            assert len(alert_history(store)) == round_
+        # a task ends the second idle spell: cleared
+        with get_task_stream(client) as stream:
+            client.submit(inc, 3, pure=False).result()
+        daskscope.flush(client)
+        loop.evaluate(max(s["stop"] for t in stream.data for s in t["startstops"]) + 1)
+        assert not open_alerts(store, "idle")
+    rows = alert_history(store)
+    assert len(rows) == 2 and all(r["cleared_at"] is not None for r in rows)
+    delivered = receiver.delivered()
+    assert [d["alert_id"] for d in delivered] == [r["id"] for r in reversed(rows)]
+    assert all(d["kind"] == "idle" and d["account"] == "team" for d in delivered)
+
+
+def test_spend_over_the_budget_alerts_and_clears_under_it(
+    recorded: dict[str, Any], receiver: Receiver, tmp_path: Path
+) -> None:
+    import dask
+
+    url = store_copy(recorded, tmp_path)
+    cid = recorded["cluster_id"]
+    with open_store(url) as store, dask.config.set({"daskscope.cost": {"team": {
+        "per-core-hour": 7200.0, "currency": "EUR"}}}):  # fmt: skip
+        with store.engine.connect() as conn:
+            core_seconds, started = conn.exec_driver_sql(
+                "SELECT core_seconds, started_at FROM clusters WHERE id = ?", (cid,)
+            ).one()
+        spend = 2 * core_seconds  # 7,200 a core-hour: 2 a core-second; memory unpriced
+        assert spend > 0
+        now = time.time()
+
+        def budget_rule(amount: float, period: float = 86400.0) -> AlertRule:
+            return AlertRule(
+                name="budget", account="team", kind="budget", webhook=receiver.url,
+                body_format="json", idle_minutes=30, lookback_hours=24, budget=amount,
+                period=period,
+            )  # fmt: skip
+
+        AlertLoop(store, settings(budget_rule(spend * 2))).evaluate(now)
+        assert not alert_history(store)
+        AlertLoop(store, settings(budget_rule(spend * 0.5))).evaluate(now)
+        (alert,) = open_alerts(store, "budget")
+        assert alert["detail"]["spend"] == pytest.approx(spend)
+        assert alert["detail"]["currency"] == "EUR" and "EUR" in alert["summary"]
+        # a period that no longer holds the cluster: back under budget, cleared
+        AlertLoop(store, settings(budget_rule(spend * 0.5, now - started - 1))).evaluate(now)
+        assert not open_alerts(store, "budget")
+        assert len(alert_history(store)) == 1

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from daskscope import config
-from daskscope.format import timestamp_text
+from daskscope.analysis.cost import cost_parts
+from daskscope.format import money_text, timestamp_text
+from daskscope.pricing import cost_rates
 from daskscope.store import Store
 from daskscope.store.alerts import (
     Condition,
@@ -32,12 +34,14 @@ from daskscope.store.alerts import (
     idle_clusters,
     record_attempt,
 )
+from daskscope.store.analytics import account_totals
+from daskscope.views.history import regressions_view
 
 __all__ = ["KINDS", "AlertLoop", "AlertRule", "AlertSettings", "alert_body", "alert_settings"]
 
 logger = logging.getLogger("daskscope")
 
-KINDS = ("failed", "idle")
+KINDS = ("failed", "idle", "budget", "regression")
 FORMATS = ("json", "slack", "teams")
 
 
@@ -52,6 +56,9 @@ class AlertRule:
     idle_minutes: float
     #: failed: clusters started within this many hours
     lookback_hours: float
+    #: budget: the most the account may spend in the last ``period`` seconds
+    budget: float | None = None
+    period: float = 30 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +83,8 @@ def _rule(index: int, raw: Any) -> AlertRule:
         raise ValueError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)}")
     if body_format not in FORMATS:
         raise ValueError(f"{where}: format {body_format!r} is not one of {', '.join(FORMATS)}")
+    if kind == "budget" and not isinstance(raw.get("budget"), (int, float)):
+        raise ValueError(f"{where}: a budget rule needs budget: an amount (the cost's currency)")
     webhook = str(raw["webhook"])
     if not webhook.startswith(("http://", "https://")):
         raise ValueError(f"{where}: webhook must be an http(s) URL, got {webhook!r}")
@@ -87,6 +96,8 @@ def _rule(index: int, raw: Any) -> AlertRule:
         body_format=body_format,
         idle_minutes=float(raw.get("idle-minutes", 30)),
         lookback_hours=float(raw.get("lookback-hours", 24)),
+        budget=float(raw["budget"]) if kind == "budget" else None,
+        period=config._duration(f"{where}.period", raw.get("period", "30 days")),
     )
 
 
@@ -150,7 +161,57 @@ class AlertLoop:
     def conditions(self, rule: AlertRule, now: float) -> list[Condition]:
         if rule.kind == "failed":
             return failed_clusters(self.store, rule.account, now - rule.lookback_hours * 3600)
+        if rule.kind == "budget":
+            return self.over_budget(rule, now)
+        if rule.kind == "regression":
+            return self.regressions(rule, now)
         return idle_clusters(self.store, rule.account, rule.idle_minutes * 60, now)
+
+    def over_budget(self, rule: AlertRule, now: float) -> list[Condition]:
+        """The account's spend over the clusters started in the last ``period``, when
+        it exceeds the budget (the cost as every page computes it)."""
+        rows = account_totals(self.store, since=now - rule.period, account=rule.account)
+        if not rows:
+            return []
+        rates = cost_rates(rule.account)
+        parts = cost_parts(rows[0]["core_seconds"], rows[0]["memory_limit_byte_seconds"], rates)
+        if parts is None or rule.budget is None or parts["total"] <= rule.budget:
+            return []
+        days = rule.period / 86400
+        return [
+            Condition(
+                key=f"budget:{rule.period:g}",
+                summary=f"account {rule.account} spent "
+                f"{money_text(parts['total'], parts['currency'])} in the last {days:g} days, "
+                f"over its budget of {money_text(rule.budget, parts['currency'])}",
+                detail={
+                    "account": rule.account,
+                    "spend": parts["total"],
+                    "budget": rule.budget,
+                    "currency": parts["currency"],
+                    "period_s": rule.period,
+                },
+            )
+        ]
+
+    def regressions(self, rule: AlertRule, now: float) -> list[Condition]:
+        """What ``daskscope regressions`` flags for the account now."""
+        view = regressions_view(self.store, account=rule.account, now=now)
+        return [
+            Condition(
+                key=f"regression:{r.kind}:{r.name}:{r.figure}:{r.prefix or ''}",
+                summary=f"{r.label} of {r.kind} {r.name}"
+                f"{f' (prefix {r.prefix})' if r.prefix else ''} regressed",
+                detail={
+                    "kind": r.kind,
+                    "name": r.name,
+                    "figure": r.figure,
+                    "prefix": r.prefix,
+                    "history_url": r.history_url,
+                },
+            )
+            for r in view.regressions
+        ]
 
     def evaluate(self, now: float) -> None:
         """Open an alert for each condition that holds and has none open; clear those
