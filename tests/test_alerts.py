@@ -351,3 +351,51 @@ def test_spend_over_the_budget_alerts_and_clears_under_it(
         AlertLoop(store, settings(budget_rule(spend * 0.5, now - started - 1))).evaluate(now)
         assert not open_alerts(store, "budget")
         assert len(alert_history(store)) == 1
+
+
+def test_what_daskscope_regressions_flags_alerts_once(tmp_path: Path, receiver: Receiver) -> None:
+    import asyncio
+    import datetime as dt
+
+    from click.testing import CliRunner
+
+    from daskscope.cli.main import cli
+    from daskscope.store import write_records
+    from factories import make_cluster, make_prefix
+
+    url = f"sqlite:///{tmp_path / 'nightly.db'}"
+    now = dt.datetime.now(dt.UTC).timestamp()
+    records: list[Any] = []
+    for day in range(11):  # a nightly cluster whose "sum" tasks take twice as long at the end
+        slowed = day >= 8
+        cluster = make_cluster(
+            "nightly", start=now - (11 - day) * 86400,
+            compute_seconds=40_000.0 if slowed else 20_000.0 + day,
+        )  # fmt: skip
+        records += [cluster, make_prefix(cluster, "sum", duration_s=200.0 if slowed else 100.0)]
+    regressed = AlertRule(
+        name="slower", account="atlas", kind="regression", webhook=receiver.url,
+        body_format="json", idle_minutes=30, lookback_hours=24,
+    )  # fmt: skip
+    receiver.refusing = False
+    with open_store(url) as store:
+        write_records(store, records)
+        flagged = CliRunner().invoke(cli, ["--database", url, "regressions", "--json"])
+        assert flagged.exit_code == 1
+        truth = {
+            (r["kind"], r["name"], r["figure"], r["prefix"] or "")
+            for r in json.loads(flagged.stdout)["regressions"]
+        }
+        assert truth  # the doubled compute time and task time of "sum"
+        loop = AlertLoop(store, settings(regressed))
+        loop.evaluate(now)
+        loop.evaluate(now + 1)
+        assert asyncio.run(loop.deliver(now + 1)) == len(truth)
+        loop.evaluate(now + 2)
+        assert asyncio.run(loop.deliver(now + 2)) == 0
+        rows = alert_history(store)
+    found = {(r["detail"]["kind"], r["detail"]["name"], r["detail"]["figure"],
+              r["detail"]["prefix"] or "") for r in rows}  # fmt: skip
+    assert found == truth and len(rows) == len(truth)
+    assert {d["condition"] for d in receiver.delivered()} == {r["condition"] for r in rows}
+    assert all(d["detail"]["history_url"].startswith("/history?") for d in receiver.delivered())
