@@ -24,6 +24,7 @@ import yaml
 from distributed import Client, LocalCluster
 
 import daskscope
+from browser import needs_chromium
 from daskscope.store import open_store
 from daskscope.store.alerts import alert_history
 from daskscope.web.alerts import AlertLoop, AlertRule, AlertSettings
@@ -399,3 +400,50 @@ def test_what_daskscope_regressions_flags_alerts_once(tmp_path: Path, receiver: 
     assert found == truth and len(rows) == len(truth)
     assert {d["condition"] for d in receiver.delivered()} == {r["condition"] for r in rows}
     assert all(d["detail"]["history_url"].startswith("/history?") for d in receiver.delivered())
+
+
+def off_loop(coroutine: Any) -> Any:
+    """Run ``coroutine`` to its end in a thread of its own (Playwright's sync API holds
+    an event loop in the test's thread)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+@needs_chromium
+def test_the_history_page_lists_each_alert_with_its_delivery(
+    recorded: dict[str, Any], receiver: Receiver, tmp_path: Path, open_page: Any
+) -> None:
+    pytest.importorskip("playwright.sync_api")
+    from daskscope.web import create_app
+    from webutil import serving
+
+    url = store_copy(recorded, tmp_path)
+    now = time.time() + 60
+    with open_store(url) as store:
+        loop = AlertLoop(store, settings(rule("refused", receiver.url, "json"),
+                                         rule("taken", receiver.url + "?ok", "slack")))  # fmt: skip
+        loop.evaluate(now)
+        receiver.refusing = True
+        off_loop(loop.deliver(now))  # both refused
+        receiver.refusing = False
+        assert off_loop(loop.deliver(now + 1)) == 2
+        rows = {r["rule"]: r for r in alert_history(store)}
+    app = create_app(url)
+    try:
+        with serving(app) as base:
+            page = open_page()
+            page.goto(f"{base}/alerts")
+            listed = page.locator("#alerts-listing tbody tr")
+            listed.first.wait_for(timeout=120_000)
+            shown = {
+                row.get_attribute("data-alert"): (row.get_attribute("data-delivery"),
+                                                  row.locator("td").nth(5).inner_text())
+                for row in listed.all()
+            }  # fmt: skip
+    finally:
+        app.state.store.close()
+    assert shown == {r["id"]: ("delivered", "2") for r in rows.values()}
+    assert all(r["attempts"] == 2 for r in rows.values())

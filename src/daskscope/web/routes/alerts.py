@@ -67,4 +67,4 @@ def alerts_json(request: Request) -> Response:
 
 @pages.get("/alerts", response_class=HTMLResponse)
 def alerts_page(request: Request) -> HTMLResponse:
-    return page(request, "alerts.html", data=_data(request))
+    return page(request, "alerts.html", title="Alerts", data=_data(request))
