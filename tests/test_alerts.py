@@ -447,3 +447,58 @@ def test_the_history_page_lists_each_alert_with_its_delivery(
         app.state.store.close()
     assert shown == {r["id"]: ("delivered", "2") for r in rows.values()}
     assert all(r["attempts"] == 2 for r in rows.values())
+
+
+def test_an_account_admin_sets_rules_that_the_server_evaluates(
+    recorded: dict[str, Any], receiver: Receiver, tmp_path: Path
+) -> None:
+    from daskscope.store.identity import add_user, create_account, create_token
+    from daskscope.web import create_app
+    from webutil import call
+
+    url = store_copy(recorded, tmp_path)
+    with open_store(url) as store:
+        for account in ("team", "other"):
+            create_account(store, account)
+        add_user(store, "ada", account="team", admin=True)
+        add_user(store, "bob", account="team")
+        add_user(store, "eve", account="other", admin=True)
+        tokens = {who: create_token(store, who) for who in ("ada", "bob", "eve")}
+
+    def as_(who: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {tokens[who]}"}
+
+    rule_body = {"kind": "failed", "webhook": receiver.url, "format": "json", "account": "other"}
+    app = create_app(url, auth=True)
+    try:
+        path = "/api/v1/alerts/rules/team-failures"
+        assert call(app, "PUT", path, json=rule_body, headers=as_("bob")).status_code == 403
+        bad = call(app, "PUT", path, json={**rule_body, "kind": "nope"}, headers=as_("ada"))
+        assert bad.status_code == 422 and "kind 'nope'" in bad.text
+        put = call(app, "PUT", path, json=rule_body, headers=as_("ada"))
+        assert put.status_code == 200, put.text
+        assert put.json()["account"] == "team"  # the admin's own account, whatever asked
+        taken = call(app, "PUT", path, json=rule_body, headers=as_("eve"))
+        assert taken.status_code == 409  # another account's rule
+        assert call(app, "DELETE", path, headers=as_("eve")).status_code == 404
+        assert [r["name"] for r in call(app, "GET", "/api/v1/alerts/rules",
+                                        headers=as_("eve")).json()] == []  # fmt: skip
+        with open_store(url) as store:
+            loop = AlertLoop(store, settings())  # no configured rules: the stored one
+            assert [(r.name, r.account, r.kind) for r in loop.rules()] == [
+                ("team-failures", "team", "failed")
+            ]
+            receiver.refusing = False
+            loop.evaluate(time.time())
+            assert off_loop(loop.deliver(time.time())) == 1
+        (body,) = receiver.delivered()
+        assert body["rule"] == "team-failures"
+        assert body["condition"] == f"cluster:{recorded['cluster_id']}"
+        listed = call(app, "GET", "/api/v1/alerts", headers=as_("bob")).json()
+        assert [a["rule"] for a in listed["alerts"]] == ["team-failures"]
+        assert call(app, "GET", "/api/v1/alerts", headers=as_("eve")).json()["alerts"] == []
+        assert call(app, "DELETE", path, headers=as_("ada")).status_code == 200
+        with open_store(url) as store:
+            assert AlertLoop(store, settings()).rules() == []
+    finally:
+        app.state.store.close()

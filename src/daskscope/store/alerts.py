@@ -18,17 +18,27 @@ import sqlalchemy as sa
 from daskscope.model import stable_id
 from daskscope.store.analytics import RUNNING_WITHIN
 from daskscope.store.engine import IMMEDIATE, Store
-from daskscope.store.schema import alerts, clusters, task_groups, task_segments, worker_samples
+from daskscope.store.schema import (
+    alert_rules,
+    alerts,
+    clusters,
+    task_groups,
+    task_segments,
+    worker_samples,
+)
 
 __all__ = [
     "Condition",
     "alert_history",
     "claim_due",
     "clear_others",
+    "delete_rule",
     "failed_clusters",
     "fire",
     "idle_clusters",
+    "put_rule",
     "record_attempt",
+    "stored_rules",
 ]
 
 
@@ -229,3 +239,39 @@ def alert_history(
         query = query.where(a.account.in_(list(accounts)))
     with store.engine.connect() as conn:
         return [dict(r) for r in conn.execute(query).mappings().all()]
+
+
+def stored_rules(store: Store) -> list[dict[str, Any]]:
+    """The rules admins set: ``{"name", "account", "rule", "updated_by", "updated_at"}``."""
+    r = alert_rules.c
+    with store.engine.connect() as conn:
+        rows = conn.execute(sa.select(alert_rules).order_by(r.name)).mappings().all()
+    return [dict(row) for row in rows]
+
+
+def put_rule(
+    store: Store, *, name: str, account: str, rule: dict[str, Any], by: str | None, now: float
+) -> bool:
+    """Create or replace the rule ``name`` of ``account``; False when the name is
+    another account's rule (nothing changed)."""
+    r = alert_rules.c
+    with store.engine.connect() as conn, conn.execution_options(**{IMMEDIATE: True}).begin():
+        owner = conn.execute(sa.select(r.account).where(r.name == name)).scalar()
+        if owner is not None and owner != account:
+            return False
+        values = {"account": account, "rule": rule, "updated_by": by, "updated_at": now}
+        if owner is None:
+            conn.execute(alert_rules.insert().values(name=name, **values))
+        else:
+            conn.execute(alert_rules.update().where(r.name == name).values(**values))
+    return True
+
+
+def delete_rule(store: Store, *, name: str, account: str | None) -> bool:
+    """Delete the rule ``name`` (of ``account`` only, when given); True when deleted."""
+    r = alert_rules.c
+    query = alert_rules.delete().where(r.name == name)
+    if account is not None:
+        query = query.where(r.account == account)
+    with store.engine.begin() as conn:
+        return bool(conn.execute(query).rowcount)

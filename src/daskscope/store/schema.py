@@ -377,3 +377,16 @@ alerts = sa.Table(
     sa.Index("ix_alerts_account_fired", "account", "fired_at"),
     sa.Index("ix_alerts_delivery", "delivery", "next_attempt_at"),
 )
+
+# Alert rules an account's admins set through the server (web/routes/alerts.py), beside
+# those of the server's configuration; names are unique on the server.
+alert_rules = sa.Table(
+    "alert_rules",
+    metadata,
+    sa.Column("name", sa.String, primary_key=True),
+    sa.Column("account", sa.String, nullable=False),
+    # the rule as the configuration spells it (kind, webhook, format, idle-minutes, ...)
+    sa.Column("rule", JSON, nullable=False),
+    sa.Column("updated_by", sa.String, nullable=True),
+    sa.Column("updated_at", Time, nullable=False),
+)

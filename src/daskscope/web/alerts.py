@@ -33,11 +33,20 @@ from daskscope.store.alerts import (
     fire,
     idle_clusters,
     record_attempt,
+    stored_rules,
 )
 from daskscope.store.analytics import account_totals
 from daskscope.views.history import regressions_view
 
-__all__ = ["KINDS", "AlertLoop", "AlertRule", "AlertSettings", "alert_body", "alert_settings"]
+__all__ = [
+    "KINDS",
+    "AlertLoop",
+    "AlertRule",
+    "AlertSettings",
+    "alert_body",
+    "alert_settings",
+    "rule_from",
+]
 
 logger = logging.getLogger("daskscope")
 
@@ -71,8 +80,9 @@ class AlertSettings:
     rules: tuple[AlertRule, ...]
 
 
-def _rule(index: int, raw: Any) -> AlertRule:
-    where = f"daskscope.alerts.rules[{index}]"
+def rule_from(raw: Any, where: str) -> AlertRule:
+    """A rule as the configuration spells it; ValueError names ``where`` and what is
+    wrong."""
     if not isinstance(raw, Mapping):
         raise ValueError(f"{where} must be a mapping with name, account, kind and webhook")
     missing = [k for k in ("name", "kind", "webhook") if not raw.get(k)]
@@ -104,7 +114,8 @@ def _rule(index: int, raw: Any) -> AlertRule:
 def alert_settings() -> AlertSettings:
     """The alert settings from the config; a wrong rule raises ValueError naming it."""
     section = config.get("alerts") or {}
-    rules = tuple(_rule(i, r) for i, r in enumerate(section.get("rules") or ()))
+    raw_rules = section.get("rules") or ()
+    rules = tuple(rule_from(r, f"daskscope.alerts.rules[{i}]") for i, r in enumerate(raw_rules))
     names = [r.name for r in rules]
     if len(set(names)) != len(names):
         raise ValueError("daskscope.alerts.rules: two rules have the same name")
@@ -213,10 +224,31 @@ class AlertLoop:
             for r in view.regressions
         ]
 
+    def rules(self) -> list[AlertRule]:
+        """The configuration's rules, then those the accounts' admins set (a stored rule
+        that no longer reads, or that a configured rule's name hides, is skipped)."""
+        found = list(self.settings.rules)
+        names = {r.name for r in found}
+        for row in stored_rules(self.store):
+            if row["name"] in names:
+                continue
+            try:
+                found.append(
+                    rule_from(
+                        {**row["rule"], "name": row["name"], "account": row["account"]},
+                        f"rule {row['name']}",
+                    )
+                )
+            except ValueError:
+                logger.warning(
+                    "daskscope: stored alert rule %r skipped", row["name"], exc_info=True
+                )
+        return found
+
     def evaluate(self, now: float) -> None:
         """Open an alert for each condition that holds and has none open; clear those
         that no longer hold."""
-        for rule in self.settings.rules:
+        for rule in self.rules():
             holding = self.conditions(rule, now)
             for condition in holding:
                 fire(self.store, rule=rule.name, account=rule.account, kind=rule.kind,
@@ -273,15 +305,13 @@ class AlertLoop:
 
 @contextlib.asynccontextmanager
 async def alerts_running(store: Store, state: Any) -> AsyncIterator[None]:
-    """The alert loop for the server's lifetime, when the config has rules
-    (``state.alerts``: the loop, or None)."""
-    settings = alert_settings()
-    state.alerts = AlertLoop(store, settings) if settings.rules else None
-    task = asyncio.create_task(state.alerts.run()) if state.alerts is not None else None
+    """The alert loop for the server's lifetime (``state.alerts``): rules may come from
+    the configuration or, at any time, from an account's admin."""
+    state.alerts = AlertLoop(store, alert_settings())
+    task = asyncio.create_task(state.alerts.run())
     try:
         yield
     finally:
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -1,4 +1,5 @@
-"""Alerts: each time a rule's condition held, and its notification's delivery.
+"""Alerts: each time a rule's condition held, its notification's delivery, and the rules
+an account's admins set.
 
 Revision ID: 0017
 Revises: 0016
@@ -52,7 +53,16 @@ def upgrade() -> None:
     )  # fmt: skip
     op.create_index("ix_alerts_account_fired", "alerts", ["account", "fired_at"])
     op.create_index("ix_alerts_delivery", "alerts", ["delivery", "next_attempt_at"])
+    op.create_table(
+        "alert_rules",
+        sa.Column("name", sa.String, primary_key=True),
+        sa.Column("account", sa.String, nullable=False),
+        sa.Column("rule", _JSON, nullable=False),
+        sa.Column("updated_by", sa.String, nullable=True),
+        sa.Column("updated_at", sa.Double, nullable=False),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("alert_rules")
     op.drop_table("alerts")
