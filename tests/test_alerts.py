@@ -139,7 +139,6 @@ def rule(name: str, webhook: str, body_format: str, lookback_hours: float = 24) 
 def test_one_alert_per_condition_until_it_clears(
     recorded: dict[str, Any], receiver: Receiver, tmp_path: Path
 ) -> None:
-    import asyncio
 
     url = store_copy(recorded, tmp_path)
     cid = recorded["cluster_id"]
@@ -154,20 +153,20 @@ def test_one_alert_per_condition_until_it_clears(
         now = time.time() + 60  # the clock of retries: a refused delivery is due again soon
         loop.evaluate(now)
         loop.evaluate(now + 1)  # still holds: no second alert
-        assert asyncio.run(loop.deliver(now + 2)) == 0  # refused: kept for a retry
+        assert off_loop(loop.deliver(now + 2)) == 0  # refused: kept for a retry
         rows = alert_history(store)
         assert len(rows) == 1 and rows[0]["delivery"] == "pending" and rows[0]["attempts"] == 1
         assert rows[0]["condition"] == f"cluster:{cid}"
         receiver.refusing = False
-        assert asyncio.run(loop.deliver(now + 10)) == 1
-        assert asyncio.run(loop.deliver(now + 20)) == 0  # delivered: never again
+        assert off_loop(loop.deliver(now + 10)) == 1
+        assert off_loop(loop.deliver(now + 20)) == 0  # delivered: never again
         # the cluster falls out of the rule's hour: the condition clears ...
         loop.evaluate(started + 2 * 3600)
         rows = alert_history(store)
         assert len(rows) == 1 and rows[0]["cleared_at"] == started + 2 * 3600
         # ... and holding again, it is a new alert, delivered once
         loop.evaluate(now + 3)
-        assert asyncio.run(loop.deliver(now + 4)) == 1
+        assert off_loop(loop.deliver(now + 4)) == 1
         rows = alert_history(store)
         assert len(rows) == 2 and {r["delivery"] for r in rows} == {"delivered"}
     delivered = receiver.delivered()
@@ -265,7 +264,6 @@ def open_alerts(store: Any, rule_name: str) -> list[dict[str, Any]]:
 def test_an_idle_cluster_holding_workers_alerts_until_it_runs_a_task(
     tmp_path: Path, receiver: Receiver
 ) -> None:
-    import asyncio
 
     from distributed import get_task_stream
 
@@ -302,7 +300,7 @@ def test_an_idle_cluster_holding_workers_alerts_until_it_runs_a_task(
             assert alert["condition"] == f"cluster:{cid}"
             assert alert["detail"]["workers"] == len(client.scheduler_info()["workers"]) == 1
             assert alert["detail"]["idle_since"] == pytest.approx(last_stop, abs=1e-3)
-            assert asyncio.run(loop.deliver(last_stop + 4)) == 1
+            assert off_loop(loop.deliver(last_stop + 4)) == 1
             loop.evaluate(last_stop + 5)  # still idle: the same alert, not another
             assert len(alert_history(store)) == round_
         # a task ends the second idle spell: cleared
@@ -355,7 +353,6 @@ def test_spend_over_the_budget_alerts_and_clears_under_it(
 
 
 def test_what_daskscope_regressions_flags_alerts_once(tmp_path: Path, receiver: Receiver) -> None:
-    import asyncio
     import datetime as dt
 
     from click.testing import CliRunner
@@ -391,9 +388,9 @@ def test_what_daskscope_regressions_flags_alerts_once(tmp_path: Path, receiver: 
         loop = AlertLoop(store, settings(regressed))
         loop.evaluate(now)
         loop.evaluate(now + 1)
-        assert asyncio.run(loop.deliver(now + 1)) == len(truth)
+        assert off_loop(loop.deliver(now + 1)) == len(truth)
         loop.evaluate(now + 2)
-        assert asyncio.run(loop.deliver(now + 2)) == 0
+        assert off_loop(loop.deliver(now + 2)) == 0
         rows = alert_history(store)
     found = {(r["detail"]["kind"], r["detail"]["name"], r["detail"]["figure"],
               r["detail"]["prefix"] or "") for r in rows}  # fmt: skip
@@ -410,6 +407,16 @@ def off_loop(coroutine: Any) -> Any:
 
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coroutine).result()
+
+
+def api(app: Any, method: str, url: str, **kwargs: Any) -> Any:
+    """One request through the in-process ASGI client, off the test's thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from webutil import call
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(call, app, method, url, **kwargs).result()
 
 
 @needs_chromium
@@ -454,7 +461,6 @@ def test_an_account_admin_sets_rules_that_the_server_evaluates(
 ) -> None:
     from daskscope.store.identity import add_user, create_account, create_token
     from daskscope.web import create_app
-    from webutil import call
 
     url = store_copy(recorded, tmp_path)
     with open_store(url) as store:
@@ -472,16 +478,16 @@ def test_an_account_admin_sets_rules_that_the_server_evaluates(
     app = create_app(url, auth=True)
     try:
         path = "/api/v1/alerts/rules/team-failures"
-        assert call(app, "PUT", path, json=rule_body, headers=as_("bob")).status_code == 403
-        bad = call(app, "PUT", path, json={**rule_body, "kind": "nope"}, headers=as_("ada"))
+        assert api(app, "PUT", path, json=rule_body, headers=as_("bob")).status_code == 403
+        bad = api(app, "PUT", path, json={**rule_body, "kind": "nope"}, headers=as_("ada"))
         assert bad.status_code == 422 and "kind 'nope'" in bad.text
-        put = call(app, "PUT", path, json=rule_body, headers=as_("ada"))
+        put = api(app, "PUT", path, json=rule_body, headers=as_("ada"))
         assert put.status_code == 200, put.text
         assert put.json()["account"] == "team"  # the admin's own account, whatever asked
-        taken = call(app, "PUT", path, json=rule_body, headers=as_("eve"))
+        taken = api(app, "PUT", path, json=rule_body, headers=as_("eve"))
         assert taken.status_code == 409  # another account's rule
-        assert call(app, "DELETE", path, headers=as_("eve")).status_code == 404
-        assert [r["name"] for r in call(app, "GET", "/api/v1/alerts/rules",
+        assert api(app, "DELETE", path, headers=as_("eve")).status_code == 404
+        assert [r["name"] for r in api(app, "GET", "/api/v1/alerts/rules",
                                         headers=as_("eve")).json()] == []  # fmt: skip
         with open_store(url) as store:
             loop = AlertLoop(store, settings())  # no configured rules: the stored one
@@ -494,10 +500,10 @@ def test_an_account_admin_sets_rules_that_the_server_evaluates(
         (body,) = receiver.delivered()
         assert body["rule"] == "team-failures"
         assert body["condition"] == f"cluster:{recorded['cluster_id']}"
-        listed = call(app, "GET", "/api/v1/alerts", headers=as_("bob")).json()
+        listed = api(app, "GET", "/api/v1/alerts", headers=as_("bob")).json()
         assert [a["rule"] for a in listed["alerts"]] == ["team-failures"]
-        assert call(app, "GET", "/api/v1/alerts", headers=as_("eve")).json()["alerts"] == []
-        assert call(app, "DELETE", path, headers=as_("ada")).status_code == 200
+        assert api(app, "GET", "/api/v1/alerts", headers=as_("eve")).json()["alerts"] == []
+        assert api(app, "DELETE", path, headers=as_("ada")).status_code == 200
         with open_store(url) as store:
             assert AlertLoop(store, settings()).rules() == []
     finally:

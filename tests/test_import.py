@@ -27,7 +27,7 @@ from webutil import serving
 WORKERS, THREADS = 2, 2
 
 
-def spin(i: int, seconds: float = 0.15) -> int:
+def spin(i: int, seconds: float = 0.4) -> int:
     """Busy for ``seconds`` (the worker's profiler samples it)."""
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
@@ -87,10 +87,22 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         failed = client.submit(fail, 1)
         with pytest.raises(ValueError, match="failed on purpose"):
             failed.result()
-        client.dump_cluster_state(str(where / "dump"), format="msgpack")
-        client.dump_cluster_state(str(where / "dump"), format="yaml")
-        scheduler = client.run_on_scheduler(_scheduler_truth)
-        workers = client.run(_worker_truth)
+        del spun, total  # released: the workers forget them, in their own time
+
+        def truth() -> tuple[Any, Any]:
+            return client.run_on_scheduler(_scheduler_truth), client.run(_worker_truth)
+
+        # the state read before and after the dumps must agree: a cluster still letting
+        # go of released tasks is dumped again
+        deadline = time.monotonic() + 120
+        while True:
+            before = truth()
+            client.dump_cluster_state(str(where / "dump"), format="msgpack")
+            client.dump_cluster_state(str(where / "dump"), format="yaml")
+            if truth() == before:
+                break
+            assert time.monotonic() < deadline, "the cluster never kept still"
+        scheduler, workers = before
     # the other two forms, the same contents Dask wrote
     (where / "plain.msgpack").write_bytes(gzip.decompress((where / "dump.msgpack.gz").read_bytes()))
     (where / "zipped.yaml.gz").write_bytes(gzip.compress((where / "dump.yaml").read_bytes()))
@@ -137,7 +149,7 @@ def check_dump(url: str, answer: dict[str, Any], made: dict[str, Any]) -> None:
         window = timeline_window(store, cid, max_tasks=100_000)
     # executions: every one a worker remembered, on that worker, in its state
     assert window.raw
-    assert any(erred for *_, erred in made["executions"]) and len(made["executions"]) > 10
+    assert any(erred for *_, erred in made["executions"]) and len(made["executions"]) >= 5
     stored = {(t.key, t.worker, t.state == "erred") for t in window.tasks}
     assert stored == made["executions"]
     assert len(window.tasks) == len(made["executions"])
