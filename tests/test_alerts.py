@@ -508,3 +508,25 @@ def test_an_account_admin_sets_rules_that_the_server_evaluates(
             assert AlertLoop(store, settings()).rules() == []
     finally:
         app.state.store.close()
+
+
+def test_dedup_and_the_outbox_on_both_databases(store: Any, receiver: Receiver) -> None:
+    """The same state machine on SQLite and PostgreSQL: one open alert per condition
+    (two loops, as two server processes), a claimed notification sent once."""
+    from daskscope.store import write_records
+    from factories import make_cluster
+
+    now = time.time()
+    failed = make_cluster("nightly", start=now - 600, account="team", tasks_erred=3)
+    write_records(store, [failed])
+    rules = settings(rule("failures", receiver.url, "json"))
+    first, second = AlertLoop(store, rules), AlertLoop(store, rules)
+    first.evaluate(now)
+    second.evaluate(now + 1)
+    (alert,) = alert_history(store)
+    assert alert["condition"] == f"cluster:{failed.id}" and alert["detail"]["tasks_erred"] == 3
+    receiver.refusing = False
+    assert off_loop(first.deliver(now + 1)) + off_loop(second.deliver(now + 1)) == 1
+    assert [d["alert_id"] for d in receiver.delivered()] == [alert["id"]]
+    first.evaluate(now + 2 + 24 * 3600)  # out of the rule's day: cleared
+    assert alert_history(store)[0]["cleared_at"] == now + 2 + 24 * 3600
