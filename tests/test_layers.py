@@ -23,6 +23,7 @@ LAYERS = {
     "collector": 0,
     "workflow": 0,
     "client": 0,
+    "importers": 0,
     "store": 1,
     "views": 2,
     "cli": 3,

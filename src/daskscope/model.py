@@ -117,6 +117,9 @@ class ClusterRecord:
     compute_seconds: float = col(Column.DOUBLE, nonnegative=True, default=0.0)
     #: Σ output sizes (nbytes) of tasks
     bytes_processed: int = col(Column.BIGINT, default=0)
+    #: None for a recorded cluster; for one made from a file by ``daskscope import``:
+    #: ``{"file", "format", "imported_at", "missing": [what the file could not hold]}``
+    imported: dict[str, Any] | None = col(Column.JSON, default=None)
     revision: int = _revision()
 
 

@@ -21,6 +21,7 @@ from daskscope.cli.costs import costs_command
 from daskscope.cli.critical_path import critical_path_command
 from daskscope.cli.export import export_group
 from daskscope.cli.identity import account_group, token_group, user_group
+from daskscope.cli.importing import import_command
 from daskscope.cli.prune import prune_command, retention_group
 from daskscope.cli.report import report_command
 from daskscope.cli.runs import run_command, runs_command
@@ -263,6 +264,7 @@ cli.add_command(costs_command)  # cli/costs.py
 cli.add_command(prune_command)  # cli/prune.py
 cli.add_command(retention_group)  # cli/prune.py
 cli.add_command(report_command)  # cli/report.py
+cli.add_command(import_command)  # cli/importing.py
 
 
 for _command in (runs_command, run_command):  # workflow runs (cli/runs.py)

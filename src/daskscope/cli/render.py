@@ -347,9 +347,21 @@ def events_table(events: Sequence[Event]) -> Table:
     return table
 
 
+def imported_note(imported: Mapping[str, Any]) -> Text:
+    """What ``daskscope import`` made the cluster of, and what that file cannot hold."""
+    lines = [
+        f"imported from {imported.get('file')} ({imported.get('format')}): not recorded "
+        "by daskscope; not in the file:",
+        *(f"  - {line}" for line in imported.get("missing", [])),
+    ]
+    return Text("\n".join(lines), style="yellow")
+
+
 def cluster_summary(view: ClusterView) -> Group:
     """Everything ``daskscope show`` prints about one cluster."""
     parts: list[RenderableType] = [statistics_panel(view.cluster, view.statistics)]
+    if view.cluster.imported:
+        parts.append(imported_note(view.cluster.imported))
     if view.task_prefixes:
         parts.append(prefixes_table(view.task_prefixes))
     parts.append(computations_view(view.computations))

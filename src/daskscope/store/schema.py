@@ -380,3 +380,54 @@ task_log_prunes = sa.Table(
     sa.Column("executions", sa.BigInteger, nullable=False),
     sa.Column("bytes", sa.BigInteger, nullable=False),
 )
+
+# Alerts (store/alerts.py; migration 0017): one row per time a rule's condition held, from
+# when it fired until it cleared, with the delivery of its notification (an outbox: a
+# restarted server goes on delivering what is pending). At most one open row per rule and
+# condition (the partial unique index): one alert per condition until it clears, whichever
+# server process evaluates first.
+alerts = sa.Table(
+    "alerts",
+    metadata,
+    sa.Column("id", sa.String, primary_key=True),
+    sa.Column("rule", sa.String, nullable=False),
+    sa.Column("account", sa.String, nullable=False),
+    sa.Column("kind", sa.String, nullable=False),
+    sa.Column("condition", sa.String, nullable=False),
+    sa.Column("summary", sa.Text, nullable=False),
+    sa.Column("detail", JSON, nullable=True),
+    sa.Column("fired_at", Time, nullable=False),
+    sa.Column("cleared_at", Time, nullable=True),
+    sa.Column("webhook", sa.Text, nullable=False),
+    sa.Column("body_format", sa.String, nullable=False),
+    # pending, delivered, failed (gave up after the rule's attempts)
+    sa.Column("delivery", sa.String, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("next_attempt_at", Time, nullable=True),
+    sa.Column("claimed_until", Time, nullable=True),
+    sa.Column("delivered_at", Time, nullable=True),
+    sa.Column("last_error", sa.Text, nullable=True),
+    sa.Index(
+        "ux_alerts_open",
+        "rule",
+        "condition",
+        unique=True,
+        sqlite_where=sa.text("cleared_at IS NULL"),
+        postgresql_where=sa.text("cleared_at IS NULL"),
+    ),
+    sa.Index("ix_alerts_account_fired", "account", "fired_at"),
+    sa.Index("ix_alerts_delivery", "delivery", "next_attempt_at"),
+)
+
+# Alert rules an account's admins set through the server (web/routes/alerts.py), beside
+# those of the server's configuration; names are unique on the server.
+alert_rules = sa.Table(
+    "alert_rules",
+    metadata,
+    sa.Column("name", sa.String, primary_key=True),
+    sa.Column("account", sa.String, nullable=False),
+    # the rule as the configuration spells it (kind, webhook, format, idle-minutes, ...)
+    sa.Column("rule", JSON, nullable=False),
+    sa.Column("updated_by", sa.String, nullable=True),
+    sa.Column("updated_at", Time, nullable=False),
+)

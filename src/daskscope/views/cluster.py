@@ -69,6 +69,8 @@ class ClusterInfo:
     tasks_erred: int
     compute_seconds: float
     bytes_processed: int
+    #: None: recorded; else made by ``daskscope import`` (file, format, what is missing)
+    imported: dict[str, Any] | None
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import Depends, FastAPI
@@ -11,6 +12,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from daskscope.store import Store, open_store
 from daskscope.web import errors
 from daskscope.web.admission import Admission
+from daskscope.web.alerts import alert_settings, alerts_running
 from daskscope.web.auth import authenticate
 from daskscope.web.auth import pages as login_pages
 from daskscope.web.connections import ConnectionTrust
@@ -19,6 +21,7 @@ from daskscope.web.render import environment
 from daskscope.web.routes import (
     account,
     advice,
+    alerts,
     apidocs,
     assets,
     audit,
@@ -42,8 +45,15 @@ API_PREFIX = "/api/v1"
 #: :data:`API_PREFIX` (``api``), in the order the OpenAPI document lists them
 ROUTES = (
     assets, apidocs, account, clusters, runs, reports, ingest, compare, exports,
-    timeline, advice, computation, costs, audit, metrics,
+    timeline, advice, computation, costs, audit, metrics, alerts,
 )  # fmt: skip
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    # background work of the server process: the alert rules' evaluation and delivery
+    async with alerts_running(app.state.store, app.state):
+        yield
 
 
 def create_app(
@@ -63,8 +73,11 @@ def create_app(
         docs_url=None,
         redoc_url=None,
         dependencies=[Depends(authenticate)],
+        lifespan=_lifespan,
     )
+    alert_settings()  # a wrong rule stops the server here, with the rule named
     app.state.store = store
+    app.state.alerts = None
     app.state.auth = auth
     app.state.bound_hosts = tuple(hosts)
     # fair between accounts only where there are accounts (web/admission.py)

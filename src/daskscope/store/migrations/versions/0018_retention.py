@@ -1,7 +1,7 @@
 """Retention of the task log: per-account policies and a mark on pruned clusters.
 
 Revision ID: 0018
-Revises: 0014
+Revises: 0017
 Create Date: 2026-11-27
 
 ``retention_policies`` holds an account's own number of days its clusters' task log is
@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0018"
-down_revision = "0014"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 
