@@ -35,7 +35,6 @@ from daskscope.store.alerts import (
     record_attempt,
     stored_rules,
 )
-from daskscope.store.analytics import account_totals
 from daskscope.views.history import regressions_view
 
 __all__ = [
@@ -181,7 +180,7 @@ class AlertLoop:
     def over_budget(self, rule: AlertRule, now: float) -> list[Condition]:
         """The account's spend over the clusters started in the last ``period``, when
         it exceeds the budget (the cost as every page computes it)."""
-        rows = account_totals(self.store, since=now - rule.period, account=rule.account)
+        rows = self.store.account_totals(since=now - rule.period, account=rule.account)
         if not rows:
             return []
         rates = cost_rates(rule.account)
