@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from collections import defaultdict
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from typing import Any
 
 import dask
@@ -17,10 +18,13 @@ import sqlalchemy as sa
 from distributed import Client, LocalCluster, span
 
 import daskscope
+from browser import needs_chromium
+from daskscope.catalogue import activity_colours
 from daskscope.collector.snapshot import metric_parts
 from daskscope.store import open_store
 from daskscope.store import schema as store_schema
 from daskscope.store.engine import as_engine
+from webutil import call, serving
 
 #: Dask's idle time of a span's threads: computed by Dask when asked, never a heartbeat's
 IDLE = ("execute", "N/A", "idle or other spans", "seconds")
@@ -125,3 +129,117 @@ def test_intervals_add_up_to_dasks_totals(database_url: str) -> None:
         totals[(row["context"], row["activity"], row["unit"])] += row["value"]
     for name, value in summed.items():
         assert totals[name] == pytest.approx(value, rel=1e-9, abs=1e-12), name
+
+
+# -- the read, the route and the chart, on one recorded cluster
+
+
+def _record_rounds(url: str) -> str:
+    """A threaded in-process cluster, flushing every 300 ms, working in three rounds
+    that each span a few flushes."""
+    with (
+        dask.config.set({"daskscope.flush-interval": "300ms", "optimization.fuse.active": False}),
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=2,
+            processes=False,
+            dashboard_address=":0",
+            silence_logs=logging.CRITICAL,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        cid = daskscope.register(client, database=url, name="intervals cluster")
+        plugin = cluster.scheduler.plugins["daskscope"]
+        for i in range(3):
+            with span(f"round-{i}"):
+                x = da.random.random((300, 300), chunks=75)
+                (x @ x.T).sum().compute()
+            target = plugin.flusher.stats.flushes + 2
+            deadline = time.monotonic() + DEADLINE
+            while plugin.flusher.stats.flushes < target:
+                assert time.monotonic() < deadline, "the recorder's periodic flushes stopped"
+                time.sleep(0.05)
+        daskscope.flush(client)
+    return cid
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    pytest.importorskip("fastapi")
+    from daskscope.web import create_app
+
+    url = f"sqlite:///{tmp_path_factory.mktemp('fine-intervals') / 'daskscope.db'}"
+    cid = _record_rounds(url)
+    app = create_app(url)
+    try:
+        yield {"url": url, "app": app, "cid": cid}
+    finally:
+        app.state.store.close()
+
+
+def _seconds_by_interval(url: str, cid: str) -> dict[str, dict[tuple[float, float], float]]:
+    """Per activity, the stored seconds of each interval, summed over contexts by hand."""
+    out: dict[str, dict[tuple[float, float], float]] = defaultdict(lambda: defaultdict(float))
+    for row in rows_of(url, store_schema.fine_metric_intervals, cid):
+        if row["unit"] == "seconds":
+            out[row["activity"]][(row["started_at"], row["stopped_at"])] += row["value"]
+    return out
+
+
+def test_the_route_gives_each_activity_its_seconds_per_interval(recorded: dict[str, Any]) -> None:
+    cid, url = recorded["cid"], recorded["url"]
+    body = call(recorded["app"], "GET", f"/api/v1/clusters/{cid}/metrics/intervals").json()
+    expected = _seconds_by_interval(url, cid)
+    assert expected and body["unit"] == "seconds"
+    bounds = list(zip(body["starts"], body["stops"], strict=True))
+    assert bounds == sorted({b for per in expected.values() for b in per})
+    names = [a["name"] for a in body["activities"]]
+    assert set(names) == set(expected)
+    for a in body["activities"]:
+        assert a["colour"] == activity_colours(names)[a["name"]]
+        got = dict(zip(bounds, body["values"][a["name"]], strict=True))
+        want = {b: expected[a["name"]].get(b, 0.0) for b in bounds}
+        assert got == pytest.approx(want)
+    wrong = call(recorded["app"], "GET", f"/api/v1/clusters/{cid}/metrics/intervals?unit=hours")
+    assert wrong.status_code == 400 and "seconds" in wrong.text
+
+
+@needs_chromium
+def test_the_chart_says_where_the_time_went(recorded: dict[str, Any], open_page: Any) -> None:
+    cid = recorded["cid"]
+    expected = _seconds_by_interval(recorded["url"], cid)
+    with serving(recorded["app"]) as base:
+        page = open_page(1440, 900)
+        page.goto(f"{base}/clusters/{cid}?tab=spans")
+        page.wait_for_selector("#fine-metric-intervals[data-ready='1']")
+        chart = "#fine-metric-intervals [data-chart='fine-metric-intervals']"
+        texts = lambda sel: [t.strip() for t in page.locator(sel).all_text_contents()]  # noqa: E731
+        assert texts(f"{chart} .g-xtitle") == ["time (UTC)"]
+        assert texts(f"{chart} .g-ytitle") == ["task time per interval (seconds)"]
+        legend = texts(f"{chart} .legendtext")
+        assert sorted(legend) == sorted(expected)
+        # each activity in its catalogue colour, in the legend as in the bars
+        drawn = page.evaluate(
+            """(sel) => [...document.querySelector(sel).querySelectorAll('.legend .traces')]
+                .map((t) => [t.querySelector('.legendtext').textContent,
+                             t.querySelector('.legendpoints path').style.fill])""",
+            chart,
+        )
+        colours = activity_colours(legend)
+        assert {name: fill for name, fill in drawn} == {n: _rgb(colours[n]) for n in legend}
+        # as many bars per activity as intervals, stacked
+        bars = page.evaluate(
+            "(sel) => document.querySelector(sel).data.map((t) => t.x.length)", chart
+        )
+        n_intervals = len({b for per in expected.values() for b in per})
+        assert bars == [n_intervals] * len(legend) and n_intervals >= 3
+        page.locator("#fine-metric-intervals").screenshot(path="/tmp/finetime-intervals.png")
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.goto(f"{base}/clusters/{cid}?tab=spans")
+        page.wait_for_selector("#fine-metric-intervals[data-ready='1']")
+        page.locator("#fine-metric-intervals").screenshot(path="/tmp/finetime-intervals-phone.png")
+
+
+def _rgb(hex_colour: str) -> str:
+    r, g, b = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgb({r}, {g}, {b})"

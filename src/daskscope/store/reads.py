@@ -91,6 +91,7 @@ class StoreReads(Database):
     prefix_totals = totals.prefix_totals
     fine_metric_seconds = totals.fine_metric_seconds
     span_tree_rows = series.span_tree_rows
+    fine_metric_intervals = series.fine_metric_intervals
 
     # advice
     brief_groups = advice.brief_groups
