@@ -243,3 +243,72 @@ def test_the_chart_says_where_the_time_went(recorded: dict[str, Any], open_page:
 def _rgb(hex_colour: str) -> str:
     r, g, b = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgb({r}, {g}, {b})"
+
+
+# -- /metrics: counters that only grow
+
+
+def _counters(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every counter sample of an exposition, read by prometheus_client's parser."""
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    out = {}
+    for family in text_string_to_metric_families(text):
+        if family.type == "counter":
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+def test_metrics_counters_never_decrease(tmp_path: Any) -> None:
+    pytest.importorskip("prometheus_client")
+    pytest.importorskip("fastapi")
+    from daskscope.web import create_app
+
+    url = f"sqlite:///{tmp_path / 'daskscope.db'}"
+    name = "daskscope_fine_metric_activity_seconds_total"
+    with (
+        dask.config.set({"daskscope.flush-interval": "300ms", "optimization.fuse.active": False}),
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=2,
+            processes=False,
+            dashboard_address=":0",
+            silence_logs=logging.CRITICAL,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        cid = daskscope.register(client, database=url, account="physics")
+        app = create_app(url)
+        try:
+            scrapes = []
+            for i in range(3):  # a scrape after each round of work
+                with span(f"round-{i}"):
+                    x = da.random.random((300, 300), chunks=75)
+                    (x @ x.T).sum().compute()
+                daskscope.flush(client)
+                response = call(app, "GET", "/metrics")
+                assert response.status_code == 200, response.text
+                scrapes.append(_counters(response.text))
+            # the last scrape: per activity the store's interval rows summed by hand
+            expected: dict[str, float] = defaultdict(float)
+            for row in rows_of(url, store_schema.fine_metric_intervals, cid):
+                if row["unit"] == "seconds":
+                    expected[row["activity"]] += row["value"]
+        finally:
+            app.state.store.close()
+
+    last = {dict(k[1])["activity"]: v for k, v in scrapes[-1].items() if k[0] == name}
+    assert last and last == pytest.approx(dict(expected))
+    assert all(dict(k[1])["account"] == "physics" for k in scrapes[-1] if k[0] == name)
+    for before, after in itertools.pairwise(scrapes):
+        # no fine-metric counter went down (by activity, from the intervals; by prefix,
+        # from the spans' totals), and the work showed in them
+        fine = [k for k in after if k[0].startswith("daskscope_fine_metric")]
+        assert {k[0] for k in fine} == {name, "daskscope_fine_metric_seconds_total"}
+        for key, value in before.items():
+            if key[0].startswith("daskscope_fine_metric"):
+                assert after.get(key, 0.0) >= value, key
+        fine = [k for k in after if k[0] == name]
+        assert any(after[k] > before.get(k, 0.0) for k in fine)
