@@ -22,6 +22,7 @@ from daskscope.model import (
     ComputationRecord,
     ErrorRecord,
     EventRecord,
+    FineMetricIntervalRecord,
     ProfileRecord,
     SpanMetricRecord,
     SpanRecord,
@@ -154,6 +155,33 @@ def make_span_metric(
     )
     return SpanMetricRecord(
         **_with_id(values, over, cid, "metric", span_id, context, prefix, activity, unit)
+    )
+
+
+def make_fine_metric_interval(
+    cluster: Cluster = "cluster-1",
+    start: float | None = None,
+    seconds: float = 60.0,
+    activity: str = "thread-cpu",
+    value: float = 1.5,
+    **over: Any,
+) -> FineMetricIntervalRecord:
+    """What ``(execute, activity, seconds)`` gained in one flush interval, from the
+    cluster's start unless ``start`` is given."""
+    cid = _cid(cluster)
+    start = _start(cluster) if start is None else start
+    context, unit = over.pop("context", "execute"), over.pop("unit", "seconds")
+    values: dict[str, Any] = dict(
+        cluster_id=cid,
+        started_at=start,
+        stopped_at=start + seconds,
+        context=context,
+        activity=activity,
+        unit=unit,
+        value=value,
+    )
+    return FineMetricIntervalRecord(
+        **_with_id(values, over, cid, "fine-interval", start + seconds, context, activity, unit)
     )
 
 
@@ -420,6 +448,7 @@ def one_of_each_kind() -> list[model.Record]:
         run,
         make_workflow_chunk(run),
         make_task_segment(cluster),
+        make_fine_metric_interval(cluster),
     ]
     for record in records:
         first.setdefault(type(record), record)

@@ -193,9 +193,12 @@ def test_cluster_report_opens_offline_with_every_chart(
     spans = page.locator("#spans tbody").inner_text()
     for name in ("dataframe groupby", "analysis", "load", "reduce", "delayed"):
         assert name in spans
-    (metrics,) = _wait_charts(page, "#panel-spans", 1)
-    assert "task prefix" in " ".join(metrics["titles"])
+    # the fine metrics by prefix, and where the time went interval by interval
+    charts = _wait_charts(page, "#panel-spans", 2)
+    (metrics,) = [c for c in charts if "task prefix" in " ".join(c["titles"])]
     assert "thread-cpu" in metrics["legend"]
+    (intervals,) = [c for c in charts if "time (UTC)" in " ".join(c["titles"])]
+    assert "thread-cpu" in intervals["legend"]
     page.locator("button.span-link", has_text="analysis").click()
     page.wait_for_function("() => !document.getElementById('span-filter').hidden")
     _wait_charts(page, "#panel-spans", 1)

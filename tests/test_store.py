@@ -360,7 +360,8 @@ def test_table_counts(store: store_api.Store, three_clusters: list[ClusterRecord
     per_cluster = table_counts(store, three_clusters[0].id)
     assert per_cluster == {
         "clusters": 1, "computations": 1, "task_groups": 2, "task_prefixes": 2, "spans": 1,
-        "span_metrics": 4, "worker_samples": 6, "events": 3, "errors": 2, "profiles": 3,
+        "span_metrics": 4, "fine_metric_intervals": 0, "worker_samples": 6, "events": 3,
+        "errors": 2, "profiles": 3,
         "workflow_runs": 0, "workflow_chunks": 0, "task_segments": 0,
     }  # fmt: skip
     assert table_counts(store) == {k: 3 * v for k, v in per_cluster.items()}

@@ -35,6 +35,7 @@ __all__ = [
     "ComputationRecord",
     "ErrorRecord",
     "EventRecord",
+    "FineMetricIntervalRecord",
     "ProfileRecord",
     "Record",
     "SpanMetricRecord",
@@ -230,6 +231,28 @@ class SpanMetricRecord:
 
 
 @dataclass(slots=True, kw_only=True)
+class FineMetricIntervalRecord:
+    """How much of one fine metric the cluster's spans gained between two flushes.
+
+    Summed over the spans and task prefixes: one row per ``(context, activity, unit)``
+    that moved in the interval ``[started_at, stopped_at)``. A cluster's intervals are
+    contiguous (each starts where the previous one with rows stopped), values are never
+    negative, and their sum over every interval is the sum of its span metrics.
+    """
+
+    KIND: ClassVar[str] = "fine_metric_interval"
+    id: str = _id()
+    cluster_id: str = _ref()
+    started_at: float = col(Column.TIME)
+    stopped_at: float = col(Column.TIME)
+    context: str = col(Column.STRING)
+    activity: str = col(Column.STRING)
+    unit: str = col(Column.STRING)
+    value: float = col(Column.DOUBLE, nonnegative=True)
+    revision: int = _revision()
+
+
+@dataclass(slots=True, kw_only=True)
 class WorkerSampleRecord:
     """One worker's resources at one moment.
 
@@ -407,6 +430,7 @@ Record = (
     | TaskPrefixRecord
     | SpanRecord
     | SpanMetricRecord
+    | FineMetricIntervalRecord
     | WorkerSampleRecord
     | EventRecord
     | ErrorRecord
@@ -425,6 +449,7 @@ RECORD_TYPES: dict[str, type] = {
         TaskPrefixRecord,
         SpanRecord,
         SpanMetricRecord,
+        FineMetricIntervalRecord,
         WorkerSampleRecord,
         EventRecord,
         ErrorRecord,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from daskscope.model import (
+    FineMetricIntervalRecord,
     SpanMetricRecord,
     SpanRecord,
     TaskGroupRecord,
@@ -181,6 +182,58 @@ def span_metric_records(
             )
         )
     return records
+
+
+MetricName = tuple[str, str, str]
+
+
+def add_metric_gains(
+    gains: dict[MetricName, float],
+    now: Mapping[tuple[Hashable, ...], float],
+    before: Mapping[tuple[Hashable, ...], float],
+) -> None:
+    """Add what each of a span's moved metrics gained since ``before`` to ``gains``,
+    keyed by ``(context, activity, unit)`` (summed over task prefixes)."""
+    for key, value in now.items():
+        context, _prefix, activity, unit = metric_parts(key)
+        name = (context, activity, unit)
+        gains[name] = gains.get(name, 0.0) + (float(value) - float(before.get(key, 0.0)))
+
+
+def interval_values(
+    gains: Mapping[MetricName, float], carry: Mapping[MetricName, float]
+) -> tuple[dict[MetricName, float], dict[MetricName, float]]:
+    """An interval's values and the carry after it: a metric's gain plus what earlier
+    intervals held back; a sum below zero is held back whole (values are never
+    negative), so values plus carry always add up to the gains."""
+    values: dict[MetricName, float] = {}
+    out = dict(carry)
+    for name, gain in gains.items():
+        total = gain + out.pop(name, 0.0)
+        if total > 0.0:
+            values[name] = total
+        elif total < 0.0:
+            out[name] = total
+    return values, out
+
+
+def fine_metric_interval_records(
+    values: Mapping[MetricName, float], *, started_at: float, stopped_at: float, cluster_id: str
+) -> list[FineMetricIntervalRecord]:
+    """One row per metric that gained in the interval (a metric unchanged writes none)."""
+    return [
+        FineMetricIntervalRecord(
+            id=stable_id(cluster_id, "fine-interval", stopped_at, context, activity, unit),
+            cluster_id=cluster_id,
+            started_at=started_at,
+            stopped_at=stopped_at,
+            context=context,
+            activity=activity,
+            unit=unit,
+            value=value,
+        )
+        for (context, activity, unit), value in values.items()
+    ]
 
 
 def prune_profile(tree: dict[str, Any], max_depth: int) -> int:

@@ -172,6 +172,16 @@ class SpanTracker:
         #: spans then count them all "forgotten"), so the last flush writes each span's
         #: tasks as forgotten, and the span done
         self.closing = False
+        #: where the next fine-metric interval starts: where the last one written
+        #: stopped (None before the first)
+        self.interval_start: float | None = None
+        #: a metric's drop that Dask's subtree arithmetic can show (own metrics without
+        #: ``Span._cumulative_worker_metrics``), held back until gains outweigh it, so an
+        #: interval's value is never negative and the intervals still add up to the totals
+        self.carry: dict[tuple[str, str, str], float] = {}
+        #: (interval stop, carry) of the interval in the records :meth:`snapshot` made,
+        #: taken on by :meth:`remember` once they are stored
+        self._pending_interval: tuple[float, dict[tuple[str, str, str], float]] | None = None
 
     # -- figures, kept by deltas ---------------------------------------------------------
 
@@ -231,6 +241,7 @@ class SpanTracker:
         """Append the records of the spans whose groups (``changed``: span ids), states
         or fine metrics changed; returns what to remember of them once they are written
         (:meth:`remember`). ``paced=False``: every span that changed is taken now."""
+        self._pending_interval = None
         spans = dask_adapter.spans(scheduler)
         if not spans:
             return {}
@@ -247,6 +258,8 @@ class SpanTracker:
         now = time()
         history = scheduler.total_nthreads_history
         out: dict[str, SpanTrack] = {}
+        gains: dict[tuple[str, str, str], float] = {}
+        first_enqueued = now
         for span_id, span in list(spans.items()):
             if paced and self.due.get(span_id, 0.0) > now:
                 if span_id in changed or span_id not in self.written:
@@ -272,10 +285,36 @@ class SpanTracker:
                 records.extend(
                     snapshot.span_metric_records(span_id, moved, cluster_id=self.cluster_id)
                 )
+                snapshot.add_metric_gains(gains, moved, before)
+                first_enqueued = min(first_enqueued, span.enqueued)
             written_at = track.written_at if track and track.done and not metrics_changed else now
             held = not record.done or any(state != "forgotten" for state in record.states)
             out[span_id] = SpanTrack(dict(own), record.done, written_at, held)
+        self._interval_records(gains, first_enqueued, now, records)
         return out
+
+    def _interval_records(
+        self,
+        gains: dict[tuple[str, str, str], float],
+        first_enqueued: float,
+        now: float,
+        records: list[Record],
+    ) -> None:
+        """Append the fine-metric interval since the last one written: what each
+        ``(context, activity, unit)`` gained over every span, the drops held back."""
+        if not gains:
+            return
+        # the first interval starts with the earliest span whose metrics it holds
+        start = self.interval_start if self.interval_start is not None else first_enqueued
+        values, carry = snapshot.interval_values(gains, self.carry)
+        rows = snapshot.fine_metric_interval_records(
+            values, started_at=min(start, now), stopped_at=now, cluster_id=self.cluster_id
+        )
+        if rows or carry != self.carry:
+            records.extend(rows)
+            # a flush that only held back a drop writes no interval: the next one with
+            # rows still starts where the last one stopped
+            self._pending_interval = (now if rows else start, carry)
 
     def _record(self, span: Span, now: float, history: Any) -> SpanRecord:
         figures = self._subtree(span)
@@ -307,6 +346,9 @@ class SpanTracker:
     def remember(self, tracks: dict[str, SpanTrack]) -> None:
         """The records of :meth:`snapshot` are stored."""
         self.written.update(tracks)
+        if self._pending_interval is not None:
+            self.interval_start, self.carry = self._pending_interval
+            self._pending_interval = None
 
     def forget(self) -> None:
         """Write every span again at the next snapshot (the store was lost)."""

@@ -30,7 +30,7 @@ _URL_HINT = "use sqlite:///path/to/file.db or postgresql://user@host/dbname"
 _VERSION_TABLE = "alembic_version"
 #: The newest migration; a store already there opens without loading Alembic at all
 #: (a test checks this against the migrations directory).
-HEAD_REVISION = "0018"
+HEAD_REVISION = "0019"
 # Serialises concurrent upgrades of one PostgreSQL database (any constant will do).
 _PG_UPGRADE_LOCK = 0x6461736B73636F70  # "daskscop"
 # SQLite engines whose file is known to be ours, so that WAL may be switched on.

@@ -90,7 +90,9 @@ class StoreReads(Database):
     cluster_totals = totals.cluster_totals
     prefix_totals = totals.prefix_totals
     fine_metric_seconds = totals.fine_metric_seconds
+    fine_metric_interval_seconds = totals.fine_metric_interval_seconds
     span_tree_rows = series.span_tree_rows
+    fine_metric_intervals = series.fine_metric_intervals
 
     # advice
     brief_groups = advice.brief_groups

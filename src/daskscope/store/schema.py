@@ -171,6 +171,9 @@ sa.Index(
 task_prefixes = _record_table(model.TaskPrefixRecord, "task_prefixes", ("cluster_id",))
 spans = _record_table(model.SpanRecord, "spans", ("cluster_id", "enqueued_at"))
 span_metrics = _record_table(model.SpanMetricRecord, "span_metrics", ("cluster_id", "span_id"))
+fine_metric_intervals = _record_table(
+    model.FineMetricIntervalRecord, "fine_metric_intervals", ("cluster_id", "started_at")
+)
 worker_samples = _record_table(
     model.WorkerSampleRecord, "worker_samples", ("cluster_id", "sampled_at")
 )
@@ -256,6 +259,7 @@ TABLE_FOR: dict[type, sa.Table] = {
     model.TaskPrefixRecord: task_prefixes,
     model.SpanRecord: spans,
     model.SpanMetricRecord: span_metrics,
+    model.FineMetricIntervalRecord: fine_metric_intervals,
     model.WorkerSampleRecord: worker_samples,
     model.EventRecord: events,
     model.ErrorRecord: errors,

@@ -1,5 +1,6 @@
 """Read queries behind the cluster page's charts: the span tree's shape with every
-fine-metric row (for sums over a subtree), and the worker departures with their reason."""
+fine-metric row (for sums over a subtree), the fine metrics' gains flush interval by
+flush interval, and the worker departures with their reason."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sqlalchemy as sa
 from daskscope.store import schema as s
 from daskscope.store.database import Database, as_engine
 
-__all__ = ["span_tree_rows"]
+__all__ = ["fine_metric_intervals", "span_tree_rows"]
 
 Row = dict[str, Any]
 
@@ -30,3 +31,21 @@ def span_tree_rows(store: Database | sa.Engine, cluster_id: str) -> tuple[list[R
         spans = [dict(r._mapping) for r in conn.execute(spans_query)]
         metrics = [dict(r._mapping) for r in conn.execute(metrics_query)]
     return spans, metrics
+
+
+def fine_metric_intervals(
+    store: Database | sa.Engine, cluster_id: str, *, unit: str | None = None
+) -> list[Row]:
+    """A cluster's fine-metric intervals (``fine_metric_intervals``: what each
+    ``(context, activity, unit)`` gained between two flushes), oldest first; of one
+    ``unit`` ("seconds", "bytes", ...) when given."""
+    f = s.fine_metric_intervals.c
+    query = (
+        sa.select(f.started_at, f.stopped_at, f.context, f.activity, f.unit, f.value)
+        .where(f.cluster_id == cluster_id)
+        .order_by(f.started_at, f.context, f.activity, f.unit)
+    )
+    if unit is not None:
+        query = query.where(f.unit == unit)
+    with as_engine(store).connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(query)]

@@ -21,7 +21,13 @@ from daskscope.store import schema as s
 from daskscope.store.analytics import RUNNING_WITHIN
 from daskscope.store.database import Database, as_engine
 
-__all__ = ["STATES", "cluster_totals", "fine_metric_seconds", "prefix_totals"]
+__all__ = [
+    "STATES",
+    "cluster_totals",
+    "fine_metric_interval_seconds",
+    "fine_metric_seconds",
+    "prefix_totals",
+]
 
 Row = dict[str, Any]
 
@@ -118,6 +124,26 @@ def fine_metric_seconds(store: Database | sa.Engine, *, account: str | None = No
         .join(s.clusters, c.id == m.cluster_id)
         .where(m.unit == "seconds")
         .group_by(c.account, m.prefix, m.activity)
+    )
+    if account is not None:
+        query = query.where(c.account == account)
+    with as_engine(store).connect() as conn:
+        return _plain(conn, query, ())
+
+
+def fine_metric_interval_seconds(
+    store: Database | sa.Engine, *, account: str | None = None
+) -> list[Row]:
+    """Per account and activity: the fine metrics in seconds (``value``) summed over the
+    flush intervals of its clusters. Interval rows are only ever added, so each sum only
+    grows: the counters ``/metrics`` exposes from it are monotonic."""
+    f, c = s.fine_metric_intervals.c, s.clusters.c
+    query = (
+        sa.select(c.account, f.activity, _sum(f.value).label("value"))
+        .select_from(s.fine_metric_intervals)
+        .join(s.clusters, c.id == f.cluster_id)
+        .where(f.unit == "seconds")
+        .group_by(c.account, f.activity)
     )
     if account is not None:
         query = query.where(c.account == account)

@@ -16,7 +16,13 @@ from daskscope.catalogue import ACTIVITIES, SPAN_FIGURES_NOTE, activity, activit
 from daskscope.store import Store
 from daskscope.views.cluster import FineMetric
 
-__all__ = ["ActivityInfo", "FineMetricsView", "fine_metrics_view"]
+__all__ = [
+    "ActivityInfo",
+    "FineMetricIntervalsView",
+    "FineMetricsView",
+    "fine_metric_intervals_view",
+    "fine_metrics_view",
+]
 
 #: Units in the order the page offers them
 _UNIT_ORDER = ("seconds", "bytes", "count")
@@ -76,6 +82,47 @@ def fine_metrics_view(
         metrics=[FineMetric(**r) for r in table],
         activities=[ActivityInfo(n, colours[n], _meaning(n)) for n in ordered],
         note=SPAN_FIGURES_NOTE,
+    )
+
+
+@dataclass(frozen=True)
+class FineMetricIntervalsView:
+    """Where the time went, interval by interval: what each activity gained between two
+    of the recorder's flushes, over every span of the cluster and every context (a
+    cluster recorded before the intervals were kept has none)."""
+
+    cluster_id: str
+    unit: str
+    #: each interval's start and stop (epoch seconds), oldest first; contiguous
+    starts: list[float]
+    stops: list[float]
+    #: the activities present, in the catalogue's order then by name
+    activities: list[ActivityInfo]
+    #: per activity, its gain in each interval (0 where it gained nothing)
+    values: dict[str, list[float]]
+
+
+def fine_metric_intervals_view(
+    store: Store, cluster_id: str, *, unit: str = "seconds"
+) -> FineMetricIntervalsView:
+    """The view of one unit."""
+    rows = store.fine_metric_intervals(cluster_id, unit=unit)
+    bounds = sorted({(r["started_at"], r["stopped_at"]) for r in rows})
+    at = {bound: i for i, bound in enumerate(bounds)}
+    names = {r["activity"] for r in rows}
+    documented = [a.name for a in ACTIVITIES]
+    ordered = [n for n in documented if n in names] + sorted(names - set(documented))
+    values = {name: [0.0] * len(bounds) for name in ordered}
+    for r in rows:
+        values[r["activity"]][at[(r["started_at"], r["stopped_at"])]] += r["value"]
+    colours = activity_colours(names)
+    return FineMetricIntervalsView(
+        cluster_id=cluster_id,
+        unit=unit,
+        starts=[b[0] for b in bounds],
+        stops=[b[1] for b in bounds],
+        activities=[ActivityInfo(n, colours[n], _meaning(n)) for n in ordered],
+        values=values,
     )
 
 

@@ -265,7 +265,7 @@ async def cluster_report(get: Get, cluster: str) -> bytes:
     view = json.loads(head.body)
     cid = view["cluster"]["id"]
     base = f"/api/v1/clusters/{js_quote(cid)}"
-    paths = [f"{base}/workers", f"{base}/metrics"]
+    paths = [f"{base}/workers", f"{base}/metrics", f"{base}/metrics/intervals"]
     if view.get("profiles"):
         paths.append(f"{base}/profile")
     computations = sorted(view.get("computations") or [], key=lambda c: c.get("started_at") or 0)

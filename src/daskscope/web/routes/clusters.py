@@ -26,7 +26,12 @@ from daskscope.views import (
 from daskscope.views.computation import FOLD_ABOVE, MAX_GRAPH_GROUPS
 from daskscope.views.computation_page import cached_critical_path_view
 from daskscope.views.critical_path import AmbiguousComputation, TooLarge
-from daskscope.views.fine_metrics import FineMetricsView, fine_metrics_view
+from daskscope.views.fine_metrics import (
+    FineMetricIntervalsView,
+    FineMetricsView,
+    fine_metric_intervals_view,
+    fine_metrics_view,
+)
 from daskscope.views.groups import GroupPage, SpanScope, group_page_view, span_scope_view
 from daskscope.views.workers import WorkersView, workers_view
 from daskscope.web.errors import HTTPError
@@ -323,3 +328,23 @@ def metrics_json(
     if view is None:
         raise HTTPError(404, f"cluster {cluster_id} has no span {span!r}")
     return _tagged_response(request, view)
+
+
+@api.get(
+    "/clusters/{cluster_id}/metrics/intervals",
+    summary="Fine performance metrics flush interval by flush interval",
+    response_class=Response,
+    responses=described(FineMetricIntervalsView),
+)
+def metric_intervals_json(
+    request: Request,
+    cluster_id: str,
+    unit: Literal["seconds", "bytes", "count"] = Query(
+        "seconds", description="The unit of the metrics: seconds, bytes or count."
+    ),
+) -> Response:
+    """What each activity gained between two of the recorder's flushes, over the whole
+    cluster: where the time went, interval by interval."""
+    store = store_of(request)
+    cluster_id = visible_cluster_id(request, cluster_id)
+    return _tagged_response(request, fine_metric_intervals_view(store, cluster_id, unit=unit))

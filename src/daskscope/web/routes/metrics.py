@@ -135,6 +135,9 @@ FAMILIES: tuple[tuple[str, str, Labels, bool, str], ...] = (
     ("daskscope_fine_metric", "Dask's fine performance metrics in seconds, by task prefix "
      "and activity (each span's own metrics: every second once).",
      ("account", "prefix", "activity"), True, "seconds"),
+    ("daskscope_fine_metric_activity", "Dask's fine performance metrics in seconds, by "
+     "activity: the sum of what they gained flush interval by flush interval.",
+     ("account", "activity"), True, "seconds"),
     ("daskscope_span_task", "Task time of the outermost spans of each tag (their "
      "subtrees; tags nest, so tags overlap).", ("account", "tag"), True, "seconds"),
     ("daskscope_span_core", "Core time attributed to the spans of each tag: their task "
@@ -210,6 +213,9 @@ class StoreCollector:
             f["daskscope_fine_metric"].add((r["account"], r["prefix"], r["activity"]), r["value"])
             weigh("prefix", r["prefix"], r["value"])
             weigh("activity", r["activity"], r["value"])
+        # the same seconds as above, by activity alone (not weighed twice)
+        for r in store.fine_metric_interval_seconds(account=account):
+            f["daskscope_fine_metric_activity"].add((r["account"], r["activity"]), r["value"])
 
         for r in store.span_cost_sums("tag", account=account):
             key = (r["account"], str(r["key"]))

@@ -34,6 +34,9 @@
       window.dsWorkers.render(document.getElementById("workers-charts"), clusterId, data);
     }
     if (tab === "spans") drawMetrics();
+    if (tab === "spans" && first && window.dsMetricIntervals) {
+      window.dsMetricIntervals.render(document.getElementById("fine-metric-intervals"), clusterId);
+    }
     if (tab === "profile") window.dsProfile.show();
     if (tab === "reports" && first) drawReports();
   }
