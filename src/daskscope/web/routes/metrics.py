@@ -142,9 +142,11 @@ FAMILIES: tuple[tuple[str, str, Labels, bool, str], ...] = (
      "subtrees; tags nest, so tags overlap).", ("account", "tag"), True, "seconds"),
     ("daskscope_span_core", "Core time attributed to the spans of each tag: their task "
      "time, at most their cluster's core time.", ("account", "tag"), True, "seconds"),
+    # a gauge: a span's share of its cluster's core time shifts as later spans arrive,
+    # so the attributed cost can go down (a counter would read that as a reset)
     ("daskscope_span_cost", "Cost attributed to the spans of each tag, as the costs page "
-     "shows it: their cluster's cost x their share of its core time.",
-     ("account", "tag", "currency"), True, ""),
+     "shows it: their cluster's cost x their share of its core time (can go down as "
+     "later spans take their share).", ("account", "tag", "currency"), False, ""),
 )  # fmt: skip
 
 
