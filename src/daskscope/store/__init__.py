@@ -11,6 +11,7 @@ this process keeps about the database (its caches) are fields of it.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
 from daskscope.store.errors import (
     AmbiguousCluster,
     BadDatabaseURL,

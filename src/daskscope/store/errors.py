@@ -10,7 +10,6 @@ file aside, create the database), never which flag to pass.
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 __all__ = [
