@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -132,7 +133,7 @@ def test_retention_pruning_is_timed_per_store(two: tuple[Store, Store]) -> None:
 LOG_CLUSTER = "cluster-log-same"
 
 
-def task_log(word: str, extra: int) -> tuple[list[object], list[dict[str, object]]]:
+def task_log(word: str, extra: int) -> tuple[list[object], list[dict[str, Any]]]:
     """The same cluster id, segment numbers and timings in both databases (so the same
     segment ids and the same log version: count and newest stop); the workers, keys and
     groups named by ``word``, and ``extra`` more executions inside the same time range.
@@ -157,7 +158,7 @@ def task_log(word: str, extra: int) -> tuple[list[object], list[dict[str, object
     return records, truth
 
 
-def lanes_of(truth: list[dict[str, object]]) -> set[tuple[object, object]]:
+def lanes_of(truth: list[dict[str, Any]]) -> set[tuple[str, int]]:
     return {(e["worker"], e["thread"]) for e in truth}
 
 
@@ -178,8 +179,8 @@ def test_two_stores_with_the_same_cluster_never_share_a_timeline_entry(tmp_path:
                 assert {t.key for t in view.tasks} == {e["key"] for e in truth}
                 assert view.totals.executions == len(truth)
                 assert {(lane.worker, lane.thread) for lane in view.lanes} == lanes_of(truth)
-                longest = max(float(e["d"]) for e in truth)  # type: ignore[arg-type]
-                tied = {e["key"] for e in truth if float(e["d"]) > longest - 1e-5}  # type: ignore[arg-type]
+                longest = max(float(e["d"]) for e in truth)
+                tied = {e["key"] for e in truth if float(e["d"]) > longest - 1e-5}
                 assert view.slowest[0].key in tied
                 detail = task_detail_view(store, LOG_CLUSTER, str(truth[0]["key"]))
                 assert detail is not None

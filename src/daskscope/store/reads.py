@@ -128,6 +128,7 @@ class StoreReads(Database):
 
     # retention (store/retention.py): the policy and what a prune removed
     task_log_days = retention.task_log_days
+    account_policies = retention.account_policies
     expired_clusters = retention.expired_clusters
     pruned_task_log = retention.pruned_task_log
 

@@ -24,6 +24,7 @@ from daskscope.store.database import IMMEDIATE, Database
 from daskscope.store.errors import StoreError, short_reason
 from daskscope.store.partitions import Partition, ensure_partitions, is_partitioned, partitions
 from daskscope.store.schema import (
+    accounts,
     clusters,
     retention_policies,
     task_log_prunes,
@@ -37,6 +38,7 @@ __all__ = [
     "PruneReport",
     "PrunedTaskLog",
     "RetentionError",
+    "account_policies",
     "clear_task_log_days",
     "cluster_end",
     "expired_clusters",
@@ -130,6 +132,17 @@ def task_log_days(store: Database, account: str) -> float | None:
     with store.engine.connect() as conn:
         own = policies(conn)
     return own.get(account, _configured_days())
+
+
+def account_policies(store: Database) -> list[tuple[str, float | None, bool]]:
+    """Every account (named, or holding clusters) with the days it keeps its task log
+    (None: for ever) and whether that is its own policy (else the setting), by name."""
+    with store.engine.connect() as conn:
+        own = policies(conn)
+        names = set(conn.execute(sa.select(accounts.c.name)).scalars())
+        names |= set(conn.execute(sa.select(clusters.c.account).distinct()).scalars())
+    default = _configured_days()
+    return [(n, own.get(n, default), n in own) for n in sorted(names | set(own))]
 
 
 def set_task_log_days(store: Database, account: str, days: float | None, *, by: str | None) -> None:
