@@ -251,8 +251,14 @@ def test_keep_for_ever_is_the_default_and_an_account_may_opt_out(
     # no setting: astro keeps its task log for ever; physics's own 30 days still apply
     dry = CliRunner().invoke(cli, ["--database", url, "prune", "--dry-run", "--json"])
     assert [a["account"] for a in json.loads(dry.output)["accounts"]] == ["physics"]
+    shown = CliRunner().invoke(cli, ["--database", url, "retention", "show", "--json"])
+    policies = {p["account"]: (p["task_log_days"], p["own"]) for p in json.loads(shown.output)}
+    assert policies["physics"] == (30, True) and policies["astro"] == (None, False)
     forever = CliRunner().invoke(cli, ["--database", url, "retention", "set", "physics", "forever"])
     assert forever.exit_code == 0, forever.output
+    shown = CliRunner().invoke(cli, ["--database", url, "retention", "show", "--json"])
+    policies = {p["account"]: (p["task_log_days"], p["own"]) for p in json.loads(shown.output)}
+    assert policies["physics"] == (None, True) and policies["astro"] == (None, False)
     done = CliRunner().invoke(cli, ["--database", url, "prune", "--account", "physics"])
     assert "nothing to prune" in done.output
     bad = CliRunner().invoke(cli, ["--database", url, "retention", "set", "physics", "soon"])

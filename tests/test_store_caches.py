@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,8 +15,11 @@ from daskscope.model import ClusterRecord, ComputationRecord, TaskGroupRecord
 from daskscope.store import Store, open_store, write_records
 from daskscope.store.groups import computation_fingerprint
 from daskscope.store.identity import add_user, create_account, create_token
+from daskscope.tasklog.segments import encode_segment, execution
 from daskscope.views import memo
 from daskscope.views.computation import computation_view
+from daskscope.views.timeline import task_detail_view, timeline_view
+from factories import make_cluster
 
 NOW = time.time()
 CLUSTER, COMPUTATION = "cluster-same", "computation-same"
@@ -122,3 +126,71 @@ def test_retention_pruning_is_timed_per_store(two: tuple[Store, Store]) -> None:
     assert right.pruned_at == {}  # the right store's prune is still due
     prune_if_due(right, 1.0, now=NOW + 1)
     assert right.pruned_at == {"audit": NOW + 1}
+
+
+# -- the task timeline's caches ----------------------------------------------------------
+
+LOG_CLUSTER = "cluster-log-same"
+
+
+def task_log(word: str, extra: int) -> tuple[list[object], list[dict[str, Any]]]:
+    """The same cluster id, segment numbers and timings in both databases (so the same
+    segment ids and the same log version: count and newest stop); the workers, keys and
+    groups named by ``word``, and ``extra`` more executions inside the same time range.
+    Returns the records and the executions as plain values (the ground truth)."""
+    cluster = make_cluster("log", id=LOG_CLUSTER)
+    t0 = cluster.started_at + 5
+    rows, truth = [], []
+    for i in range(40 + extra):
+        worker, thread = f"tcp://{word}-{i % 2}:4001", 100 + i % 3
+        start = t0 + (i % 40) * 0.5 + (0.1 if i >= 40 else 0.0)
+        stop = start + 0.05 + 0.01 * (i % 7) - (0.04 if i >= 40 else 0.0)
+        group = f"{word}-inc-{i % 4}"
+        rows.append(
+            execution(f"{group}-{i}", group, f"{word}-inc", worker, thread,
+                      [{"action": "compute", "start": start, "stop": stop}], erred=False,
+                      nbytes=8, computation="computation-x", span=None)
+        )  # fmt: skip
+        truth.append({"key": f"{group}-{i}", "worker": worker, "thread": thread, "d": stop - start})
+    records: list[object] = [cluster]
+    for number, first in enumerate(range(0, len(rows), 25)):
+        records += encode_segment(LOG_CLUSTER, number, rows[first : first + 25])
+    return records, truth
+
+
+def lanes_of(truth: list[dict[str, Any]]) -> set[tuple[str, int]]:
+    return {(e["worker"], e["thread"]) for e in truth}
+
+
+def test_two_stores_with_the_same_cluster_never_share_a_timeline_entry(tmp_path: Path) -> None:
+    left = open_store(f"sqlite:///{tmp_path / 'left-log.db'}")
+    right = open_store(f"sqlite:///{tmp_path / 'right-log.db'}")
+    try:
+        left_records, left_truth = task_log("left", extra=0)
+        right_records, right_truth = task_log("right", extra=3)
+        write_records(left, left_records)
+        write_records(right, right_records)
+        # the same segments and version: a cache keyed on them alone would mix the two
+        assert left.log_version(LOG_CLUSTER) == right.log_version(LOG_CLUSTER)
+        for _ in range(2):  # built, then given from each store's own caches
+            for store, truth in ((left, left_truth), (right, right_truth)):
+                view = timeline_view(store, LOG_CLUSTER)
+                assert view.raw
+                assert {t.key for t in view.tasks} == {e["key"] for e in truth}
+                assert view.totals.executions == len(truth)
+                assert {(lane.worker, lane.thread) for lane in view.lanes} == lanes_of(truth)
+                longest = max(float(e["d"]) for e in truth)
+                tied = {e["key"] for e in truth if float(e["d"]) > longest - 1e-5}
+                assert view.slowest[0].key in tied
+                detail = task_detail_view(store, LOG_CLUSTER, str(truth[0]["key"]))
+                assert detail is not None
+                assert [t.key for t in detail.executions] == [truth[0]["key"]]
+        # each store holds its own: the lanes it kept are its workers'
+        kept_lanes = right.kept("views.timeline.lanes", dict)
+        assert {tuple(p) for p in kept_lanes[LOG_CLUSTER][1]} == lanes_of(right_truth)
+    finally:
+        left.close()
+        right.close()
+    # closed: its caches are gone (asked again, the store makes a new, empty one)
+    assert right.kept("views.timeline.lanes", dict) == {}
+    assert right.kept("tasklog.segments", lambda: None) is None

@@ -86,17 +86,8 @@ def retention_group() -> None:
 @click.pass_obj
 def retention_show(state: Any, as_json: bool) -> None:
     """Each account's policy and the default (the setting retention.task-log-days)."""
-    import sqlalchemy as sa
-
-    from daskscope.store.retention import policies, task_log_days
-    from daskscope.store.schema import accounts, clusters
-
     with _store(state) as store:
-        with store.engine.connect() as conn:
-            own = policies(conn)
-            names = set(conn.execute(sa.select(accounts.c.name)).scalars())
-            names |= set(conn.execute(sa.select(clusters.c.account).distinct()).scalars())
-        rows = [(n, task_log_days(store, n), n in own) for n in sorted(names | set(own))]
+        rows = store.account_policies()
     if as_json:
         click.echo(json.dumps([{"account": n, "task_log_days": d, "own": o} for n, d, o in rows]))
         return

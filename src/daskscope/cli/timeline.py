@@ -174,7 +174,6 @@ def timeline_command(
     """The task timeline of a cluster (a unique id prefix is enough): utilisation over
     time, the longest idle gaps, the slowest tasks."""
     from daskscope.store import open_store
-    from daskscope.store.retention import pruned_task_log
     from daskscope.views import to_pretty_json
     from daskscope.views.timeline import span_of_tag, timeline_view
 
@@ -190,7 +189,7 @@ def timeline_command(
         view = timeline_view(
             store, full_id, computation_id=computation, span_id=span_id, group=group
         )
-        pruned = None if view.recorded else pruned_task_log(store, full_id)
+        pruned = None if view.recorded else store.pruned_task_log(full_id)
     if pruned is not None:
         message = PRUNED.format(
             id=full_id,

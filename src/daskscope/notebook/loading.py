@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from daskscope.notebook.objects import StoreLike, cluster_id_of, opened
 from daskscope.notebook.tasklog import TASK_COLUMNS, task_columns
-from daskscope.store import Store, UnknownCluster, worker_samples
-from daskscope.store.runs import UnknownRun, list_runs
+from daskscope.store import Store, UnknownCluster
+from daskscope.store.runs import UnknownRun
 from daskscope.views.cluster import FineMetric, cluster_view
 from daskscope.views.encode import to_data
 from daskscope.views.fine_metrics import fine_metrics_view
@@ -114,7 +114,7 @@ def _chunks(store: Store, run_ids: Sequence[str]) -> Table:
 def _samples(store: Store, cluster_id: str | None, window: tuple[float, float] | None) -> Table:
     import json
 
-    rows = worker_samples(store, cluster_id) if cluster_id else []
+    rows = store.worker_samples(cluster_id) if cluster_id else []
     if window is not None:
         rows = [r for r in rows if window[0] <= r["sampled_at"] <= window[1]]
     names = [n for n in (rows[0] if rows else ()) if n not in _SAMPLE_SKIP]
@@ -138,7 +138,7 @@ def _tasks(store: Store, cluster_id: str | None, computations: Sequence[str | No
 def _load_cluster(store: Store, cluster_id: str) -> Measurement:
     view = cluster_view(store, cluster_id)
     fine = fine_metrics_view(store, cluster_id)
-    runs = [r["id"] for r in list_runs(store, cluster_id=cluster_id, limit=None)]
+    runs = [r["id"] for r in store.list_runs(cluster_id=cluster_id, limit=None)]
     return Measurement(
         kind="cluster",
         id=cluster_id,

@@ -23,7 +23,7 @@ from daskscope.notebook.render import (
     run_html,
     run_text,
 )
-from daskscope.store import Store, UnknownCluster, open_store, resolve_cluster_id
+from daskscope.store import Store, UnknownCluster, open_store
 from daskscope.views.cluster import ClusterView, cluster_view
 from daskscope.views.compare import CompareView, compare_view
 from daskscope.views.fine_metrics import FineMetricsView, fine_metrics_view
@@ -53,7 +53,7 @@ def cluster_id_of(store: Store, id_or_name: str) -> str:
     """The cluster named by its id, a unique start of it, or its name (the newest
     cluster of that name); UnknownCluster naming what to pass otherwise."""
     try:
-        return resolve_cluster_id(store, id_or_name)
+        return store.resolve_cluster_id(id_or_name)
     except UnknownCluster:
         listing = cluster_listing(store, ListingQuery(q=id_or_name, limit=200))
         named = [c for c in listing.clusters if c.name == id_or_name]

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from daskscope.store import Store
-from daskscope.tasklog.scan import PlainColumnsCache, ordered_rows, scan_segments
+from daskscope.tasklog.scan import PlainColumnsCache, ordered_rows
 
 __all__ = ["TASK_COLUMNS", "task_columns"]
 
@@ -30,7 +30,7 @@ def task_columns(
     out: dict[str, list[Any]] = {name: [] for name in TASK_COLUMNS}
     for computation in computations:
         cache = PlainColumnsCache()
-        scanned = scan_segments(store, cluster_id)
+        scanned = store.scan_segments(cluster_id)
         for batch in ordered_rows(scanned, computation=computation):
             plain = cache.of(batch)
             for which, row in zip(batch.segment.tolist(), batch.rows.tolist(), strict=True):

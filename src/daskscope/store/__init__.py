@@ -10,7 +10,8 @@ this process keeps about the database (its caches) are fields of it.
 
 from __future__ import annotations
 
-from daskscope.store.engine import Store, open_store
+from typing import TYPE_CHECKING, Any
+
 from daskscope.store.errors import (
     AmbiguousCluster,
     BadDatabaseURL,
@@ -32,6 +33,9 @@ from daskscope.store.queries import (
     worker_samples,
 )
 from daskscope.store.writer import Rejected, write_parts, write_records, write_rows
+
+if TYPE_CHECKING:
+    from daskscope.store.engine import Store, open_store
 
 __all__ = [
     "AmbiguousCluster",
@@ -57,3 +61,14 @@ __all__ = [
     "write_records",
     "write_rows",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The Store is imported when first asked for: its reads include the task log's
+    # (daskscope.tasklog), whose modules import the store's, so importing one of them
+    # first must not build the Store half-way through it.
+    if name in ("Store", "open_store"):
+        from daskscope.store import engine
+
+        return getattr(engine, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

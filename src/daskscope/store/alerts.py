@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from daskscope.model import stable_id
 from daskscope.store.analytics import RUNNING_WITHIN
-from daskscope.store.engine import IMMEDIATE, Store
+from daskscope.store.database import IMMEDIATE, Database
 from daskscope.store.schema import (
     alert_rules,
     alerts,
@@ -51,7 +51,7 @@ class Condition:
     detail: dict[str, Any]
 
 
-def failed_clusters(store: Store, account: str, since: float) -> list[Condition]:
+def failed_clusters(store: Database, account: str, since: float) -> list[Condition]:
     """Clusters of ``account`` started since ``since`` with a task that failed."""
     c = clusters.c
     query = (
@@ -71,7 +71,7 @@ def failed_clusters(store: Store, account: str, since: float) -> list[Condition]
     ]
 
 
-def idle_clusters(store: Store, account: str, idle_for: float, now: float) -> list[Condition]:
+def idle_clusters(store: Database, account: str, idle_for: float, now: float) -> list[Condition]:
     """Running clusters of ``account`` that hold workers (a worker sampled within
     :data:`RUNNING_WITHIN`) and ran no task for ``idle_for`` seconds: their last task
     ended (task log or task groups), or they started, that long ago."""
@@ -114,7 +114,7 @@ def idle_clusters(store: Store, account: str, idle_for: float, now: float) -> li
 
 
 def fire(
-    store: Store,
+    store: Database,
     *,
     rule: str,
     account: str,
@@ -162,7 +162,7 @@ def fire(
     return True
 
 
-def clear_others(store: Store, rule: str, holding: Iterable[str], now: float) -> int:
+def clear_others(store: Database, rule: str, holding: Iterable[str], now: float) -> int:
     """Clear the rule's open alerts whose condition no longer holds; returns how many."""
     a = alerts.c
     query = alerts.update().where(a.rule == rule, a.cleared_at.is_(None))
@@ -173,7 +173,7 @@ def clear_others(store: Store, rule: str, holding: Iterable[str], now: float) ->
         return int(conn.execute(query.values(cleared_at=now)).rowcount or 0)
 
 
-def claim_due(store: Store, now: float, *, hold: float, limit: int = 50) -> list[dict[str, Any]]:
+def claim_due(store: Database, now: float, *, hold: float, limit: int = 50) -> list[dict[str, Any]]:
     """Pending notifications due by ``now``, each claimed for ``hold`` seconds by this
     process (one another process has claimed is left to it until its claim lapses)."""
     a = alerts.c
@@ -205,7 +205,7 @@ def claim_due(store: Store, now: float, *, hold: float, limit: int = 50) -> list
 
 
 def record_attempt(
-    store: Store,
+    store: Database,
     alert_id: str,
     *,
     now: float,
@@ -230,7 +230,7 @@ def record_attempt(
 
 
 def alert_history(
-    store: Store, *, accounts: Sequence[str] | None = None, limit: int = 200
+    store: Database, *, accounts: Sequence[str] | None = None, limit: int = 200
 ) -> list[dict[str, Any]]:
     """Alerts, newest first; of ``accounts`` only when given."""
     a = alerts.c
@@ -241,7 +241,7 @@ def alert_history(
         return [dict(r) for r in conn.execute(query).mappings().all()]
 
 
-def stored_rules(store: Store) -> list[dict[str, Any]]:
+def stored_rules(store: Database) -> list[dict[str, Any]]:
     """The rules admins set: ``{"name", "account", "rule", "updated_by", "updated_at"}``."""
     r = alert_rules.c
     with store.engine.connect() as conn:
@@ -250,7 +250,7 @@ def stored_rules(store: Store) -> list[dict[str, Any]]:
 
 
 def put_rule(
-    store: Store, *, name: str, account: str, rule: dict[str, Any], by: str | None, now: float
+    store: Database, *, name: str, account: str, rule: dict[str, Any], by: str | None, now: float
 ) -> bool:
     """Create or replace the rule ``name`` of ``account``; False when the name is
     another account's rule (nothing changed)."""
@@ -267,7 +267,7 @@ def put_rule(
     return True
 
 
-def delete_rule(store: Store, *, name: str, account: str | None) -> bool:
+def delete_rule(store: Database, *, name: str, account: str | None) -> bool:
     """Delete the rule ``name`` (of ``account`` only, when given); True when deleted."""
     r = alert_rules.c
     query = alert_rules.delete().where(r.name == name)

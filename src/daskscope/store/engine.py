@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import weakref
 from pathlib import Path
@@ -21,6 +20,7 @@ from daskscope.store.errors import (
     NotADaskscopeDatabase,
     SchemaTooNew,
     StoreError,
+    short_reason,
 )
 from daskscope.store.reads import StoreReads
 
@@ -261,31 +261,6 @@ def _check_schema(conn: sa.Connection, where: str, dialect: str) -> None:
         raise NotADaskscopeDatabase(
             f"{where} is not a daskscope database (it holds other tables{clash}: {sample}); {aside}"
         )
-
-
-def short_reason(exc: BaseException) -> str:
-    """The driver's message reduced to one short line."""
-    orig = getattr(exc, "orig", None) or exc
-    text = " ".join(str(orig).split())
-    lowered = text.lower()
-    for needle, short in (
-        ("connection refused", "connection refused"),
-        ("could not translate host name", "unknown host"),
-        ("name or service not known", "unknown host"),
-        ("timeout expired", "connection timed out"),
-        ("password authentication failed", "password authentication failed"),
-        ("no password supplied", "the server wants a password"),
-        ("file is not a database", "file is not a database"),
-        ("database disk image is malformed", "database disk image is malformed"),
-        ("unable to open database file", "unable to open database file"),
-        ("database is locked", "database is locked"),
-    ):
-        if needle in lowered:
-            return short
-    missing = re.search(r'database "([^"]+)" does not exist', text)
-    if missing:
-        return f"database {missing.group(1)!r} does not exist"
-    return text[:300]
 
 
 def _classify(exc: sa.exc.DBAPIError, store: Store) -> AboutURL:

@@ -9,6 +9,7 @@ file aside, create the database), never which flag to pass.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "StoreError",
     "UnknownCluster",
     "WriteFailed",
+    "short_reason",
 ]
 
 
@@ -133,3 +135,28 @@ class AmbiguousCluster(StoreError, LookupError):
 
     def data(self) -> dict[str, Any]:
         return {"prefix": self.prefix, "matches": self.matches[: self.SHOWN]}
+
+
+def short_reason(exc: BaseException) -> str:
+    """The driver's message reduced to one short line."""
+    orig = getattr(exc, "orig", None) or exc
+    text = " ".join(str(orig).split())
+    lowered = text.lower()
+    for needle, short in (
+        ("connection refused", "connection refused"),
+        ("could not translate host name", "unknown host"),
+        ("name or service not known", "unknown host"),
+        ("timeout expired", "connection timed out"),
+        ("password authentication failed", "password authentication failed"),
+        ("no password supplied", "the server wants a password"),
+        ("file is not a database", "file is not a database"),
+        ("database disk image is malformed", "database disk image is malformed"),
+        ("unable to open database file", "unable to open database file"),
+        ("database is locked", "database is locked"),
+    ):
+        if needle in lowered:
+            return short
+    missing = re.search(r'database "([^"]+)" does not exist', text)
+    if missing:
+        return f"database {missing.group(1)!r} does not exist"
+    return text[:300]

@@ -11,7 +11,7 @@ import numpy as np
 import sqlalchemy as sa
 
 from daskscope.store import schema as s
-from daskscope.store.engine import Store, as_engine
+from daskscope.store.database import Database, as_engine
 from daskscope.tasklog.scan import scan_segments
 
 __all__ = ["ErredGroup", "erred_groups", "group_log_times"]
@@ -26,7 +26,7 @@ class ErredGroup(NamedTuple):
     tasks_erred: int
 
 
-def erred_groups(store: Store | sa.Engine, cluster_id: str) -> list[ErredGroup]:
+def erred_groups(store: Database | sa.Engine, cluster_id: str) -> list[ErredGroup]:
     """The cluster's task groups with at least one failed task."""
     g = s.task_groups.c
     with as_engine(store).connect() as conn:
@@ -39,7 +39,7 @@ def erred_groups(store: Store | sa.Engine, cluster_id: str) -> list[ErredGroup]:
 
 
 def group_log_times(
-    store: Store | sa.Engine,
+    store: Database | sa.Engine,
     cluster_id: str,
     wanted: Mapping[tuple[str | None, str], str],
     lo: float | None,

@@ -6,8 +6,9 @@ function's docstring and signature are the method's. A view or a route asks the 
 and never writes SQL or names a table (``tests/test_layers.py`` checks it); a new read
 is a function in the store module of its tables, named here.
 
-Not here yet: the task log's reads (``timeline``, ``task_scan``: they move into their
-own package) and the exports' (``export_reads``, which reads the task log).
+The task log's reads are here too (``store.timeline_window(cid)`` is
+:func:`daskscope.tasklog.window.timeline_window`): their modules sit in the task log's
+package (:mod:`daskscope.tasklog`) and import :mod:`.database`, never :mod:`.engine`.
 """
 
 from __future__ import annotations
@@ -15,20 +16,25 @@ from __future__ import annotations
 from daskscope.store import (
     advice,
     advice_facts,
+    alerts,
     analytics,
     audit,
     compare,
+    export_reads,
     groups,
     history,
     identity,
     queries,
     reports,
+    retention,
     runs,
     series,
     span_cost,
     totals,
 )
 from daskscope.store.database import Database
+from daskscope.tasklog import lookups, scan, window
+from daskscope.tasklog import reads as tasklog_reads
 
 __all__ = ["StoreReads"]
 
@@ -106,3 +112,30 @@ class StoreReads(Database):
     report_info = reports.report_info
     audit_page = audit.audit_page
     export_events = audit.export_events
+
+    # the task log (daskscope.tasklog): a window, a key's executions, the slowest, the
+    # transfers, how much it holds, and every execution in order (the exports')
+    timeline_window = window.timeline_window
+    task_executions = lookups.task_executions
+    slowest_tasks = lookups.slowest_tasks
+    transfers = lookups.transfers
+    timeline_extent = lookups.timeline_extent
+    log_version = tasklog_reads.log_version
+    scan_segments = scan.scan_segments
+    log_extent = scan.log_extent
+
+    # what the exports read that no page does (store/export_reads.py)
+    erred_groups = export_reads.erred_groups
+    group_log_times = export_reads.group_log_times
+
+    # retention (store/retention.py): the policy and what a prune removed
+    task_log_days = retention.task_log_days
+    account_policies = retention.account_policies
+    expired_clusters = retention.expired_clusters
+    pruned_task_log = retention.pruned_task_log
+
+    # alerts (store/alerts.py): the conditions the rules watch, the rules, the history
+    failed_clusters = alerts.failed_clusters
+    idle_clusters = alerts.idle_clusters
+    stored_rules = alerts.stored_rules
+    alert_history = alerts.alert_history

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from daskscope import config
-from daskscope.store.engine import IMMEDIATE, Store, short_reason
-from daskscope.store.errors import StoreError
+from daskscope.store.database import IMMEDIATE, Database
+from daskscope.store.errors import StoreError, short_reason
 from daskscope.store.partitions import Partition, ensure_partitions, is_partitioned, partitions
 from daskscope.store.schema import (
+    accounts,
     clusters,
     retention_policies,
     task_log_prunes,
@@ -37,6 +38,7 @@ __all__ = [
     "PruneReport",
     "PrunedTaskLog",
     "RetentionError",
+    "account_policies",
     "clear_task_log_days",
     "cluster_end",
     "expired_clusters",
@@ -125,14 +127,25 @@ def policies(conn: sa.Connection) -> dict[str, float | None]:
     return {account: days for account, days in rows}
 
 
-def task_log_days(store: Store, account: str) -> float | None:
+def task_log_days(store: Database, account: str) -> float | None:
     """The days ``account`` keeps its task log: its own policy, else the setting."""
     with store.engine.connect() as conn:
         own = policies(conn)
     return own.get(account, _configured_days())
 
 
-def set_task_log_days(store: Store, account: str, days: float | None, *, by: str | None) -> None:
+def account_policies(store: Database) -> list[tuple[str, float | None, bool]]:
+    """Every account (named, or holding clusters) with the days it keeps its task log
+    (None: for ever) and whether that is its own policy (else the setting), by name."""
+    with store.engine.connect() as conn:
+        own = policies(conn)
+        names = set(conn.execute(sa.select(accounts.c.name)).scalars())
+        names |= set(conn.execute(sa.select(clusters.c.account).distinct()).scalars())
+    default = _configured_days()
+    return [(n, own.get(n, default), n in own) for n in sorted(names | set(own))]
+
+
+def set_task_log_days(store: Database, account: str, days: float | None, *, by: str | None) -> None:
     """Set ``account``'s own policy (None: keep for ever). ``by`` is the member who sets
     it, who must be an admin of the account; None is the server's operator (the
     command line, which holds the database itself)."""
@@ -156,7 +169,7 @@ def set_task_log_days(store: Store, account: str, days: float | None, *, by: str
         )
 
 
-def clear_task_log_days(store: Store, account: str) -> None:
+def clear_task_log_days(store: Database, account: str) -> None:
     """Remove ``account``'s own policy: it follows the setting again."""
     with store.engine.begin() as conn:
         conn.execute(retention_policies.delete().where(retention_policies.c.account == account))
@@ -196,7 +209,7 @@ def _expired_query(account: str, cutoff: float) -> sa.Select[str, float, int, in
 
 
 def expired_clusters(
-    store: Store, *, account: str | None = None, now: float | None = None
+    store: Database, *, account: str | None = None, now: float | None = None
 ) -> list[ExpiredCluster]:
     """The clusters with a task log past their account's policy, oldest end first."""
     now = time.time() if now is None else now
@@ -224,7 +237,7 @@ class PruneReport:
 
 
 def prune_task_log(
-    store: Store, *, account: str | None = None, dry_run: bool = False, now: float | None = None
+    store: Database, *, account: str | None = None, dry_run: bool = False, now: float | None = None
 ) -> PruneReport:
     """Remove the task log of every cluster past its account's policy (only
     ``account``'s with one). On PostgreSQL a month partition whose rows all belong to
@@ -295,7 +308,7 @@ def _droppable_partitions(
 
 
 def _drop_partition(
-    store: Store, part: Partition, plan: dict[str, ExpiredCluster], now: float
+    store: Database, part: Partition, plan: dict[str, ExpiredCluster], now: float
 ) -> dict[str, tuple[int, int, int]] | None:
     """Drop ``part`` and mark its clusters, in one transaction; None (nothing done)
     when it now holds a row of a cluster not in the plan."""
@@ -317,7 +330,7 @@ def _drop_partition(
 
 
 def _prune_cluster(
-    store: Store, expired: ExpiredCluster, now: float
+    store: Database, expired: ExpiredCluster, now: float
 ) -> tuple[int, int, int] | None:
     cutoff = now - expired.task_log_days * DAY_S
     with store.engine.connect() as conn:
@@ -375,7 +388,7 @@ def _mark(
     )
 
 
-def pruned_task_log(store: Store, cluster_id: str) -> PrunedTaskLog | None:
+def pruned_task_log(store: Database, cluster_id: str) -> PrunedTaskLog | None:
     """The cluster's prune mark (None: its task log was never pruned)."""
     with store.engine.connect() as conn:
         row = conn.execute(

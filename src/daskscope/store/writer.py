@@ -16,8 +16,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from daskscope import model
-from daskscope.store.engine import IMMEDIATE, Store, as_engine, display_url, short_reason
-from daskscope.store.errors import RecordConflict, WriteFailed
+from daskscope.store.database import IMMEDIATE, Database, as_engine, display_url
+from daskscope.store.errors import RecordConflict, WriteFailed, short_reason
 from daskscope.store.schema import TABLE_FOR, Blob, conflict_columns, span_tags, spans
 from daskscope.store.span_tags import span_tag_rows
 from daskscope.text import escape_rows
@@ -39,7 +39,7 @@ _statements: dict[tuple[str, str], Any] = {}
 
 
 def write_records(
-    store_or_engine: Store | sa.Engine,
+    store_or_engine: Database | sa.Engine,
     records: Iterable[model.Record],
     *,
     rejected: list[Rejected] | None = None,
@@ -67,7 +67,7 @@ class Rejected:
 
 
 def write_rows(
-    store_or_engine: Store | sa.Engine,
+    store_or_engine: Database | sa.Engine,
     rows_by_table: Mapping[sa.Table, Sequence[dict[str, Any]]],
     *,
     before_write: Callable[[sa.Connection], None] | None = None,
@@ -95,7 +95,7 @@ Parts = Callable[[sa.Connection], Iterable[Mapping[sa.Table, Sequence[dict[str, 
 
 
 def write_parts(
-    store_or_engine: Store | sa.Engine,
+    store_or_engine: Database | sa.Engine,
     parts: Parts,
     records: int,
     *,
@@ -372,7 +372,7 @@ def _sqlite_upsert(conn: sa.Connection, table: sa.Table, rows: list[dict[str, An
     return written
 
 
-def prepare_writes(store_or_engine: Store | sa.Engine) -> None:
+def prepare_writes(store_or_engine: Database | sa.Engine) -> None:
     """Compile every table's upsert now (about 2 ms each), so that a writer started
     for one cluster pays it at its start rather than in its first writes."""
     if as_engine(store_or_engine).dialect.name == "sqlite":

@@ -16,8 +16,11 @@ One path, in the order the modules take it:
 3. **Its summary** (:mod:`~daskscope.tasklog.summaries`, pure). Beside each segment:
    busy seconds per worker thread and activity in a few hundred bins of its time range,
    and each group's slowest executions, so a zoomed-out read need not decode it.
-4. **The reads** (store layer: they take the :class:`~daskscope.store.Store`).
-   :mod:`~daskscope.tasklog.reads` finds, decodes and caches the segments a read needs;
+4. **The reads** (store layer: they take the store's
+   :class:`~daskscope.store.database.Database`, and are the
+   :class:`~daskscope.store.Store`'s methods: ``store.timeline_window(cid)``).
+   :mod:`~daskscope.tasklog.reads` finds, decodes and caches (in the store's
+   ``kept``) the segments a read needs;
    :mod:`~daskscope.tasklog.window` answers a window of time (every execution, or bins
    per thread summed by :mod:`~daskscope.tasklog.bins`);
    :mod:`~daskscope.tasklog.lookups` a key's executions, the slowest, the transfers and

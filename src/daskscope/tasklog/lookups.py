@@ -13,18 +13,15 @@ import numpy as np
 import numpy.typing as npt
 import sqlalchemy as sa
 
-from daskscope.store.engine import Store, as_engine
+from daskscope.store.database import Database
 from daskscope.tasklog.forms import TaskExecution, TimelineExtent, Transfer
 from daskscope.tasklog.reads import (
     check_cluster,
-    decoded,
     execution_at,
-    key_filters,
     name_at,
     passes_all,
-    segment_rows,
+    reading,
     selected,
-    summaries,
 )
 from daskscope.tasklog.segments import (
     KEY_IS_GROUP,
@@ -41,19 +38,19 @@ from daskscope.text import escape_text
 __all__ = ["slowest_tasks", "task_executions", "timeline_extent", "transfers"]
 
 
-def task_executions(store: Store | sa.Engine, cluster_id: str, key: str) -> list[TaskExecution]:
+def task_executions(store: Database | sa.Engine, cluster_id: str, key: str) -> list[TaskExecution]:
     """Every execution of ``key`` (the str of a Dask key), oldest first."""
     key = escape_text(key)  # stored so: a lone surrogate cannot be UTF-8
     found: list[TaskExecution] = []
-    with as_engine(store).connect() as conn:
-        check_cluster(conn, cluster_id)
-        rows = segment_rows(conn, cluster_id)
+    with reading(store) as log:
+        check_cluster(log.conn, cluster_id)
+        rows = log.segment_rows(cluster_id)
         groups = _groups_of_key(key)
         of_group = [r for r in rows if not groups.isdisjoint(r.groups)]
         rows = of_group or rows  # (a key of a form not foreseen: every segment may hold it)
-        filters = key_filters(conn, [r.id for r in rows])
+        filters = log.key_filters([r.id for r in rows])
         rows = [r for r in rows if key_filter_may_hold(filters[r.id], key)]
-        for seg in decoded(conn, rows):
+        for seg in log.decoded(rows):
             found += [execution_at(seg, int(row)) for row in _rows_of_key(seg, key)]
     return sorted(found, key=lambda t: (t.start, t.stop))
 
@@ -90,7 +87,7 @@ def _rows_of_key(seg: DecodedSegment, key: str) -> npt.NDArray[np.intp]:
 
 
 def slowest_tasks(
-    store: Store | sa.Engine,
+    store: Database | sa.Engine,
     cluster_id: str,
     *,
     group: str | None = None,
@@ -103,14 +100,14 @@ def slowest_tasks(
     holding the longest of those are decoded."""
     if limit <= 0:
         return []
-    with as_engine(store).connect() as conn:
-        check_cluster(conn, cluster_id)
-        rows = segment_rows(conn, cluster_id)
+    with reading(store) as log:
+        check_cluster(log.conn, cluster_id)
+        rows = log.segment_rows(cluster_id)
         if group is not None:
             rows = [r for r in rows if group in r.groups]
         held = {
             segment_id: summary
-            for segment_id, summary in summaries(conn, rows).items()
+            for segment_id, summary in log.summaries(rows).items()
             if limit <= SLOWEST_PER_GROUP and passes_all(summary, computation_id, None, None)
         }
         # (duration, segment, row) of the candidates the summaries name
@@ -130,9 +127,9 @@ def slowest_tasks(
             )
         best = heapq.nlargest(limit, candidates)
         needed = sorted({index for _, index, _ in best})
-        named = dict(zip(needed, decoded(conn, [rows[i] for i in needed]), strict=True))
+        named = dict(zip(needed, log.decoded([rows[i] for i in needed]), strict=True))
         found = [(d, row, named[index]) for d, index, row in best]
-        for seg in decoded(conn, [r for r in rows if r.id not in held]):
+        for seg in log.decoded([r for r in rows if r.id not in held]):
             mask, first, last = selected(
                 seg, None, None, group=group, computation_id=computation_id
             )
@@ -156,7 +153,7 @@ def _index(names: list[str], name: str) -> int:
 
 
 def transfers(
-    store: Store | sa.Engine,
+    store: Database | sa.Engine,
     cluster_id: str,
     start: float | None = None,
     stop: float | None = None,
@@ -165,9 +162,9 @@ def transfers(
 ) -> list[Transfer]:
     """Transfers overlapping ``[start, stop]``, oldest first, at most ``limit``."""
     found: list[Transfer] = []
-    with as_engine(store).connect() as conn:
-        check_cluster(conn, cluster_id)
-        for seg in decoded(conn, segment_rows(conn, cluster_id, start, stop)):
+    with reading(store) as log:
+        check_cluster(log.conn, cluster_id)
+        for seg in log.decoded(log.segment_rows(cluster_id, start, stop)):
             name = seg.name_index("transfer")
             if name < 0:
                 continue
@@ -193,7 +190,7 @@ def transfers(
 
 
 def timeline_extent(
-    store: Store | sa.Engine, cluster_id: str, *, computation_id: str | None = None
+    store: Database | sa.Engine, cluster_id: str, *, computation_id: str | None = None
 ) -> TimelineExtent:
     """How much the task log of the cluster (or of one computation) holds."""
     keys: set[tuple[str, int, str]] = set()
@@ -201,9 +198,9 @@ def timeline_extent(
     first: float | None = None
     last: float | None = None
     lanes: set[tuple[str, int]] = set()
-    with as_engine(store).connect() as conn:
-        check_cluster(conn, cluster_id)
-        for seg in decoded(conn, segment_rows(conn, cluster_id)):
+    with reading(store) as log:
+        check_cluster(log.conn, cluster_id)
+        for seg in log.decoded(log.segment_rows(cluster_id)):
             mask, f, la = selected(seg, None, None, computation_id=computation_id)
             chosen = np.flatnonzero(mask)
             if not len(chosen):

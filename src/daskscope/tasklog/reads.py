@@ -1,8 +1,9 @@
 """Reading a cluster's task-log segments from the store, for the timeline's reads
 (:mod:`daskscope.tasklog.window`, :mod:`daskscope.tasklog.lookups`): which segments
 overlap a time range, their summaries, key filters and decoded columns, each kept in a
-small cache (a segment never changes once written: the same id is the same executions);
-and which of a decoded segment's executions a read wants, as :class:`TaskExecution` s.
+small cache of the Store (a segment never changes once written: the same id is the same
+executions; :func:`reading` opens a connection with the store's caches); and which of a
+decoded segment's executions a read wants, as :class:`TaskExecution` s.
 
 Segments carry their time range, their groups and a filter of their keys, so a read
 decodes only the ones that may hold what it asks.
@@ -13,15 +14,16 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import sqlalchemy as sa
 
-from daskscope.store import schema as s
-from daskscope.store.engine import Store, as_engine
+import daskscope.store.schema as s
+from daskscope.store.database import Database, as_engine
 from daskscope.store.errors import UnknownCluster
 from daskscope.store.groups import span_scope_ids
 from daskscope.tasklog.forms import COMPUTE, TaskAction, TaskExecution
@@ -29,19 +31,18 @@ from daskscope.tasklog.segments import STATES, DecodedSegment, decode_segment
 from daskscope.tasklog.summaries import Summary, read_summary
 
 __all__ = [
+    "LogReader",
     "LogVersion",
+    "SegmentCaches",
     "SegmentRow",
     "check_cluster",
-    "decoded",
     "execution_at",
-    "key_filters",
     "log_version",
     "name_at",
     "passes_all",
-    "segment_rows",
+    "reading",
     "selected",
     "span_ids",
-    "summaries",
 ]
 
 #: (segments, newest stop) of a cluster's task log: figures read from the whole log
@@ -49,7 +50,7 @@ __all__ = [
 LogVersion = tuple[int, float | None]
 
 
-def log_version(store: Store | sa.Engine, cluster_id: str) -> LogVersion:
+def log_version(store: Database | sa.Engine, cluster_id: str) -> LogVersion:
     """How much the cluster's task log holds, read from the segments' index alone."""
     t = s.task_segments.c
     query = sa.select(sa.func.count(), sa.func.max(t.last_stop)).where(t.cluster_id == cluster_id)
@@ -75,11 +76,11 @@ class _Lru:
 
     def __init__(self, max_weight: int) -> None:
         self.max_weight = max_weight
-        self._held: OrderedDict[tuple[str, str], tuple[Any, int]] = OrderedDict()
+        self._held: OrderedDict[str, tuple[Any, int]] = OrderedDict()
         self._weight = 0
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, str]) -> Any:
+    def get(self, key: str) -> Any:
         with self._lock:
             found = self._held.get(key)
             if found is None:
@@ -87,7 +88,7 @@ class _Lru:
             self._held.move_to_end(key)
             return found[0]
 
-    def put(self, key: tuple[str, str], value: Any, weight: int) -> None:
+    def put(self, key: str, value: Any, weight: int) -> None:
         with self._lock:
             if key in self._held:
                 return
@@ -98,12 +99,29 @@ class _Lru:
                 self._weight -= dropped
 
 
-# In the server process: a segment never changes once written (its id is its cluster
-# and number, and writing it again writes the same executions)
-_decoded_cache = _Lru(max_weight=2_000_000)  # executions
-_summary_cache = _Lru(max_weight=512 * 2**20)  # bytes of parsed summaries
-_filter_cache = _Lru(max_weight=64 * 2**20)  # bytes
-_rows_cache = _Lru(max_weight=1_000_000)  # segments listed
+@dataclass(frozen=True, slots=True)
+class SegmentCaches:
+    """What a Store keeps of its task log between reads (``store.kept``, so a closed
+    store drops it and two stores never share it), by segment id or cluster id: a
+    segment never changes once written (its id is its cluster and number, and writing
+    it again writes the same executions)."""
+
+    decoded: _Lru = field(default_factory=lambda: _Lru(max_weight=2_000_000))  # executions
+    summaries: _Lru = field(default_factory=lambda: _Lru(max_weight=512 * 2**20))  # bytes
+    filters: _Lru = field(default_factory=lambda: _Lru(max_weight=64 * 2**20))  # bytes
+    rows: _Lru = field(default_factory=lambda: _Lru(max_weight=1_000_000))  # segments listed
+
+
+@contextmanager
+def reading(store: Database | sa.Engine) -> Iterator[LogReader]:
+    """A connection to the store with its task-log caches (an engine alone has no store
+    to keep them in: its reads keep nothing past the call)."""
+    if isinstance(store, Database):
+        caches = store.kept("tasklog.segments", SegmentCaches)
+    else:
+        caches = SegmentCaches()
+    with as_engine(store).connect() as conn:
+        yield LogReader(conn, caches)
 
 
 def check_cluster(conn: sa.Connection, cluster_id: str) -> None:
@@ -114,98 +132,102 @@ def check_cluster(conn: sa.Connection, cluster_id: str) -> None:
         raise UnknownCluster(cluster_id)
 
 
-def segment_rows(
-    conn: sa.Connection, cluster_id: str, start: float | None = None, stop: float | None = None
-) -> list[SegmentRow]:
-    """The cluster's segments overlapping ``[start, stop]``, oldest first.
+@dataclass(frozen=True, slots=True)
+class LogReader:
+    """A connection and the store's task-log caches: the segments' reads."""
 
-    Read once per state of the log (its segment count and newest start, which the index
-    answers alone) and kept: a segment's groups lie after its payload in the row, so
-    reading them walks the payload's pages (a quarter of a second at 200 segments)."""
-    t = s.task_segments.c
-    state = tuple(
-        conn.execute(
-            sa.select(sa.func.count(), sa.func.max(t.first_start)).where(t.cluster_id == cluster_id)
-        ).one()
-    )
-    key = (str(conn.engine.url), cluster_id)
-    held = _rows_cache.get(key)
-    if held is None or held[0] != state:
-        query = sa.select(t.id, t.first_start, t.last_stop, t.executions, t.groups).where(
-            t.cluster_id == cluster_id
+    conn: sa.Connection
+    caches: SegmentCaches
+
+    def segment_rows(
+        self, cluster_id: str, start: float | None = None, stop: float | None = None
+    ) -> list[SegmentRow]:
+        """The cluster's segments overlapping ``[start, stop]``, oldest first.
+
+        Read once per state of the log (its segment count and newest start, which the index
+        answers alone) and kept: a segment's groups lie after its payload in the row, so
+        reading them walks the payload's pages (a quarter of a second at 200 segments)."""
+        t = s.task_segments.c
+        state = tuple(
+            self.conn.execute(
+                sa.select(sa.func.count(), sa.func.max(t.first_start)).where(
+                    t.cluster_id == cluster_id
+                )
+            ).one()
         )
-        rows = conn.execute(query.order_by(t.first_start, t.segment))
-        held = (state, [SegmentRow(r[0], r[1], r[2], r[3], list(r[4] or ())) for r in rows])
-        _rows_cache.put(key, held, len(held[1]) + 1)
-    return [
-        r
-        for r in held[1]
-        if (stop is None or r.first_start <= stop) and (start is None or r.last_stop >= start)
-    ]
+        held = self.caches.rows.get(cluster_id)
+        if held is None or held[0] != state:
+            query = sa.select(t.id, t.first_start, t.last_stop, t.executions, t.groups).where(
+                t.cluster_id == cluster_id
+            )
+            rows = self.conn.execute(query.order_by(t.first_start, t.segment))
+            held = (state, [SegmentRow(r[0], r[1], r[2], r[3], list(r[4] or ())) for r in rows])
+            self.caches.rows.put(cluster_id, held, len(held[1]) + 1)
+        return [
+            r
+            for r in held[1]
+            if (stop is None or r.first_start <= stop) and (start is None or r.last_stop >= start)
+        ]
 
+    def key_filters(self, ids: list[str]) -> dict[str, bytes]:
+        """The key filters of the segments ``ids``: from the cache, else read (and kept)."""
+        found: dict[str, bytes] = {}
+        missing = []
+        for segment_id in ids:
+            value = self.caches.filters.get(segment_id)
+            if value is None:
+                missing.append(segment_id)
+            else:
+                found[segment_id] = value
+        t = s.task_segments.c
+        for first in range(0, len(missing), 500):
+            query = sa.select(t.id, t.key_filter).where(t.id.in_(missing[first : first + 500]))
+            for segment_id, value in self.conn.execute(query):
+                found[segment_id] = bytes(value or b"")
+                self.caches.filters.put(segment_id, found[segment_id], len(found[segment_id]) + 100)
+        return found
 
-def key_filters(conn: sa.Connection, ids: list[str]) -> dict[str, bytes]:
-    """The key filters of the segments ``ids``: from the cache, else read (and kept)."""
-    url = str(conn.engine.url)
-    found: dict[str, bytes] = {}
-    missing = []
-    for segment_id in ids:
-        value = _filter_cache.get((url, segment_id))
-        if value is None:
-            missing.append(segment_id)
-        else:
-            found[segment_id] = value
-    t = s.task_segments.c
-    for first in range(0, len(missing), 500):
-        query = sa.select(t.id, t.key_filter).where(t.id.in_(missing[first : first + 500]))
-        for segment_id, value in conn.execute(query):
-            found[segment_id] = bytes(value or b"")
-            _filter_cache.put((url, segment_id), found[segment_id], len(found[segment_id]) + 100)
-    return found
+    def summaries(self, rows: list[SegmentRow]) -> dict[str, Summary]:
+        """The segments' summaries, read and parsed once per store."""
+        found: dict[str, Summary | None] = {}
+        missing = []
+        for r in rows:
+            held = self.caches.summaries.get(r.id)
+            if held is None:
+                missing.append(r.id)
+            else:
+                found[r.id] = held[0]
+        t = s.task_segments.c
+        for first in range(0, len(missing), 200):
+            query = sa.select(t.id, t.summary).where(t.id.in_(missing[first : first + 200]))
+            for segment_id, blob in self.conn.execute(query):
+                summary = read_summary(bytes(blob or b""))
+                found[segment_id] = summary
+                weight = 100 if summary is None else summary.nbytes
+                self.caches.summaries.put(segment_id, (summary,), weight)
+        return {segment_id: summary for segment_id, summary in found.items() if summary is not None}
 
-
-def summaries(conn: sa.Connection, rows: list[SegmentRow]) -> dict[str, Summary]:
-    """The segments' summaries, read and parsed once per server process."""
-    url = str(conn.engine.url)
-    found: dict[str, Summary | None] = {}
-    missing = []
-    for r in rows:
-        held = _summary_cache.get((url, r.id))
-        if held is None:
-            missing.append(r.id)
-        else:
-            found[r.id] = held[0]
-    t = s.task_segments.c
-    for first in range(0, len(missing), 200):
-        query = sa.select(t.id, t.summary).where(t.id.in_(missing[first : first + 200]))
-        for segment_id, blob in conn.execute(query):
-            summary = read_summary(bytes(blob or b""))
-            found[segment_id] = summary
-            weight = 100 if summary is None else summary.nbytes
-            _summary_cache.put((url, segment_id), (summary,), weight)
-    return {segment_id: summary for segment_id, summary in found.items() if summary is not None}
-
-
-def decoded(conn: sa.Connection, rows: list[SegmentRow]) -> Iterator[DecodedSegment]:
-    """The segments of ``rows`` decoded: from the cache, else read in one query."""
-    url = str(conn.engine.url)
-    missing = [r.id for r in rows if _decoded_cache.get((url, r.id)) is None]
-    fresh: dict[str, DecodedSegment] = {}
-    t = s.task_segments.c
-    for first in range(0, len(missing), 50):
-        query = sa.select(t.id, t.format, t.payload).where(t.id.in_(missing[first : first + 50]))
-        for segment_id, fmt, payload in conn.execute(query):
-            segment = decode_segment(fmt, bytes(payload))
-            _decoded_cache.put((url, segment_id), segment, len(segment))
-            if len(fresh) < 8:  # a few survive a cache too small for the query
-                fresh[segment_id] = segment
-    for r in rows:
-        segment = fresh.get(r.id) or _decoded_cache.get((url, r.id))
-        if segment is None:  # evicted meanwhile by a larger query: read it alone
-            query = sa.select(t.format, t.payload).where(t.id == r.id)
-            fmt, payload = conn.execute(query).one()
-            segment = decode_segment(fmt, bytes(payload))
-        yield segment
+    def decoded(self, rows: list[SegmentRow]) -> Iterator[DecodedSegment]:
+        """The segments of ``rows`` decoded: from the cache, else read in one query."""
+        missing = [r.id for r in rows if self.caches.decoded.get(r.id) is None]
+        fresh: dict[str, DecodedSegment] = {}
+        t = s.task_segments.c
+        for first in range(0, len(missing), 50):
+            query = sa.select(t.id, t.format, t.payload).where(
+                t.id.in_(missing[first : first + 50])
+            )
+            for segment_id, fmt, payload in self.conn.execute(query):
+                segment = decode_segment(fmt, bytes(payload))
+                self.caches.decoded.put(segment_id, segment, len(segment))
+                if len(fresh) < 8:  # a few survive a cache too small for the query
+                    fresh[segment_id] = segment
+        for r in rows:
+            segment = fresh.get(r.id) or self.caches.decoded.get(r.id)
+            if segment is None:  # evicted meanwhile by a larger query: read it alone
+                query = sa.select(t.format, t.payload).where(t.id == r.id)
+                fmt, payload = self.conn.execute(query).one()
+                segment = decode_segment(fmt, bytes(payload))
+            yield segment
 
 
 # -- the executions of a segment ---------------------------------------------------------

@@ -18,8 +18,8 @@ import numpy as np
 import numpy.typing as npt
 import sqlalchemy as sa
 
-from daskscope.store import schema as s
-from daskscope.store.engine import Store, as_engine
+import daskscope.store.schema as s
+from daskscope.store.database import Database, as_engine
 from daskscope.tasklog.reads import check_cluster
 from daskscope.tasklog.segments import STATES, DecodedSegment, decode_segment, key_text
 
@@ -48,7 +48,7 @@ class ScannedSegment:
 
 
 def scan_segments(
-    store: Store | sa.Engine,
+    store: Database | sa.Engine,
     cluster_id: str,
     start: float | None = None,
     stop: float | None = None,
@@ -90,7 +90,7 @@ class LogExtent:
 
 
 def log_extent(
-    store: Store | sa.Engine, cluster_id: str, *, computation: str | None = None
+    store: Database | sa.Engine, cluster_id: str, *, computation: str | None = None
 ) -> LogExtent:
     """The cluster's task log's extent: from the segments' rows alone for the whole
     cluster, else by a pass over the segments' columns. Raises UnknownCluster."""

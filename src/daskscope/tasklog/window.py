@@ -19,19 +19,18 @@ import numpy as np
 import numpy.typing as npt
 import sqlalchemy as sa
 
-from daskscope.store.engine import Store, as_engine
+from daskscope.store.database import Database
 from daskscope.tasklog.bins import BinSums
 from daskscope.tasklog.forms import Lane, TimelineWindow
 from daskscope.tasklog.reads import (
+    LogReader,
     SegmentRow,
     check_cluster,
-    decoded,
     execution_at,
     passes_all,
-    segment_rows,
+    reading,
     selected,
     span_ids,
-    summaries,
 )
 from daskscope.tasklog.segments import DecodedSegment
 from daskscope.tasklog.summaries import BINS, Summary
@@ -78,7 +77,7 @@ class _Read:
 
 
 def timeline_window(
-    store: Store | sa.Engine,
+    store: Database | sa.Engine,
     cluster_id: str,
     start: float | None = None,
     stop: float | None = None,
@@ -98,19 +97,19 @@ def timeline_window(
     as wide; its executions then count in the bin where they *start*. ``span_id`` keeps
     the tasks of the span and of every span below it."""
     _check_window(start, stop, max_tasks, bins)
-    with as_engine(store).connect() as conn:
-        check_cluster(conn, cluster_id)
-        filters = _Filters(computation_id, span_ids(conn, cluster_id, span_id), group)
-        rows, held = _candidates(conn, cluster_id, start, stop, filters)
+    with reading(store) as log:
+        check_cluster(log.conn, cluster_id)
+        filters = _Filters(computation_id, span_ids(log.conn, cluster_id, span_id), group)
+        rows, held = _candidates(log, cluster_id, start, stop, filters)
         whole = [r for r in rows if r.id in held]
-        picked = _picked(conn, [r for r in rows if r.id not in held], start, stop, filters)
+        picked = _picked(log, [r for r in rows if r.id not in held], start, stop, filters)
         total = _count(picked) + sum(_started_within(held[r.id], r, start, stop) for r in whole)
         start, stop = _bounds(start, stop, whole, picked)
         if total <= max_tasks:  # few: every one of them, exactly
-            picked += _picked(conn, whole, start, stop, filters)
+            picked += _picked(log, whole, start, stop, filters)
             read = _Read(picked, [], _count(picked))
         else:
-            read = _coarse(conn, whole, held, picked, (start, stop, bins), filters)
+            read = _coarse(log, whole, held, picked, (start, stop, bins), filters)
     if not read.summed and read.total <= max_tasks:
         return _raw_window(cluster_id, start, stop, read)
     return _binned_window(cluster_id, start, stop, bins, read)
@@ -124,7 +123,7 @@ def _check_window(start: float | None, stop: float | None, max_tasks: int, bins:
 
 
 def _candidates(
-    conn: sa.Connection,
+    log: LogReader,
     cluster_id: str,
     start: float | None,
     stop: float | None,
@@ -132,15 +131,15 @@ def _candidates(
 ) -> tuple[list[SegmentRow], dict[str, Summary]]:
     """The segments that may hold executions of the window, and the summaries of those
     whose every execution passes the filters (by segment id)."""
-    rows = segment_rows(conn, cluster_id, start, stop)
+    rows = log.segment_rows(cluster_id, start, stop)
     if filters.group is not None:
         rows = [r for r in rows if filters.group in r.groups]
-    held = {i: summary for i, summary in summaries(conn, rows).items() if filters.hold_all(summary)}
+    held = {i: summary for i, summary in log.summaries(rows).items() if filters.hold_all(summary)}
     return rows, held
 
 
 def _picked(
-    conn: sa.Connection,
+    log: LogReader,
     rows: list[SegmentRow],
     start: float | None,
     stop: float | None,
@@ -148,7 +147,7 @@ def _picked(
 ) -> list[_Picked]:
     """The executions of the segments of ``rows`` in the window and passing the filters."""
     picked: list[_Picked] = []
-    for seg in decoded(conn, rows):
+    for seg in log.decoded(rows):
         mask, first, last = filters.pick(seg, start, stop)
         chosen = np.flatnonzero(mask)
         if len(chosen):
@@ -192,7 +191,7 @@ def _bounds(
 
 
 def _coarse(
-    conn: sa.Connection,
+    log: LogReader,
     whole: list[SegmentRow],
     held: dict[str, Summary],
     picked: list[_Picked],
@@ -206,7 +205,7 @@ def _coarse(
     levels = {r.id: held[r.id].coarse(width) for r in whole}
     spread = [r for r in whole if levels[r.id] is not None]
     decode = [r for r in whole if levels[r.id] is None]
-    picked = picked + _picked(conn, decode, start, stop, filters)
+    picked = picked + _picked(log, decode, start, stop, filters)
     counted = sum(_started_within(held[r.id], r, start, stop) for r in spread)
     summed = [level for r in spread if (level := levels[r.id]) is not None]
     return _Read(picked, summed, _count(picked) + counted)

@@ -14,8 +14,6 @@ from daskscope.analysis.advice.base import Scope
 from daskscope.format import value_text
 from daskscope.store import Store
 from daskscope.tasklog.forms import COMPUTE
-from daskscope.tasklog.lookups import slowest_tasks
-from daskscope.tasklog.window import timeline_window
 from daskscope.views.advice_resources import resource_extra
 
 __all__ = [
@@ -178,8 +176,8 @@ def _timeline_facts(
     windows: dict[str, tuple[float, float]] | None = {}
     slowest: list[dict[str, Any]] = []
     for computation_id in computation_ids if computation_ids is not None else [None]:
-        window = timeline_window(
-            store, cluster_id, computation_id=computation_id, max_tasks=RAW_TIMELINE_TASKS,
+        window = store.timeline_window(
+            cluster_id, computation_id=computation_id, max_tasks=RAW_TIMELINE_TASKS,
             bins=100,
         )  # fmt: skip
         if window.raw:
@@ -207,8 +205,8 @@ def _timeline_facts(
                 "duration_s": t.stop - t.start,
                 "computation_id": t.computation_id,
             }
-            for t in slowest_tasks(
-                store, cluster_id, computation_id=computation_id, limit=SLOWEST_TASKS
+            for t in store.slowest_tasks(
+                cluster_id, computation_id=computation_id, limit=SLOWEST_TASKS
             )
         ]
     return {

@@ -41,7 +41,6 @@ from daskscope.analysis.duration import elapsed
 from daskscope.analysis.graph import task_group_graph
 from daskscope.catalogue import NO_ACTIVITY_COLOUR, task_action_colours
 from daskscope.store import Store
-from daskscope.tasklog.scan import scan_segments
 from daskscope.tasklog.segments import key_text
 from daskscope.views.cluster import CodeFrame
 from daskscope.views.computation import GraphEdge
@@ -223,7 +222,7 @@ def _read_log(
     log = _Log()
     start = comp["started_at"] - LOG_MARGIN_S if comp["started_at"] is not None else None
     stop = comp["stopped_at"] + LOG_MARGIN_S if comp["stopped_at"] is not None else None
-    for item in scan_segments(store, cluster_id, start, stop):
+    for item in store.scan_segments(cluster_id, start, stop):
         seg = item.decoded
         rows = np.flatnonzero(seg.naming(seg.computation, (computation_id,)))
         if not len(rows):

@@ -20,13 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from daskscope.store import Store
-from daskscope.store.export_reads import ErredGroup, erred_groups, group_log_times
+from daskscope.store.export_reads import ErredGroup
 from daskscope.tasklog.scan import (
     PlainColumns,
     PlainColumnsCache,
-    log_extent,
     ordered_rows,
-    scan_segments,
 )
 
 __all__ = [
@@ -114,7 +112,7 @@ class ExportView:
         """The window of the task log to export: the one asked for, else from the first
         start to just past the last stop. Raises NothingRecorded when no task of the
         cluster (or the computation) was recorded, or none ran in the window."""
-        extent = log_extent(self.store, self.cluster_id, computation=self.computation)
+        extent = self.store.log_extent(self.cluster_id, computation=self.computation)
         if not extent.executions or extent.first is None or extent.last is None:
             raise NothingRecorded(
                 f"cluster {self.cluster_id} has no task recorded"
@@ -144,7 +142,7 @@ class ExportView:
         bounded by the segments overlapping one another, not the log)."""
         cache = PlainColumnsCache()
         held: Page = []
-        scanned = scan_segments(self.store, self.cluster_id, window.lo, window.hi)
+        scanned = self.store.scan_segments(self.cluster_id, window.lo, window.hi)
         for batch in ordered_rows(scanned, window.lo, window.hi, computation=self.computation):
             plain = cache.of(batch)
             for which, row in zip(batch.segment.tolist(), batch.rows.tolist(), strict=True):
@@ -163,7 +161,7 @@ class ExportView:
 
     def erred_groups(self) -> list[ErredGroup]:
         """The cluster's task groups with failed tasks."""
-        return erred_groups(self.store, self.cluster_id)
+        return self.store.erred_groups(self.cluster_id)
 
     def group_log_times(
         self,
@@ -174,7 +172,7 @@ class ExportView:
         """Where the task log places groups: ``wanted`` maps (computation id, group
         name) to a group's id; returns id -> (first start, last stop) of its executions
         in the segments overlapping ``[lo, hi]``."""
-        return group_log_times(self.store, self.cluster_id, wanted, lo, hi)
+        return self.store.group_log_times(self.cluster_id, wanted, lo, hi)
 
 
 def export_view(

@@ -29,7 +29,6 @@ from dask.utils import key_split
 
 from daskscope.catalogue import task_action_colours
 from daskscope.store import Store
-from daskscope.store.series import span_tree_rows
 from daskscope.tasklog.forms import (
     COMPUTE,
     LaneColumns,
@@ -38,10 +37,8 @@ from daskscope.tasklog.forms import (
     TimelineExtent,
     TimelineWindow,
 )
-from daskscope.tasklog.lookups import slowest_tasks, task_executions, timeline_extent
-from daskscope.tasklog.reads import LogVersion, log_version
+from daskscope.tasklog.reads import LogVersion
 from daskscope.tasklog.timeline import Interval, clipped_seconds, idle_gaps, spread
-from daskscope.tasklog.window import timeline_window
 
 __all__ = [
     "DEFAULT_BINS",
@@ -264,35 +261,33 @@ class TaskDetailView:
 
 # -- what the whole cluster holds, kept until it records more ----------------------------
 
-# each kept with the version of the log it was read from (tasklog.reads.log_version)
-_extents: dict[tuple[int, str, str | None], tuple[LogVersion, TimelineExtent]] = {}
-_lanes: dict[tuple[int, str], tuple[LogVersion, list[tuple[str, int]]]] = {}
+# each kept by the Store (store.kept: a closed store drops them, two stores never share
+# them) with the version of the log it was read from (Store.log_version), at most _KEPT
 _KEPT = 256
+_Extents = dict[tuple[str, str | None], tuple[LogVersion, TimelineExtent]]
+_Lanes = dict[str, tuple[LogVersion, list[tuple[str, int]]]]
+_Slowest = dict[tuple[str, str | None, str | None], tuple[LogVersion, list[TaskExecution]]]
 
 
 def _version(store: Store, cluster_id: str) -> LogVersion:
     """How much the cluster's task log holds: the extent and the lanes read every
     segment, so they are read again only when this changes."""
-    return log_version(store, cluster_id)
+    return store.log_version(cluster_id)
 
 
 def _extent(
     store: Store, cluster_id: str, computation_id: str | None, version: LogVersion
 ) -> TimelineExtent:
-    key = (id(store), cluster_id, computation_id)
-    kept = _extents.get(key)
+    extents: _Extents = store.kept("views.timeline.extents", dict)
+    key = (cluster_id, computation_id)
+    kept = extents.get(key)
     if kept is not None and kept[0] == version:
         return kept[1]
-    extent = timeline_extent(store, cluster_id, computation_id=computation_id)
-    if len(_extents) > _KEPT:
-        _extents.clear()
-    _extents[key] = (version, extent)
+    extent = store.timeline_extent(cluster_id, computation_id=computation_id)
+    if len(extents) > _KEPT:
+        extents.clear()
+    extents[key] = (version, extent)
     return extent
-
-
-_slowest_kept: dict[
-    tuple[int, str, str | None, str | None], tuple[LogVersion, list[TaskExecution]]
-] = {}
 
 
 def _slowest(
@@ -303,31 +298,32 @@ def _slowest(
     version: LogVersion,
 ) -> list[TaskExecution]:
     """The longest executions: the same in every window, read once per state of the log."""
-    key = (id(store), cluster_id, computation_id, group)
-    kept = _slowest_kept.get(key)
+    slowest: _Slowest = store.kept("views.timeline.slowest", dict)
+    key = (cluster_id, computation_id, group)
+    kept = slowest.get(key)
     if kept is not None and kept[0] == version:
         return kept[1]
-    found = slowest_tasks(
-        store, cluster_id, group=group, computation_id=computation_id, limit=LISTED
+    found = store.slowest_tasks(
+        cluster_id, group=group, computation_id=computation_id, limit=LISTED
     )
-    if len(_slowest_kept) > _KEPT:
-        _slowest_kept.clear()
-    _slowest_kept[key] = (version, found)
+    if len(slowest) > _KEPT:
+        slowest.clear()
+    slowest[key] = (version, found)
     return found
 
 
 def _cluster_lanes(store: Store, cluster_id: str, version: LogVersion) -> list[tuple[str, int]]:
     """Every (worker, thread) that ran a task in the cluster, sorted (one binned query
     over the whole log)."""
-    key = (id(store), cluster_id)
-    kept = _lanes.get(key)
+    lanes: _Lanes = store.kept("views.timeline.lanes", dict)
+    kept = lanes.get(cluster_id)
     if kept is not None and kept[0] == version:
         return kept[1]
-    whole = timeline_window(store, cluster_id, max_tasks=0, bins=1)
+    whole = store.timeline_window(cluster_id, max_tasks=0, bins=1)
     found = sorted({(lane.worker, lane.thread) for lane in whole.lanes})
-    if len(_lanes) > _KEPT:
-        _lanes.clear()
-    _lanes[key] = (version, found)
+    if len(lanes) > _KEPT:
+        lanes.clear()
+    lanes[cluster_id] = (version, found)
     return found
 
 
@@ -399,8 +395,7 @@ def timeline_view(
     the tasks that pass the filters; raises :class:`~daskscope.store.UnknownCluster`."""
     _check_window(start, stop, width_bins)
     filters = TimelineFilters(computation_id, span_id, group)
-    window = timeline_window(
-        store,
+    window = store.timeline_window(
         cluster_id,
         start,
         stop,
@@ -723,7 +718,7 @@ def _empty(
 
 def task_detail_view(store: Store, cluster_id: str, key: str) -> TaskDetailView | None:
     """Every execution of ``key`` (None: the cluster recorded no task of that key)."""
-    found = task_executions(store, cluster_id, key)
+    found = store.task_executions(cluster_id, key)
     if not found:
         return None
     # numbered as on the timeline: among all the cluster's threads
@@ -752,7 +747,7 @@ def span_of_tag(store: Store, cluster_id: str, tag_or_id: str) -> str:
     """The id of the span named by ``tag_or_id``: a span id, or a tag carried by one
     span (with the spans below it, which carry their parents' tags too). Raises
     ``LookupError`` saying which spans there are when none or several match."""
-    spans, _ = span_tree_rows(store, cluster_id)
+    spans, _ = store.span_tree_rows(cluster_id)
     ids = {r["span_id"] for r in spans}
     if tag_or_id in ids:
         return tag_or_id

@@ -29,11 +29,8 @@ from daskscope.store.alerts import (
     Condition,
     claim_due,
     clear_others,
-    failed_clusters,
     fire,
-    idle_clusters,
     record_attempt,
-    stored_rules,
 )
 from daskscope.views.history import regressions_view
 
@@ -170,12 +167,12 @@ class AlertLoop:
 
     def conditions(self, rule: AlertRule, now: float) -> list[Condition]:
         if rule.kind == "failed":
-            return failed_clusters(self.store, rule.account, now - rule.lookback_hours * 3600)
+            return self.store.failed_clusters(rule.account, now - rule.lookback_hours * 3600)
         if rule.kind == "budget":
             return self.over_budget(rule, now)
         if rule.kind == "regression":
             return self.regressions(rule, now)
-        return idle_clusters(self.store, rule.account, rule.idle_minutes * 60, now)
+        return self.store.idle_clusters(rule.account, rule.idle_minutes * 60, now)
 
     def over_budget(self, rule: AlertRule, now: float) -> list[Condition]:
         """The account's spend over the clusters started in the last ``period``, when
@@ -228,7 +225,7 @@ class AlertLoop:
         that no longer reads, or that a configured rule's name hides, is skipped)."""
         found = list(self.settings.rules)
         names = {r.name for r in found}
-        for row in stored_rules(self.store):
+        for row in self.store.stored_rules():
             if row["name"] in names:
                 continue
             try:

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import HTMLResponse, Response
 
-from daskscope.store.alerts import alert_history, delete_rule, put_rule, stored_rules
+from daskscope.store.alerts import delete_rule, put_rule
 from daskscope.web.alerts import rule_from
 from daskscope.web.auth import viewer_of
 from daskscope.web.errors import HTTPError
@@ -49,7 +49,7 @@ _SHOWN = (
 def _data(request: Request) -> dict[str, Any]:
     viewer = viewer_of(request)
     accounts = None if viewer is None else [viewer.account]
-    rows = alert_history(store_of(request), accounts=accounts, limit=HISTORY_ROWS)
+    rows = store_of(request).alert_history(accounts=accounts, limit=HISTORY_ROWS)
     loop = getattr(request.app.state, "alerts", None)
     return {
         "account": None if viewer is None else viewer.account,
@@ -143,7 +143,7 @@ def delete_alert_rule(request: Request, name: str) -> Response:
 )
 def alert_rules_json(request: Request) -> Response:
     viewer = viewer_of(request)
-    rows = stored_rules(store_of(request))
+    rows = store_of(request).stored_rules()
     return json_response(
         [{**row} for row in rows if viewer is None or row["account"] == viewer.account]
     )

@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from daskscope import config
 from daskscope.model import RECORD_TYPES
 from daskscope.store import RecordConflict, Rejected, Store, WriteFailed, write_parts
-from daskscope.store.engine import short_reason
+from daskscope.store.errors import short_reason
 from daskscope.store.identity import ClusterNotYetKnown, ForeignRecord, Identity, claim_rows
 from daskscope.store.schema import TABLE_FOR
 from daskscope.text import escape_text

@@ -7,7 +7,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
-from daskscope.store.retention import pruned_task_log
 from daskscope.views import to_data
 from daskscope.views.timeline import (
     DEFAULT_BINS,
@@ -93,7 +92,7 @@ def timeline_page(
     view = _view(request, cluster_id, start, stop, computation, span, group, PAGE_BINS, max_tasks)
     store = store_of(request)
     name = store.cluster_name(view.cluster_id)
-    pruned = None if view.recorded else pruned_task_log(store, view.cluster_id)
+    pruned = None if view.recorded else store.pruned_task_log(view.cluster_id)
     return page(
         request,
         "timeline.html",
