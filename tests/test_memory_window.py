@@ -172,8 +172,9 @@ def test_memory_reserved_covers_the_same_window_as_core_time(tmp_path: Path) -> 
 
     # The workers share the test's process (processes=False), so each one's memory monitor
     # reads the whole pytest process: past 80 % of a 1 GiB limit (a long test session) Dask
-    # paused them, and a task waited in "no-worker" until the deadline. Limits are what
-    # this test measures, not memory use: Dask's memory actions off.
+    # pauses them. The likely cause of a task once seen waiting in "no-worker" until the
+    # deadline with both workers idle (their status is now printed). Limits are what this
+    # test measures, not memory use: Dask's memory actions off.
     no_memory_actions = {
         f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause", "terminate")
     }
