@@ -100,7 +100,8 @@ class StoreProcess:
             code = self._process.wait()
             self._process = None
             raise StoreProcessDied(_death(code))
-        return json.loads(payload)
+        answer: dict[str, Any] = json.loads(payload)
+        return answer
 
     def close(self) -> None:
         process, self._process = self._process, None

@@ -19,15 +19,15 @@ __all__ = ["WriterThread"]
 
 class WriterThread:
     def __init__(self, name: str = "daskscope-writer") -> None:
-        self._queue: queue.SimpleQueue[tuple[Future, Callable[..., Any], tuple] | None] = (
-            queue.SimpleQueue()
-        )
+        self._queue: queue.SimpleQueue[
+            tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None
+        ] = queue.SimpleQueue()
         # a daemon thread lives on through the interpreter's exit hooks
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
-        future: Future = Future()
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
         self._queue.put((future, fn, args))
         return future
 

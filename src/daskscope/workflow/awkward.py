@@ -90,7 +90,8 @@ class AwkwardMetricsCollector(MetricsCollector):
         reports = [r for c, r in zip(collections, results, strict=True) if is_report(c)]
         if reports:
             self._set_rows([row for report in reports for row in report_rows(report)])
-        return results
+        computed: tuple[Any, ...] = results
+        return computed
 
     def set_uproot_report(self, report: Any) -> None:
         """Take uproot's computed report (``allow_read_errors_with_report=True``): events,

@@ -445,7 +445,7 @@ class MetricsCollector:
         return data
 
     @property
-    def span_metrics(self) -> dict[tuple, float]:
+    def span_metrics(self) -> dict[tuple[Any, ...], float]:
         return self._finished().span_metrics
 
     @property

@@ -170,7 +170,8 @@ def _sum(chunks: list[Chunk], key: str) -> float | None:
     values = [getattr(c, key) for c in chunks]
     if not values or any(v is None for v in values):
         return None  # one chunk without the number: the total is unknown
-    return sum(values)
+    total: float = sum(values)
+    return total
 
 
 def workflow_metrics(

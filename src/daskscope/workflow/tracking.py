@@ -169,7 +169,7 @@ class ChunkFields(MutableMapping):  # type: ignore[type-arg]
     def __len__(self) -> int:
         return len(self._fields() or {})
 
-    def __reduce__(self) -> tuple[Any, tuple]:
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return (_chunk_fields, ())
 
     def __repr__(self) -> str:
@@ -345,7 +345,11 @@ def _refuse_dask_without_client(route: dict[str, Any]) -> None:
 
 
 def _run_chunk(
-    func: Callable[..., Any], args: tuple, kwargs: dict, events: Any, route: Any = None
+    func: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    events: Any,
+    route: Any = None,
 ) -> Any:
     context = ChunkContext()
     token = _current.set(context)

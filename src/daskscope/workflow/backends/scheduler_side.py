@@ -42,10 +42,10 @@ class _Run:
     parents: list[str] = field(default_factory=list)
     chunks: list[dict[str, Any]] = field(default_factory=list)
     samples: dict[str, Any] = field(default_factory=dict)
-    task: asyncio.Task | None = None
+    task: asyncio.Task[Any] | None = None
     #: own metrics, at the start, of every other span holding a live task group: new
     #: tasks of the same group join that span (distributed's TaskGroup collision)
-    foreign: dict[str, dict[tuple, float]] = field(default_factory=dict)
+    foreign: dict[str, dict[tuple[Any, ...], float]] = field(default_factory=dict)
     #: the Dask client that runs the collector (None: any client's graphs count)
     client_id: str | None = None
     #: spans outside this run's own that its tasks were seen joining: a graph of the
@@ -228,7 +228,8 @@ def _plugin(scheduler: Any) -> WorkflowSchedulerPlugin:
         plugin = WorkflowSchedulerPlugin()
         plugin.scheduler = scheduler
         scheduler.add_plugin(plugin, name=PLUGIN_NAME)
-    return plugin
+    found: WorkflowSchedulerPlugin = plugin
+    return found
 
 
 def start_run(
@@ -272,7 +273,7 @@ def start_run(
 
 def _collided(
     plugin: WorkflowSchedulerPlugin, run: _Run, scheduler: Any, span: Any
-) -> tuple[dict[str, dict[tuple, float]], set[str]]:
+) -> tuple[dict[str, dict[tuple[Any, ...], float]], set[str]]:
     """Work of this run that Dask put on other spans (TaskGroup collision).
 
     Only the spans the run's tasks were seen joining count (``run.joined``): another
@@ -288,7 +289,7 @@ def _collided(
         other = dask_adapter.span(scheduler, other_run.span_id)
         if other is not None:
             others |= {s.id for s in other.traverse_spans()}
-    borrowed: dict[str, dict[tuple, float]] = {}
+    borrowed: dict[str, dict[tuple[Any, ...], float]] = {}
     unknown: set[str] = set()
     for span_id, before in run.foreign.items():
         if span_id in ours or span_id not in run.joined:
