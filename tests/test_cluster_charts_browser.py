@@ -309,9 +309,15 @@ def test_memory_split_per_worker_against_its_limit(
     # One small chart per worker: its split as stored, its limit, spilled where stored
     cards = page.locator("#workers-charts .dsw-worker")
     assert cards.count() == len(workers)
-    assert texts(page, "#workers-charts .dsw-worker figcaption") == [
-        w.replace("tcp://", "").replace("inproc://", "") for w in workers
-    ]
+
+    # in the page's order: addresses compared with their numbers as numbers (…/98 before
+    # …/100), as cluster_workers.js sorts them
+    def natural(text: str) -> list[Any]:
+        return [(0, int(t)) if t.isdigit() else (1, t) for t in re.split(r"(\d+)", text)]
+
+    assert texts(page, "#workers-charts .dsw-worker figcaption") == sorted(
+        (w.replace("tcp://", "").replace("inproc://", "") for w in workers), key=natural
+    )
     for worker in workers:
         drawn = page.evaluate(
             """(w) => Object.fromEntries(document.querySelector(`[data-worker="${w}"]`).data
