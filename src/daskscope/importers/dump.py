@@ -19,14 +19,13 @@ from typing import Any
 from daskscope import config
 from daskscope.collector.workers import flatten_metrics
 from daskscope.importers.errors import BadImportFile
-from daskscope.importers.imported import Imported, mark_imported
+from daskscope.importers.imported import Imported, mark_imported, prefixes_of
 from daskscope.importers.naming import dask_key, group_of, prefix_of, repr_address
 from daskscope.model import (
     ClusterRecord,
     ErrorRecord,
     Record,
     TaskGroupRecord,
-    TaskPrefixRecord,
     WorkerSampleRecord,
     stable_id,
 )
@@ -163,27 +162,6 @@ def _groups(
             stopped_at=log.last.get(name),
         )
     return list(records.values())
-
-
-def _prefixes(cluster_id: str, groups: Iterable[TaskGroupRecord]) -> list[TaskPrefixRecord]:
-    by_name: dict[str, TaskPrefixRecord] = {}
-    for g in groups:
-        p = by_name.setdefault(
-            g.prefix,
-            TaskPrefixRecord(
-                id=stable_id(cluster_id, "task-prefix", g.prefix),
-                cluster_id=cluster_id,
-                name=g.prefix,
-            ),
-        )
-        p.group_count += 1
-        p.tasks_executed += g.tasks_executed
-        p.tasks_erred += g.tasks_erred
-        p.nbytes_total += g.nbytes_total
-        p.duration_s += g.duration_s
-        for activity, seconds in g.durations.items():
-            p.durations[activity] = p.durations.get(activity, 0.0) + seconds
-    return list(by_name.values())
 
 
 def _worker_sample(
@@ -366,7 +344,7 @@ def dump_records(state: Any, *, file: str, format: str, imported_at: float) -> I
             f"transitions before the last {log.entries:,} of {counter:,} (the scheduler's "
             "log is bounded): task counts cover those it kept"
         )
-    records: list[Record] = [*groups, *_prefixes(cluster_id, groups), *samples]
+    records: list[Record] = [*groups, *prefixes_of(cluster_id, groups), *samples]
     records += _errors(cluster_id, tasks, log, last_seen)
     if executions:
         records += encode_segment(cluster_id, 0, executions)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from daskscope.model import ClusterRecord, Record
+from daskscope.model import ClusterRecord, Record, TaskGroupRecord, TaskPrefixRecord, stable_id
 
-__all__ = ["Imported", "mark_imported"]
+__all__ = ["Imported", "mark_imported", "prefixes_of"]
 
 
 @dataclass
@@ -51,3 +51,26 @@ def mark_imported(
         "missing": list(missing),
         **({"held": dict(held)} if held else {}),
     }
+
+
+def prefixes_of(cluster_id: str, groups: Iterable[TaskGroupRecord]) -> list[TaskPrefixRecord]:
+    """The task prefixes of imported groups: each group's figures summed by prefix
+    (the recorder reads Dask's prefixes; a file holds only the groups)."""
+    by_name: dict[str, TaskPrefixRecord] = {}
+    for g in groups:
+        p = by_name.setdefault(
+            g.prefix,
+            TaskPrefixRecord(
+                id=stable_id(cluster_id, "task-prefix", g.prefix),
+                cluster_id=cluster_id,
+                name=g.prefix,
+            ),
+        )
+        p.group_count += 1
+        p.tasks_executed += g.tasks_executed
+        p.tasks_erred += g.tasks_erred
+        p.nbytes_total += g.nbytes_total
+        p.duration_s += g.duration_s
+        for activity, seconds in g.durations.items():
+            p.durations[activity] = p.durations.get(activity, 0.0) + seconds
+    return list(by_name.values())

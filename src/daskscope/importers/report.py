@@ -19,14 +19,13 @@ from typing import Any
 
 from daskscope import config
 from daskscope.importers.errors import BadImportFile
-from daskscope.importers.imported import Imported, mark_imported
+from daskscope.importers.imported import Imported, mark_imported, prefixes_of
 from daskscope.importers.naming import dask_key, group_of, prefix_of
 from daskscope.model import (
     ClusterRecord,
     ProfileRecord,
     Record,
     TaskGroupRecord,
-    TaskPrefixRecord,
     WorkerSampleRecord,
     stable_id,
 )
@@ -201,26 +200,6 @@ def _groups(cluster_id: str, executions: Iterable[Execution]) -> list[TaskGroupR
     return list(records.values())
 
 
-def _prefixes(cluster_id: str, groups: Iterable[TaskGroupRecord]) -> list[TaskPrefixRecord]:
-    by_name: dict[str, TaskPrefixRecord] = {}
-    for g in groups:
-        p = by_name.setdefault(
-            g.prefix,
-            TaskPrefixRecord(
-                id=stable_id(cluster_id, "task-prefix", g.prefix),
-                cluster_id=cluster_id,
-                name=g.prefix,
-            ),
-        )
-        p.group_count += 1
-        p.tasks_executed += g.tasks_executed
-        p.tasks_erred += g.tasks_erred
-        p.duration_s += g.duration_s
-        for activity, seconds in g.durations.items():
-            p.durations[activity] = p.durations.get(activity, 0.0) + seconds
-    return list(by_name.values())
-
-
 def _profile_tree(data: Mapping[str, list[Any]]) -> dict[str, Any] | None:
     """Dask's profile tree again from its flame graph's rectangles: each node's parent
     is the rectangle one row down that spans it; counts are widths times the root's
@@ -303,7 +282,7 @@ def report_records(page: str, *, file: str, imported_at: float) -> Imported:
         )
         for worker, seen in sorted(threads.items())
     ]
-    records: list[Record] = [*groups, *_prefixes(cluster_id, groups), *samples]
+    records: list[Record] = [*groups, *prefixes_of(cluster_id, groups), *samples]
     tree = next(
         (
             _profile_tree(s.data)
