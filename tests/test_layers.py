@@ -46,12 +46,15 @@ MODULE_LAYERS = {
 #: the imports that go to the right on purpose: (importer, imported module)
 DOORS = {
     # the store sink and its SQLite child: the store's public names and what a sink
-    # needs of it (store/batches.py), never its tables or its writer
+    # needs of it (store/batches.py), never its tables or its writer; the scheduler's
+    # side of a SQLite file only its errors, the child the URL's parsing
     ("daskscope.collector.store_sink", "daskscope.store"),
     ("daskscope.collector.store_sink", "daskscope.store.batches"),
-    ("daskscope.collector.store_sink", "daskscope.store.engine"),
+    ("daskscope.collector.store_sink", "daskscope.store.errors"),
     ("daskscope.collector.store_process", "daskscope.store"),
     ("daskscope.collector.store_process", "daskscope.store.batches"),
+    ("daskscope.collector.store_process", "daskscope.store.engine"),
+    ("daskscope.collector.store_process", "daskscope.store.errors"),
     # the public API's conveniences, at call time (as pyinstrument's Profiler.print
     # imports its renderers): MetricsCollector.print_summary and .plot
     ("daskscope.workflow.collector", "daskscope.cli.run_summary"),

@@ -3,6 +3,7 @@ cannot be written, and a ``-shm`` file that would kill the process mapping it (S
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -262,3 +263,92 @@ def test_a_store_deleted_mid_run_ends_up_holding_the_whole_cluster(tmp_path: Pat
     assert stored["id"] == cid
     assert stored["tasks_executed"] == executed == 50
     assert "cluster-started" in events
+
+
+#: a scheduler in a fresh interpreter (LocalCluster's scheduler runs in the calling
+#: process) recording into a SQLite file: which modules that process imported
+_LIGHT_SCHEDULER = """
+import json, sys
+from distributed import Client, LocalCluster
+import daskscope
+
+def inc(x):
+    return x + 1
+
+if __name__ == "__main__":
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        daskscope.register(client, database=sys.argv[1])
+        futures = client.map(inc, range(25))
+        assert client.gather(futures) == list(range(1, 26))
+        status = daskscope.flush(client)
+        executed = sum(tp.state_counts["memory"] for tp in cluster.scheduler.task_prefixes.values())
+        print(json.dumps({
+            "error": status["last_write_error"], "executed": executed,
+            "imported": sorted(m for m in sys.modules if m.split(".")[0] == "sqlalchemy"
+                               or m.startswith("daskscope.store.")),
+        }))
+"""
+
+
+def test_a_scheduler_writing_a_sqlite_file_never_imports_sqlalchemy(tmp_path: Path) -> None:
+    """The child parses the URL and writes the file: the scheduler's process holds no
+    SQLAlchemy and no store module (their objects would be walked by every full garbage
+    collection of the scheduler's heap), and every task still arrives."""
+    script = tmp_path / "scheduler.py"
+    script.write_text(_LIGHT_SCHEDULER)
+    path = tmp_path / "store.db"
+    done = subprocess.run(
+        [sys.executable, str(script), f"sqlite:///{path}"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["error"] is None
+    assert report["imported"] == ["daskscope.store.errors"]
+    with open_store(f"sqlite:///{path}") as store:
+        (stored,) = list_clusters(store)
+    assert stored["tasks_executed"] == report["executed"] == 25
+
+
+def test_the_child_resolves_a_relative_file_and_leaves_memory_to_the_parent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    relative = StoreSink("sqlite:///relative.db")
+    relative.write([cluster(), *events(2)])
+    assert relative._process is not None and relative._path == Path("relative.db")
+    assert counts(tmp_path / "relative.db")["events"] == 2
+    (tmp_path / "relative.db").unlink()  # noticed through the path the child opened
+    with pytest.raises(StoreLost, match="deleted"):
+        relative.write([cluster()])
+    relative.close()
+
+    memory = StoreSink("sqlite://")
+    memory.write([cluster(), *events(3)])
+    assert memory._process is None and memory._store is not None
+    assert table_counts(memory._store)["events"] == 3
+    memory.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("sqlite+aiosqlite:///x.db", "unsupported SQLite driver"),
+        ("sqlite:///a-file/x.db", "a-file"),  # its directory is a file
+    ],
+)
+def test_a_sqlite_url_the_child_refuses_says_why_and_stores_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, said: str
+) -> None:
+    from daskscope.store import BadDatabaseURL, StoreError
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("not a directory")
+    sink = StoreSink(url)
+    expected = BadDatabaseURL if "driver" in said else StoreError
+    with pytest.raises(expected, match=said):
+        sink.write([cluster()])
+    assert sink._process is None and sink._store is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+    sink.close()

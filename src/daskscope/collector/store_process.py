@@ -12,7 +12,10 @@ payload. The parent sends wire batches (:func:`daskscope.wire.encode_batch`), wh
 child writes with :func:`daskscope.store.batches.write_batch`; it answers each with a
 JSON object: ``{"stored": n, "rejected": [...], "tables": {table: rows upserted}}`` or
 ``{"error": message, "retryable": bool}``. Its first answer, before any batch, says
-whether the store opened (``{"ready": true}``).
+whether the store opened and which file it is (``{"ready": true, "database": path}``),
+that the URL names a store in memory, which it leaves to the parent (``{"in_memory":
+true}``, and it ends), or why it could not (``{"error": message, "bad_url": bool}``).
+The child alone parses the URL: the scheduler never imports SQLAlchemy for it.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ class StoreProcess:
     def __init__(self, url: str) -> None:
         self.url = url
         self._process: subprocess.Popen[bytes] | None = None
+        #: the file the child opened (None: the URL names a store in memory)
+        self.database: str | None = None
 
     @property
     def pid(self) -> int | None:
@@ -64,8 +69,9 @@ class StoreProcess:
 
     def start(self) -> None:
         """Start the child and wait until it has opened (created, migrated) the store;
-        raises :class:`daskscope.store.StoreError` with the child's message if it cannot."""
-        from daskscope.store import DatabaseUnreachable
+        raises :class:`daskscope.store.StoreError` with the child's message if it cannot.
+        A store in memory is not opened: the child ends, and :attr:`database` stays None."""
+        from daskscope.store.errors import BadDatabaseURL, DatabaseUnreachable
 
         package_root = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ)
@@ -84,7 +90,10 @@ class StoreProcess:
         answer = self._answer()
         if "error" in answer:
             self.close()
-            raise DatabaseUnreachable(answer["error"])
+            raise (BadDatabaseURL if answer.get("bad_url") else DatabaseUnreachable)(
+                answer["error"]
+            )
+        self.database = answer.get("database")
 
     def write(self, payload: bytes) -> dict[str, Any]:
         """Send one wire batch; the child's answer (see the module's docstring)."""
@@ -135,16 +144,22 @@ def _death(code: int) -> str:
 
 
 def _serve(url: str, stdin: IO[bytes], stdout: IO[bytes]) -> int:
-    from daskscope.store import Rejected, StoreError, WriteFailed
+    from daskscope.store import BadDatabaseURL, Rejected, StoreError, WriteFailed
     from daskscope.store.batches import open_for_batches, write_batch
+    from daskscope.store.engine import parse_url
 
     try:
+        database = parse_url(url).database
+        if database in (None, "", ":memory:"):
+            _send(stdout, json.dumps({"in_memory": True}).encode())
+            return 0
         # once per cluster, before the first flush waits on it
         store = open_for_batches(url)
     except StoreError as exc:
-        _send(stdout, json.dumps({"error": str(exc)}).encode())
+        refusal = {"error": str(exc), "bad_url": isinstance(exc, BadDatabaseURL)}
+        _send(stdout, json.dumps(refusal).encode())
         return 1
-    _send(stdout, json.dumps({"ready": True}).encode())
+    _send(stdout, json.dumps({"ready": True, "database": database}).encode())
     while (payload := _receive(stdin)) is not None:
         rejected: list[Rejected] = []
         try:

@@ -71,24 +71,23 @@ class StoreSink:
         # Imported and opened lazily, in the writer thread: opening may run migrations,
         # which must never happen on the scheduler's event loop.
         from daskscope import config
-        from daskscope.store.engine import parse_url
 
         url = config.database_url(self.url)
-        parsed = parse_url(url)
-        database = parsed.database
-        in_memory = database in (None, "", ":memory:")
-        if not self.isolated or parsed.get_backend_name() != "sqlite" or in_memory:
-            from daskscope.store import open_store
+        if self.isolated and _names_sqlite(url):
+            from daskscope.collector.store_process import StoreProcess
 
-            self._store = open_store(self.url)
-            return
-        from daskscope.collector.store_process import StoreProcess
+            # the child parses the URL (SQLAlchemy, imported there only) and says which
+            # file it opened; a store in memory has nothing to isolate
+            process = StoreProcess(url)
+            process.start()
+            if process.database is not None:
+                self._process, self._path = process, Path(process.database)
+                self._identity = _identity(self._path)
+                return
+            process.close()
+        from daskscope.store import open_store
 
-        assert database is not None  # not in_memory
-        process = StoreProcess(url)
-        process.start()
-        self._process, self._path = process, Path(database)
-        self._identity = _identity(self._path)
+        self._store = open_store(self.url)
 
     def write(self, records: Sequence[Record]) -> None:
         stamp_revisions(records)  # newer than anything this process wrote before
@@ -121,12 +120,16 @@ class StoreSink:
             logger.warning("daskscope writes to %s again", self.url)
 
     def _write(self, records: Sequence[Record]) -> None:
-        from daskscope.store import Rejected, WriteFailed
-        from daskscope.store.batches import write_batch
+        from daskscope.store.errors import WriteFailed
 
-        rejected: list[Rejected] = []
+        rejected: list[tuple[str, str, str]] = []  # (table, record id, reason)
         if self._store is not None:
-            tables = write_batch(self._store, records, rejected=rejected).tables
+            from daskscope.store import Rejected
+            from daskscope.store.batches import write_batch
+
+            refused: list[Rejected] = []
+            tables = write_batch(self._store, records, rejected=refused).tables
+            rejected = [(r.table, r.record_id, r.reason) for r in refused]
         else:
             assert self._process is not None
             from daskscope.collector.store_process import StoreProcessDied
@@ -139,16 +142,18 @@ class StoreSink:
                 raise WriteFailed(f"{self.url}: {exc}", retryable=True) from None
             if "error" in answer:
                 raise WriteFailed(answer["error"], retryable=bool(answer.get("retryable")))
-            rejected = [Rejected(*item) for item in answer["rejected"]]
+            rejected = [
+                (table, record_id, reason) for table, record_id, reason in answer["rejected"]
+            ]
             tables = answer.get("tables", {})
             # the child's warnings are silenced: say it here, once
-            for item in rejected:
+            for table, record_id, reason in rejected:
                 logger.warning(
                     "daskscope: %s refused record %s of %s (%s); the rest of its batch was stored",
                     self.url,
-                    item.record_id,
-                    item.table,
-                    item.reason,
+                    record_id,
+                    table,
+                    reason,
                 )
         for table, rows in tables.items():
             self.rows_by_table[table] = self.rows_by_table.get(table, 0) + rows
@@ -184,6 +189,13 @@ class StoreSink:
     def close(self) -> None:
         self._close()
         self._path = None
+
+
+def _names_sqlite(url: str) -> bool:
+    """The URL's scheme names SQLite (``sqlite://``, ``sqlite+driver://``): its child
+    process parses the rest, and refuses what SQLAlchemy or daskscope would."""
+    scheme, separator, _ = url.partition("://")
+    return bool(separator) and scheme.partition("+")[0] == "sqlite"
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
