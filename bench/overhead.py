@@ -19,8 +19,8 @@ summed by hundreds), ``client-map`` (``client.map`` of 100,000 futures, gathered
 fifth of each size, one pair each. The tasks a run counts are those that ran (a
 scheduler plugin in both arms counts them and the hook's calls); after the variants'
 sections it prints one table of every shape against the budget (≤ 5 µs own work a
-task + 20 µs a task group where Dask's scheduler costs 300 µs of CPU a task, scaled with
-its CPU a task measured in the same run; scheduler CPU ratio ≤ 1.05, wall ratio ≤ 1.03,
+task + 20 µs a task group where Dask takes 300 µs a task, scaled with Dask's own wall
+time a task measured in the same run; scheduler CPU ratio ≤ 1.05, wall ratio ≤ 1.03,
 full GC passes with ≤ without), then the JSON line.
 
 For each variant it prints the median wall-time ratio and the scheduler's CPU ratio (its
@@ -1093,13 +1093,14 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
     return summary
 
 
-#: the budget (issue 28): own work a task plus own work a task group, where Dask's own
-#: scheduler costs :data:`REFERENCE_DASK_CPU_US` of CPU a task; the user's side as ratios
+#: the budget (issue 28): own work a task plus own work a task group, where Dask itself
+#: takes :data:`REFERENCE_DASK_US` a task; the user's side as ratios
 BUDGET_US_PER_TASK, BUDGET_US_PER_GROUP = 5.0, 20.0
-#: the budget is per unit of what Dask itself does: it scales with the scheduler's own
-#: CPU a task, measured in the same run without daskscope (machines here differ by 2x
-#: from day to day; a p2p shuffle's tasks cost Dask 40x a tiny task's)
-REFERENCE_DASK_CPU_US = 300.0
+#: the budget is per unit of what Dask itself does: it scales with Dask's own time a
+#: task (the "Dask µs" column: its wall time a task without daskscope, in the same run;
+#: the issue's 300 µs is that figure for the small graph on a quiet day, and machines
+#: here differ by 2x from day to day; a p2p shuffle's tasks take Dask 40x a tiny task's)
+REFERENCE_DASK_US = 300.0
 BUDGET_CPU_RATIO, BUDGET_WALL_RATIO = 1.05, 1.03
 
 #: every graph shape users make, in the order of the table
@@ -1138,8 +1139,8 @@ def unscaled_budget_us_per_task(summary: dict[str, Any]) -> float:
 
 
 def budget_scale(summary: dict[str, Any]) -> float:
-    """Dask's own scheduler CPU a task in this run, against the reference."""
-    return float(summary["dask_cpu_us_per_task"]) / REFERENCE_DASK_CPU_US
+    """Dask's own time a task in this run, against the reference."""
+    return float(summary["dask_us_per_task"]) / REFERENCE_DASK_US
 
 
 def budget_us_per_task(summary: dict[str, Any]) -> float:
@@ -1184,7 +1185,7 @@ def print_table(out: dict[str, Any]) -> None:
     print(
         f"(Dask µs: its wall time a task without daskscope; CPU µs: the scheduler process's"
         f" CPU a task without daskscope; own µs: daskscope's work a task;"
-        f" scale: CPU µs / {REFERENCE_DASK_CPU_US:g}; budget: ({BUDGET_US_PER_TASK:g} µs a"
+        f" scale: Dask µs / {REFERENCE_DASK_US:g}; budget: ({BUDGET_US_PER_TASK:g} µs a"
         f" task + {BUDGET_US_PER_GROUP:g} µs a group) x scale;"
         f" µs/grp: own work beyond the small graph's a task, a group (- for under a group"
         f" a 100 tasks); ms/s: own CPU ms a second of the run; rows/g: group rows written"
