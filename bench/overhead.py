@@ -76,7 +76,47 @@ RECORD_EVERYTHING = dict(
 
 #: Same for both arms: no root-task queuing, so that the scheduler's CPU, which is what
 #: daskscope adds to, bounds the run rather than round trips to the workers.
-DASK_CONFIG = {"distributed.scheduler.worker-saturation": float("inf")}
+#: Dask's own default for code capture, restated in each run: register() turns it on
+#: (daskscope.code-frames) and the run's config context turns it off again, so that an
+#: arm without daskscope never reads its caller's source because an earlier arm did.
+DASK_CONFIG = {
+    "distributed.scheduler.worker-saturation": float("inf"),
+    "distributed.diagnostics.computations.nframes": 0,
+}
+
+#: Dask's code capture in the client (calls, CPU seconds): work daskscope causes there
+#: (each compute() reads its caller's source), counted in its own work
+CODE_CAPTURE = [0, 0.0]
+
+
+def _time_code_capture() -> None:
+    """Time ``Client._get_computation_code`` in this (the client's) process. The timer is
+    defined in a namespace named as one of Dask's modules: Dask's capture skips frames of
+    the modules it ignores (``distributed`` among them), so the frames it reads stay the
+    same as without the timer."""
+    from time import thread_time
+
+    namespace: dict[str, Any] = {
+        "__name__": "distributed._bench_code_capture",
+        "original": Client._get_computation_code,
+        "thread_time": thread_time,
+        "log": CODE_CAPTURE,
+    }
+    # the bench's own timer, as text only so that its frame gets that module name
+    exec(
+        "def timed(*args, **kwargs):\n"
+        "    started = thread_time()\n"
+        "    try:\n"
+        "        return original(*args, **kwargs)\n"
+        "    finally:\n"
+        "        log[0] += 1\n"
+        "        log[1] += thread_time() - started\n",
+        namespace,
+    )
+    Client._get_computation_code = staticmethod(namespace["timed"])  # type: ignore[method-assign]
+
+
+_time_code_capture()
 
 Graph = dict[Any, Any]
 
@@ -548,10 +588,12 @@ def one_run(variant: Variant, url: str | None) -> dict[str, Any]:
         client.run_on_scheduler(_count_transitions)  # both arms: the same cost in each
         client.run(lambda: None)  # workers warm
         progress(f"{variant.name}, {arm}: computing")
+        CODE_CAPTURE[:] = [0, 0.0]
         wall0, cpu0 = time.perf_counter(), time.process_time()
         with span("bench"):
             result = job.run(client)
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        code_calls, code_cpu = CODE_CAPTURE
         if job.expected is not None:
             assert result == job.expected, (result, job.expected)
         counts = client.run_on_scheduler(_transition_counts)
@@ -572,6 +614,8 @@ def one_run(variant: Variant, url: str | None) -> dict[str, Any]:
         "cpu_s": cpu,
         "result": result,
         # tasks that ran (a task run twice counts twice), and the hook's calls
+        "code_capture_calls": code_calls,
+        "code_capture_cpu_s": code_cpu,
         "tasks": counts["finished"],
         "calls": counts["calls"],
         "finished": counts["finished"],
@@ -943,11 +987,20 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
         + finished_per_task * probe["hook_counting_us"]
         + forgotten_per_task * probe["hook_forgotten_us"]
     )
-    own = [hook_us + own_work(w) / tasks * 1e6 for w in ws]
+    # Dask's code capture in the client, turned on by register(): the with arm's beyond
+    # the without arm's (which has it off)
+    code_us = [
+        max(r["with"]["code_capture_cpu_s"] - r["without"]["code_capture_cpu_s"], 0.0) / tasks * 1e6
+        for r in rows
+    ]
+    own = [hook_us + own_work(w) / tasks * 1e6 + c for w, c in zip(ws, code_us, strict=True)]
     # the same work a second of the run: flushes, worker samples and span records come
     # every second whatever the graph, so a run that lasts longer (a loaded machine, a
     # shape of slow tasks) puts more of them on each task
-    own_per_second = [(hook_us * w["tasks"] / 1e6 + own_work(w)) / w["wall_s"] * 1e3 for w in ws]
+    own_per_second = [
+        (hook_us * w["tasks"] / 1e6 + own_work(w) + c * w["tasks"] / 1e6) / w["wall_s"] * 1e3
+        for w, c in zip(ws, code_us, strict=True)
+    ]
     blocks = [w["longest_block_s"] * 1e3 for w in ws]
     parts = {
         name: {
@@ -980,6 +1033,8 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
         "wall_s_with": round(median(w["wall_s"] for w in ws), 2),
         "group_rows_written": round(median(w["group_rows"] for w in ws)),
         "own_hook_us_per_task": round(hook_us, 3),
+        "own_code_capture_us_per_task": round(median(code_us), 3),
+        "code_capture_calls": median(w["code_capture_calls"] for w in ws),
         "own_loop_cpu_us_per_task": us([w["loop_cpu_s"] for w in ws]),
         "own_writer_cpu_us_per_task": us([w["writer_cpu_s"] for w in ws]),
         "own_store_child_cpu_us_per_task": us([w["child_cpu_s"] or 0.0 for w in ws]),
@@ -1043,6 +1098,8 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
         f" + {summary['own_loop_cpu_us_per_task']:.2f} event-loop CPU"
         f" + {summary['own_writer_cpu_us_per_task']:.2f} writer thread"
         f" + {summary['own_store_child_cpu_us_per_task']:.2f} store child"
+        f" + {summary['own_code_capture_us_per_task']:.2f} Dask's code capture in the client"
+        f" ({summary['code_capture_calls']:g} calls)"
     )
     print(f"own work per task, total:              {spread(own, '{:.2f}')} µs")
     print(

@@ -141,3 +141,45 @@ def test_browser_draws_the_note(recorded: dict[str, Any]) -> None:
             assert _words(note.inner_text()) == _words(CODE_NOT_CAPTURED)
         finally:
             context.close()
+
+
+def test_code_frames_zero_leaves_the_code_off(tmp_path: Any) -> None:
+    """``daskscope.code-frames: 0`` keeps Dask's capture off (each compute() then skips
+    reading its caller's source), and the computation says its code was not captured;
+    the default turns it on with 2 frames."""
+    url = f"sqlite:///{tmp_path / 'daskscope.db'}"
+    with (
+        dask.config.set({NFRAMES: 0, "daskscope.code-frames": 0}),
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
+            silence_logs=logging.CRITICAL,
+        ) as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        daskscope.register(client, database=url)
+        assert dask.config.get(NFRAMES) == 0
+        assert da.ones(100, chunks=10).sum().compute() == 100
+        truth = client.run_on_scheduler(_dasks_computations)
+        daskscope.flush(client)
+    assert [frames for frames, _ in truth] == [0]
+    with open_store(url) as store:
+        (cluster_row,) = list_clusters(store, limit=None)
+    app = create_app(url)
+    try:
+        body = call(app, "GET", f"/api/v1/clusters/{cluster_row['id']}").json()
+    finally:
+        app.state.store.close()
+    (computation,) = body["computations"]
+    assert computation["code"] == []
+    assert computation["code_note"] == CODE_NOT_CAPTURED
+
+    with (
+        dask.config.set({NFRAMES: 0}),
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
+            silence_logs=logging.CRITICAL,
+        ) as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        daskscope.register(client, database=url)
+        assert dask.config.get(NFRAMES) == 2  # the default of daskscope.code-frames

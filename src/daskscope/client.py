@@ -61,9 +61,12 @@ def register(
     if name is None and not config.get("cluster-name") and client.cluster is not None:
         # e.g. "LocalCluster 6f2d9a1c": more telling than the scheduler's uuid
         name = f"{type(client.cluster).__name__} {client.cluster.name}"
-    if not dask.config.get(_NFRAMES, 0):
-        # Dask sends the caller's code with each compute() only when asked to
-        dask.config.set({_NFRAMES: int(config.get("code-frames") or 1)})
+    frames = int(config.get("code-frames") or 0)
+    if frames > 0 and not dask.config.get(_NFRAMES, 0):
+        # Dask sends the caller's code with each compute() only when asked to; reading
+        # it costs the client 0.1 to 2 ms a compute() (docs/configuration.md): 0 turns
+        # it off
+        dask.config.set({_NFRAMES: frames})
     plugin = DaskscopePlugin(
         config.CollectorSettings.from_config(
             database=database, cluster_name=name, account=account, user=user, **settings
