@@ -482,6 +482,9 @@ def _watch_gc(dask_scheduler: Any = None) -> None:
         "loop_s": 0.0,
         "loop_cpu_s": 0.0,
         "other_s": 0.0,
+        # CPU of the passes that ran in daskscope's writer thread (whoever allocates when
+        # a threshold trips runs the pass, and a full pass walks Dask's whole heap)
+        "writer_cpu_s": 0.0,
         "full_passes": 0,
     }
     started: dict[int, tuple[float, float]] = {}
@@ -495,12 +498,14 @@ def _watch_gc(dask_scheduler: Any = None) -> None:
             return
         wall0, cpu0 = started.pop(thread)
         wall, cpu = perf_counter() - wall0, thread_time() - cpu0
+        log["full_passes"] += info["generation"] == 2  # in any thread
         if thread != loop_thread:
             log["other_s"] += wall
+            if threading.current_thread().name == "daskscope-writer":
+                log["writer_cpu_s"] += cpu
             return
         log["loop_s"] += wall
         log["loop_cpu_s"] += cpu
-        log["full_passes"] += info["generation"] == 2
         if wall > 2e-4:
             log["events"].append((wall0, wall, cpu, info["generation"]))
 
@@ -622,6 +627,7 @@ def one_run(variant: Variant, url: str | None) -> dict[str, Any]:
         "forgotten": counts["forgotten"],
         "gc_loop_s": gc_log["loop_s"],
         "gc_loop_cpu_s": gc_log["loop_cpu_s"],
+        "gc_writer_cpu_s": gc_log["writer_cpu_s"],
         "gc_full_passes": gc_log["full_passes"],
     }
     if not url:
@@ -943,8 +949,18 @@ def run_variant(variant: Variant, tmp: Path) -> dict[str, Any]:
 
 def own_work(w: dict[str, Any]) -> float:
     """CPU seconds of daskscope's own work in a run, besides the transition hook: on the
-    event loop, in the writer thread and in the store's child process."""
-    return w["loop_cpu_s"] + w["writer_cpu_s"] + (w["child_cpu_s"] or 0.0)
+    event loop, in the writer thread and in the store's child process, less the garbage
+    collector's passes that fell inside it (in its flush blocks and its writer thread).
+    A pass runs in whatever code allocates when a threshold trips and walks the whole
+    heap, Dask's included: what daskscope adds to the collector's work is the difference
+    between the arms' passes and their CPU (``gc_full_passes_*``, ``gc_*_cpu_s_*``)."""
+    return (
+        w["loop_cpu_s"]
+        - w["gc_in_flush_blocks_cpu_s"]
+        + w["writer_cpu_s"]
+        - w["gc_writer_cpu_s"]
+        + (w["child_cpu_s"] or 0.0)
+    )
 
 
 #: the parts of the loop's work, as named by _instrument
@@ -1035,8 +1051,11 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
         "own_hook_us_per_task": round(hook_us, 3),
         "own_code_capture_us_per_task": round(median(code_us), 3),
         "code_capture_calls": median(w["code_capture_calls"] for w in ws),
-        "own_loop_cpu_us_per_task": us([w["loop_cpu_s"] for w in ws]),
-        "own_writer_cpu_us_per_task": us([w["writer_cpu_s"] for w in ws]),
+        # each less the collector's passes that fell inside it (see own_work)
+        "own_loop_cpu_us_per_task": us(
+            [w["loop_cpu_s"] - w["gc_in_flush_blocks_cpu_s"] for w in ws]
+        ),
+        "own_writer_cpu_us_per_task": us([w["writer_cpu_s"] - w["gc_writer_cpu_s"] for w in ws]),
         "own_store_child_cpu_us_per_task": us([w["child_cpu_s"] or 0.0 for w in ws]),
         "plugin_loop_seconds_us_per_task": us([w["loop_s"] for w in ws]),
         "loop_parts": parts,
@@ -1056,6 +1075,23 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
         "gc_full_passes_with": median(w["gc_full_passes"] for w in ws),
         "gc_full_passes_without": median(r["without"]["gc_full_passes"] for r in rows),
         "gc_in_flush_blocks_cpu_s": round(median(w["gc_in_flush_blocks_cpu_s"] for w in ws), 3),
+        "gc_writer_cpu_s": round(median(w["gc_writer_cpu_s"] for w in ws), 3),
+        # the collector's CPU on the loop and in the writer thread, with beyond without, a
+        # task: what the user's process pays the collector for daskscope (noisy: one full
+        # pass more or less in a run moves it by a whole pass's cost)
+        "gc_extra_us_per_task": round(
+            median(
+                (
+                    r["with"]["gc_loop_cpu_s"]
+                    + r["with"]["gc_writer_cpu_s"]
+                    - r["without"]["gc_loop_cpu_s"]
+                )
+                / tasks
+                * 1e6
+                for r in rows
+            ),
+            3,
+        ),
         "longest_after_write_ms": round(max(w["longest_after_write_s"] for w in ws) * 1e3, 2),
         "flushes_per_run": round(median(w["flushes"] for w in ws)),
         "max_records_per_flush": max(w["max_flush_records"] for w in ws),
@@ -1096,7 +1132,9 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
     print(
         f"own work per task (medians, µs):       {hook_us:.2f} hooks"
         f" + {summary['own_loop_cpu_us_per_task']:.2f} event-loop CPU"
-        f" + {summary['own_writer_cpu_us_per_task']:.2f} writer thread"
+        f" + {summary['own_writer_cpu_us_per_task']:.2f} writer thread (both less the"
+        f" collector's passes inside them: {summary['gc_in_flush_blocks_cpu_s']:.2f} s and"
+        f" {summary['gc_writer_cpu_s']:.2f} s)"
         f" + {summary['own_store_child_cpu_us_per_task']:.2f} store child"
         f" + {summary['own_code_capture_us_per_task']:.2f} Dask's code capture in the client"
         f" ({summary['code_capture_calls']:g} calls)"
@@ -1129,9 +1167,10 @@ def summarise(variant: Variant, runs: dict[str, Any], probe: dict[str, Any]) -> 
     )
     print(
         "garbage collector on the scheduler's loop, CPU a run: with "
-        f"{summary['gc_loop_cpu_s_with']:.2f} s ({summary['gc_full_passes_with']:.0f} full "
-        f"passes), without {summary['gc_loop_cpu_s_without']:.2f} s "
-        f"({summary['gc_full_passes_without']:.0f}); inside daskscope's flush blocks "
+        f"{summary['gc_loop_cpu_s_with']:.2f} s (and {summary['gc_writer_cpu_s']:.2f} s in"
+        f" the writer thread), without {summary['gc_loop_cpu_s_without']:.2f} s; full passes"
+        f" in the process {summary['gc_full_passes_with']:.0f} with,"
+        f" {summary['gc_full_passes_without']:.0f} without; inside daskscope's flush blocks "
         f"{summary['gc_in_flush_blocks_cpu_s']:.2f} s (medians)"
     )
     print(
@@ -1223,7 +1262,7 @@ def print_table(out: dict[str, Any]) -> None:
     header = (
         f"{'shape':<16} {'tasks':>8} {'groups':>7} {'Dask µs':>8} {'CPU µs':>7} {'own µs':>7} "
         f"{'scale':>6} {'budget':>7} {'µs/grp':>7} {'ms/s':>6} {'rows/g':>6} {'CPU x':>6}"
-        f" {'wall x':>6} {'GC full':>8}  met"
+        f" {'wall x':>6} {'GC full':>8} {'GC+ µs':>7}  met"
     )
     print("\n" + header)
     print("-" * len(header))
@@ -1236,7 +1275,8 @@ def print_table(out: dict[str, Any]) -> None:
             f"{v['dask_cpu_us_per_task']:>7.0f} "
             f"{v['own_us_per_task']:>7.2f} {v['budget_scale']:>6.2f} {budget:>7.2f} {grp:>7} "
             f"{v['own_cpu_ms_per_s']:>6.1f} {v['group_rows_written'] / max(v['groups'], 1):>6.2f} "
-            f"{v['scheduler_cpu_ratio']:>6.3f} {v['wall_ratio']:>6.3f} {gc:>8}  "
+            f"{v['scheduler_cpu_ratio']:>6.3f} {v['wall_ratio']:>6.3f} {gc:>8} "
+            f"{v['gc_extra_us_per_task']:>7.2f}  "
             f"{'yes' if met else 'no'}"
         )
     print(
@@ -1248,7 +1288,10 @@ def print_table(out: dict[str, Any]) -> None:
         f" a 100 tasks); ms/s: own CPU ms a second of the run; rows/g: group rows written"
         f" a group stored; CPU x: scheduler +"
         f" store child CPU ratio, target {BUDGET_CPU_RATIO}; wall x target"
-        f" {BUDGET_WALL_RATIO}; GC full: full collections on the loop with/without)"
+        f" {BUDGET_WALL_RATIO}; GC full: full collections in the scheduler's process"
+        f" with/without; GC+ µs: the collector's CPU on the loop and in the writer thread"
+        f" with, beyond the loop's without, a task; own µs leaves out the collector's"
+        f" passes that fell inside daskscope's work)"
     )
 
 
