@@ -154,7 +154,9 @@ class TaskGroupRecord:
     span_id: str | None = _ref_or_none()
     #: names of the groups this one depends on (edges dependency -> this group)
     dependencies: list[str] = col(Column.JSON, default_factory=list)
-    #: task counts by current scheduler state when last seen
+    #: task counts by scheduler state at its last record: when it finished (or at a
+    #: progress write, an explicit flush or the close while Dask held it); a group Dask
+    #: forgot keeps those (written once finished, not again as its tasks move on)
     states: dict[str, int] = col(Column.JSON, default_factory=dict)
     tasks_total: int = col(Column.BIGINT, nonnegative=True, default=0)
     tasks_executed: int = col(Column.BIGINT, nonnegative=True, default=0)

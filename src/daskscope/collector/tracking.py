@@ -25,7 +25,8 @@ is written again by a timed flush only when its figures change, not when its tas
 move on from memory to released and forgotten (Dask keeps a large graph's intermediate
 tasks released until its result is released, then forgets them all at once: each such
 move would be a row a group); an explicit flush and the close write those of the groups
-still alive (a group forgotten before keeps the states of its last record).
+still alive. A group Dask forgot keeps the states of its last record, whichever flush
+comes next (issue 28: a finished group written once).
 """
 
 from __future__ import annotations
@@ -518,6 +519,13 @@ class WorkTracker:
         for use in uses:
             tg = use.group
             gone = use.final is not None or (live_groups.get(tg.name) is not tg and tg.done)
+            if use.final is None and use.settled and gone:
+                # forgotten by Dask since its last record, its states alone moved on: it
+                # keeps the states of that record, whatever the flush (one row a group)
+                self.states_only += 1
+                self._not_awaited(use)
+                finished.append(use)
+                continue
             if paced and use.final is None:
                 if use.settled and tg.done:
                     self.states_only += 1
