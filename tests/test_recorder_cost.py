@@ -182,6 +182,7 @@ def test_a_group_row_is_written_once_per_change(database_url: str) -> None:
         del futures
         until_forgotten(cluster, names)
         forgotten = daskscope.flush(client, wait_for_metrics=False)
+        truth = client.run_on_scheduler(dask_span_figures)
         detail = cluster_detail(open_store(database_url), cluster_id)
 
     def rows(info: dict[str, Any]) -> int:
@@ -205,3 +206,8 @@ def test_a_group_row_is_written_once_per_change(database_url: str) -> None:
     for name in names:
         assert stored[name]["tasks_executed"] == 2
         assert stored[name]["states"] == {"memory": 2}  # as when it finished
+    # while their spans, written by that explicit flush, count them forgotten, as Dask does
+    spans = {s["span_id"]: s for s in detail["spans"]}
+    assert set(spans) == set(truth)
+    for span_id, dask in truth.items():
+        assert spans[span_id]["states"] == dask["states"] == {"forgotten": 2 * len(names)}

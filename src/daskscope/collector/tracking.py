@@ -521,9 +521,12 @@ class WorkTracker:
             gone = use.final is not None or (live_groups.get(tg.name) is not tg and tg.done)
             if use.final is None and use.settled and gone:
                 # forgotten by Dask since its last record, its states alone moved on: it
-                # keeps the states of that record, whatever the flush (one row a group)
+                # keeps the states of that record, whatever the flush (one row a group);
+                # an explicit flush still has its span take them in, as Dask's span does
                 self.states_only += 1
                 self._not_awaited(use)
+                if not paced:
+                    read.append(use)
                 finished.append(use)
                 continue
             if paced and use.final is None:
