@@ -17,16 +17,18 @@ import contextlib
 import json
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner
 
 from browser import needs_chromium, new_page
 from daskscope.cli.demo import DEMO_FAILURE_MESSAGE, record_demo
+from daskscope.cli.main import cli
 from daskscope.store import open_store
 from daskscope.store.identity import add_user, create_account, create_token
 from test_screenshots import record_run
@@ -46,11 +48,14 @@ WAIT_MS = 120_000
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "daskscope.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    """The command line in this process, through click's CliRunner (test_cli.py runs it
+    as a process of its own): a new Python would import dask, SQLAlchemy and plotly
+    again for each of this file's nine commands. In a thread of its own: Playwright's
+    event loop runs in this one, and the command runs one of its own."""
+    with ThreadPoolExecutor(1) as thread:
+        result = thread.submit(CliRunner().invoke, cli, list(args), catch_exceptions=False).result()
+    return subprocess.CompletedProcess(
+        ["daskscope", *args], result.exit_code, result.stdout, result.stderr
     )
 
 
