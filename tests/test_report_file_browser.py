@@ -16,19 +16,16 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import subprocess
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from click.testing import CliRunner
 
 from browser import needs_chromium, new_page
+from cliutil import run_cli
 from daskscope.cli.demo import DEMO_FAILURE_MESSAGE, record_demo
-from daskscope.cli.main import cli
 from daskscope.store import open_store
 from daskscope.store.identity import add_user, create_account, create_token
 from test_screenshots import record_run
@@ -47,18 +44,6 @@ DEMO_REPORT_BUDGET = 3_000_000
 WAIT_MS = 120_000
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """The command line in this process, through click's CliRunner (test_cli.py runs it
-    as a process of its own): a new Python would import dask, SQLAlchemy and plotly
-    again for each of this file's nine commands. In a thread of its own: Playwright's
-    event loop runs in this one, and the command runs one of its own."""
-    with ThreadPoolExecutor(1) as thread:
-        result = thread.submit(CliRunner().invoke, cli, list(args), catch_exceptions=False).result()
-    return subprocess.CompletedProcess(
-        ["daskscope", *args], result.exit_code, result.stdout, result.stderr
-    )
-
-
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("report-file")
@@ -70,7 +55,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def _write(recorded: dict[str, Any], name: str, *args: str) -> Path:
     out = recorded["folder"] / name
-    done = _cli("--database", recorded["url"], "report", *args, "-o", str(out))
+    done = run_cli("--database", recorded["url"], "report", *args, "-o", str(out))
     assert done.returncode == 0, done.stderr
     assert f"wrote {out}" in done.stdout
     return out
@@ -266,7 +251,7 @@ def test_cluster_report_opens_offline_with_every_chart(
 
 def test_computation_run_and_comparison_reports(recorded: dict[str, Any], offline: Any) -> None:
     cluster = recorded["cluster"]
-    listed = _cli("--database", recorded["url"], "show", cluster, "--json")
+    listed = run_cli("--database", recorded["url"], "show", cluster, "--json")
     computations = json.loads(listed.stdout)["computations"]
     first = computations[0]["id"]
 
@@ -299,7 +284,7 @@ def test_report_errors_say_what_to_do(recorded: dict[str, Any]) -> None:
         ([f"{recorded['cluster']}/no-such"], "lists its computations"),
         (["run:no-such-run"], "`daskscope runs` lists them"),
     ):
-        done = _cli("--database", recorded["url"], "report", *args, "-o", out)
+        done = run_cli("--database", recorded["url"], "report", *args, "-o", out)
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith("error: ") and advice in done.stderr
     assert not Path(out).exists()
