@@ -8,9 +8,6 @@ recorded once; other addresses on loopback (127.0.0.2, ...) are new ones."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +16,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from cliutil import run_cli
 from daskscope.store import open_store
 from daskscope.store.audit import audit_page, prune_events, record_event
 from daskscope.store.identity import add_user, create_account, create_token, revoke_token
@@ -182,10 +180,8 @@ def test_the_log_records_tokens_and_logins_and_shows_each_admin_their_own(
 
 def export(url: str, *options: str) -> list[dict[str, Any]]:
     """``daskscope audit export`` as a command, its lines parsed."""
-    command = [sys.executable, "-m", "daskscope.cli.main", "--database", url, "audit", "export"]
-    done = subprocess.run(
-        [*command, *options], capture_output=True, text=True, env=dict(os.environ), check=True
-    )
+    done = run_cli("--database", url, "audit", "export", *options)
+    assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
@@ -209,19 +205,15 @@ def test_the_page_is_for_admins_and_the_nav_shows_it_to_them(team: dict[str, Any
 
 def test_the_export_file_and_a_bad_date(team: dict[str, Any], tmp_path: Path) -> None:
     target = tmp_path / "audit.jsonl"
-    command = [sys.executable, "-m", "daskscope.cli.main", "--database", team["url"]]
-    done = subprocess.run(
-        [*command, "audit", "export", "--account", "atlas", "--output", str(target)],
-        capture_output=True,
-        text=True,
-        check=True,
+    url = team["url"]
+    done = run_cli(
+        "--database", url, "audit", "export", "--account", "atlas", "--output", str(target)
     )
+    assert done.returncode == 0, done.stderr
     kinds = [json.loads(line)["kind"] for line in target.read_text().splitlines()]
     assert kinds == ["token_created"] * 3 + ["token_revoked"]
     assert "wrote 4 events" in done.stderr
-    bad = subprocess.run(
-        [*command, "audit", "export", "--since", "last tuesday"], capture_output=True, text=True
-    )
+    bad = run_cli("--database", url, "audit", "export", "--since", "last tuesday")
     assert bad.returncode == 2 and "is not a date (2026-01-31)" in bad.stderr
 
 

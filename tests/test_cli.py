@@ -329,11 +329,12 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
     submitted = int(re.search(r"(\d+) tasks submitted", done.stdout).group(1))
 
-    listed = _cli("--database", url, "clusters", "--json")
-    assert listed.returncode == 0, listed.stderr
+    # what it stored, read back through the CLI in this process (no new Python each)
+    listed = run("--database", url, "clusters", "--json")
+    assert listed.exit_code == 0, listed.stderr
     (row,) = json.loads(listed.stdout)["clusters"]
-    shown = _cli("--database", url, "show", row["id"], "--json")
-    assert shown.returncode == 0, shown.stderr
+    shown = run("--database", url, "show", row["id"], "--json")
+    assert shown.exit_code == 0, shown.stderr
     detail = json.loads(shown.stdout)
 
     cluster = detail["cluster"]

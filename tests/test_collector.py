@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import signal
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -348,12 +349,18 @@ def test_worker_loss_is_recorded_and_recomputed_tasks_counted(db_url: str) -> No
         futures = client.map(slow_inc, range(200))
         # wait until some results sit on the victim, then kill its process without warning
         victim_pid = None
+        deadline = time.monotonic() + 120
         while victim_pid is None:
             who_has = client.who_has()
             held = {w for ws in who_has.values() for w in ws}
             if len(held) == 2 and len(who_has) > 40:
                 victim = sorted(held)[0]
                 victim_pid = client.run(os.getpid, workers=[victim])[victim]
+            else:
+                # polled at the pace of the tasks (0.05 s each), not as fast as the
+                # scheduler answers: that spin took a core from the cluster it waits on
+                assert time.monotonic() < deadline, "no results on both workers"
+                time.sleep(0.05)
         os.kill(victim_pid, signal.SIGKILL)
         assert client.gather(futures) == list(range(1, 201))
         daskscope.flush(client)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ from distributed import Client, LocalCluster
 from distributed.protocol.pickle import dumps
 
 import daskscope
+from cliutil import run_cli
 from daskscope.collector.http_sink import HttpSink
 from daskscope.collector.plugin import DaskscopePlugin
 from daskscope.config import CollectorSettings
@@ -119,13 +119,8 @@ def server(tmp_path: Path) -> Iterator[Server]:
     instance.stop()
 
 
-def spool_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "daskscope.cli.main", "spool", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def spool_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("spool", *args)
 
 
 # -- 1. a spool that cannot be used ------------------------------------------------

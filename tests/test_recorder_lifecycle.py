@@ -169,7 +169,7 @@ if __name__ == "__main__":
     client = Client(n_workers=2, threads_per_worker=1, dashboard_address=":0")
     cluster_id = daskscope.register(client, database=sys.argv[1])
     with get_task_stream(client) as stream:
-        x = da.random.random((1200, 1200), chunks=100)
+        x = da.random.random((600, 600), chunks=100)  # a few hundred tasks
         total = (x @ x.T).sum().compute()
     print(json.dumps({"cluster_id": cluster_id, "tasks": len(stream.data)}), flush=True)
     # no client.close(): Python's exit hooks close the cluster

@@ -16,8 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ import httpx
 import pytest
 
 from browser import needs_chromium, new_page
+from cliutil import run_cli
 from daskscope.cli.demo import DEMO_FAILURE_MESSAGE, record_demo
 from daskscope.store import open_store
 from daskscope.store.identity import add_user, create_account, create_token
@@ -45,15 +44,6 @@ DEMO_REPORT_BUDGET = 3_000_000
 WAIT_MS = 120_000
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "daskscope.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("report-file")
@@ -65,7 +55,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def _write(recorded: dict[str, Any], name: str, *args: str) -> Path:
     out = recorded["folder"] / name
-    done = _cli("--database", recorded["url"], "report", *args, "-o", str(out))
+    done = run_cli("--database", recorded["url"], "report", *args, "-o", str(out))
     assert done.returncode == 0, done.stderr
     assert f"wrote {out}" in done.stdout
     return out
@@ -261,7 +251,7 @@ def test_cluster_report_opens_offline_with_every_chart(
 
 def test_computation_run_and_comparison_reports(recorded: dict[str, Any], offline: Any) -> None:
     cluster = recorded["cluster"]
-    listed = _cli("--database", recorded["url"], "show", cluster, "--json")
+    listed = run_cli("--database", recorded["url"], "show", cluster, "--json")
     computations = json.loads(listed.stdout)["computations"]
     first = computations[0]["id"]
 
@@ -294,7 +284,7 @@ def test_report_errors_say_what_to_do(recorded: dict[str, Any]) -> None:
         ([f"{recorded['cluster']}/no-such"], "lists its computations"),
         (["run:no-such-run"], "`daskscope runs` lists them"),
     ):
-        done = _cli("--database", recorded["url"], "report", *args, "-o", out)
+        done = run_cli("--database", recorded["url"], "report", *args, "-o", out)
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith("error: ") and advice in done.stderr
     assert not Path(out).exists()

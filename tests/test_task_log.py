@@ -9,6 +9,7 @@ import asyncio
 import os
 import signal
 import threading
+import time
 import tracemalloc
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -135,12 +136,17 @@ def test_a_lost_workers_recomputed_tasks_are_stored_twice(db_url: str) -> None:
         with get_task_stream(client) as stream:
             futures = client.map(slow_inc, range(200))
             victim_pid = None
+            deadline = time.monotonic() + 120
             while victim_pid is None:
                 who_has = client.who_has()
                 held = {w for ws in who_has.values() for w in ws}
                 if len(held) == 2 and len(who_has) > 40:
                     victim = sorted(held)[0]
                     victim_pid = client.run(os.getpid, workers=[victim])[victim]
+                else:
+                    # polled at the tasks' pace, not in a spin that takes a core from them
+                    assert time.monotonic() < deadline, "no results on both workers"
+                    time.sleep(0.05)
             os.kill(victim_pid, signal.SIGKILL)
             assert client.gather(futures) == list(range(1, 201))
         daskscope.flush(client)
