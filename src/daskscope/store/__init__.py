@@ -40,8 +40,8 @@ if TYPE_CHECKING:
 
 #: what is imported when first asked for, and from where: the errors alone are light. A
 #: scheduler whose recorder writes a SQLite file through its child process imports only
-#: them, never SQLAlchemy (about 36,000 more objects for every full garbage collection of
-#: the scheduler's heap to walk, and its memory)
+#: them, never SQLAlchemy (32,000 to 36,000 more objects for every full garbage collection
+#: of the scheduler's heap to walk, and its memory)
 _LAZY = {
     "Store": "engine",
     "open_store": "engine",
