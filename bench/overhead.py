@@ -32,7 +32,10 @@ time of the event loop's thread in
 daskscope's work (graph hook, snapshots, samples — what the plugin's ``loop_seconds``
 counts in wall time — plus its bookkeeping after each write and the profile merges Dask
 does on the loop when daskscope asks for a profile, which ``loop_seconds`` leaves out),
-the writer thread's CPU and the store child's CPU. It also measures each part of the
+the writer thread's CPU and the store child's CPU (the loop's and the writer's less the
+garbage collector's passes that fell inside them: what daskscope adds to the collector
+is compared between the arms instead, passes and CPU in every thread), and Dask's code
+capture in the client, which ``register()`` turns on. It also measures each part of the
 loop's work, the longest single block of the event loop a flush held and the 99th
 percentile of those blocks (and how much of the longest
 was the garbage collector's passes, timed with ``gc.callbacks`` in both arms), the
