@@ -266,7 +266,8 @@ def test_a_store_deleted_mid_run_ends_up_holding_the_whole_cluster(tmp_path: Pat
 
 
 #: a scheduler in a fresh interpreter (LocalCluster's scheduler runs in the calling
-#: process) recording into a SQLite file: which modules that process imported
+#: process, and here its worker too) recording into a SQLite file: which modules that
+#: process imported
 _LIGHT_SCHEDULER = """
 import json, sys
 from distributed import Client, LocalCluster
@@ -276,7 +277,7 @@ def inc(x):
     return x + 1
 
 if __name__ == "__main__":
-    with LocalCluster(n_workers=1, threads_per_worker=2, processes=True,
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                       dashboard_address=":0") as cluster, Client(cluster) as client:
         daskscope.register(client, database=sys.argv[1])
         futures = client.map(inc, range(25))
