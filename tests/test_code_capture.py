@@ -143,6 +143,16 @@ def test_browser_draws_the_note(recorded: dict[str, Any]) -> None:
             context.close()
 
 
+def _one_worker() -> LocalCluster:
+    return LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=False,
+        dashboard_address=":0",
+        silence_logs=logging.CRITICAL,
+    )
+
+
 def test_code_frames_zero_leaves_the_code_off(tmp_path: Any) -> None:
     """``daskscope.code-frames: 0`` keeps Dask's capture off (each compute() then skips
     reading its caller's source), and the computation says its code was not captured;
@@ -150,12 +160,9 @@ def test_code_frames_zero_leaves_the_code_off(tmp_path: Any) -> None:
     url = f"sqlite:///{tmp_path / 'daskscope.db'}"
     with (
         dask.config.set({NFRAMES: 0, "daskscope.code-frames": 0}),
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
-            silence_logs=logging.CRITICAL,
-        ) as cluster,
+        _one_worker() as cluster,
         Client(cluster) as client,
-    ):  # fmt: skip
+    ):
         daskscope.register(client, database=url)
         assert dask.config.get(NFRAMES) == 0
         assert da.ones(100, chunks=10).sum().compute() == 100
@@ -175,11 +182,8 @@ def test_code_frames_zero_leaves_the_code_off(tmp_path: Any) -> None:
 
     with (
         dask.config.set({NFRAMES: 0}),
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
-            silence_logs=logging.CRITICAL,
-        ) as cluster,
+        _one_worker() as cluster,
         Client(cluster) as client,
-    ):  # fmt: skip
+    ):
         daskscope.register(client, database=url)
         assert dask.config.get(NFRAMES) == 2  # the default of daskscope.code-frames

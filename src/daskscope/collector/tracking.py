@@ -519,36 +519,31 @@ class WorkTracker:
         for use in uses:
             tg = use.group
             gone = use.final is not None or (live_groups.get(tg.name) is not tg and tg.done)
-            if use.final is None and use.settled and gone:
-                # forgotten by Dask since its last record, its states alone moved on: it
-                # keeps the states of that record, whatever the flush (one row a group);
-                # an explicit flush still has its span take them in, as Dask's span does
+            if use.final is None and use.settled and tg.done and (gone or paced):
+                # done, none of its tasks ended since its last record: its states alone
+                # moved on. Forgotten by Dask, it keeps the states of that record whatever
+                # the flush (one row a group; an explicit flush still has its span take
+                # them in, as Dask's span does); alive, an explicit flush writes them
                 self.states_only += 1
-                self._not_awaited(use)
+                self._not_awaited(use)  # e.g. its last tasks cancelled, not run
+                if not gone:
+                    self.states_pending.add(use)
+                    continue
                 if not paced:
                     read.append(use)
                 finished.append(use)
                 continue
-            if paced and use.final is None:
-                if use.settled and tg.done:
-                    self.states_only += 1
-                    self._not_awaited(use)  # e.g. its last tasks cancelled, not run
-                    if gone:
-                        finished.append(use)
-                    else:
-                        self.states_pending.add(use)
+            if paced and use.final is None and use.ran and not tg.done:
+                if not use.put_off and use.written is None:
+                    use.written_at = now  # seen running first: its clock starts
+                if now - use.written_at < self.progress_seconds:
+                    # written (or seen running) a moment ago: most groups of a large
+                    # graph are done before it is their turn again (one row a group)
+                    use.put_off = True
+                    if use not in self.put_off and use.computation is not None:
+                        use.computation.awaiting += 1
+                    self.put_off[use] = use.written_at + self.progress_seconds
                     continue
-                if use.ran and not tg.done:
-                    if not use.put_off and use.written is None:
-                        use.written_at = now  # seen running first: its clock starts
-                    if now - use.written_at < self.progress_seconds:
-                        # written (or seen running) a moment ago: most groups of a large
-                        # graph are done before it is their turn again (one row a group)
-                        use.put_off = True
-                        if use not in self.put_off and use.computation is not None:
-                            use.computation.awaiting += 1
-                        self.put_off[use] = use.written_at + self.progress_seconds
-                        continue
             read.append(use)
             self._not_awaited(use)
             record = self._group_record(use)
