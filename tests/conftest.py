@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import dask
 import pytest
 
 from browser import browser, open_page
@@ -31,6 +33,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         text = str(report.longrepr)
         if _utf8_safe(text) != text:
             report.longrepr = _utf8_safe(text)
+
+
+@pytest.fixture(autouse=True)
+def _daskscope_config_left_as_found() -> Iterator[None]:
+    """A test that changes the ``daskscope`` section of dask's process-wide config for
+    good fails, and the section is put back: left changed, it records every later
+    cluster of the same test process under another account or database."""
+    before = copy.deepcopy(dask.config.config.get("daskscope", {}))
+    yield
+    after = dask.config.config.get("daskscope", {})
+    if after != before:
+        dask.config.config["daskscope"] = before
+        changed = {
+            key: (before.get(key), after.get(key))
+            for key in sorted({*before, *after})
+            if before.get(key) != after.get(key)
+        }
+        pytest.fail(f"the test left dask's daskscope config changed (was, now): {changed}")
 
 
 @pytest.fixture

@@ -33,12 +33,14 @@ def test_environment_variables_override(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("DASK_DASKSCOPE__ACCOUNT", "physics")
     monkeypatch.setenv("DASK_DASKSCOPE__FLUSH_INTERVAL", "750ms")
     monkeypatch.setenv("DASK_DASKSCOPE__DATABASE", "sqlite:////tmp/elsewhere.db")
-    original = dask.config.config
+    # refresh() clears and refills dask's one config dict in place: restore its contents
+    saved = copy.deepcopy(dask.config.config)
     try:
         dask.config.refresh()
         settings = CollectorSettings.from_config()
     finally:
-        dask.config.config = original
+        dask.config.config.clear()
+        dask.config.config.update(saved)
     assert settings.account == "physics"
     assert settings.flush_interval == pytest.approx(0.75)
     assert settings.database == "sqlite:////tmp/elsewhere.db"

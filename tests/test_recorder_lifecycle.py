@@ -10,7 +10,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time as wall
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -300,40 +302,88 @@ async def test_register_raises_when_the_recorder_cannot_start(c: Any, s_: Any, a
     assert await c.submit(slow_square, 3) == 9
 
 
-def sleep_for(seconds: float, *_: Any) -> float:
-    wall.sleep(seconds)
-    return seconds
+#: one gate per test: each task of the watched group passes it once the test lets it
+_GATES: dict[str, threading.Semaphore] = {}
+GATE_WAIT_S = 300  # a task waits this long for the test, however loaded the host
+
+
+def through_gate(gate: str, i: int) -> int:
+    if not _GATES[gate].acquire(timeout=GATE_WAIT_S):
+        raise TimeoutError(f"task {i} was never let through")
+    return i
 
 
 @pytest.mark.parametrize("progress", ["10s", "0.5s"])
 def test_a_running_groups_progress_shows_as_often_as_configured(db_url: str, progress: str) -> None:
-    """What a user watching a long group sees while it runs: with the default
-    progress-interval (10 s) a group of 6 one-second tasks on one thread is first
-    written when it is done; with 0.5 s its record shows each task as it ends (the
-    ground truth: how many of its keys the scheduler holds in memory, read just after
-    the store)."""
+    """What a user watching a long group sees while it runs. Its six tasks run on one
+    thread, each only once the test lets it through (a gate, not a sleep: the same on
+    a loaded host). With a 0.5 s progress-interval the stored record shows each task as
+    it ends while the others still wait; with the default 10 s, a group half done is
+    not written for 10 s after it began. The ground truth: how many of its keys the
+    scheduler holds in memory, read just after the store."""
+    gate = uuid.uuid4().hex
+    _GATES[gate] = threading.Semaphore(0)
+    seen: list[tuple[float, int, int]] = []  # (when, tasks executed as stored, Dask's)
     with (
         dask.config.set({"daskscope.progress-interval": progress}),
         LocalCluster(
             n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
         ) as cluster,
         Client(cluster) as client,
+        open_store(db_url) as store,
     ):
         cluster_id = daskscope.register(client, database=db_url, flush_interval="0.25s")
-        futures = client.map(sleep_for, [1.0] * 6, key=[f"long-{i}" for i in range(6)])
-        seen: list[tuple[int, int]] = []  # (tasks executed as stored, keys Dask holds)
-        while not all(f.done() for f in futures):
-            wall.sleep(0.3)
-            stored = [g for g in rows(db_url, s.task_groups, cluster_id) if g["name"] == "long"]
+        futures = client.map(
+            through_gate, [gate] * 6, range(6), key=[f"long-{i}" for i in range(6)]
+        )
+
+        def look() -> tuple[int, int]:
+            with store.engine.connect() as conn:
+                stored = conn.execute(
+                    sa.select(s.task_groups.c.tasks_executed).where(
+                        s.task_groups.c.cluster_id == cluster_id,
+                        s.task_groups.c.name == "long",
+                    )
+                ).scalar()
             # read after the store: whatever the store holds, Dask had before
             tasks = cluster.scheduler.tasks
             held = sum(tasks[f.key].state == "memory" for f in futures if f.key in tasks)
-            seen.append((stored[0]["tasks_executed"] if stored else 0, held))
-        client.gather(futures)
+            seen.append((wall.monotonic(), stored or 0, held))
+            return stored or 0, held
+
+        def until(condition: Any, what: str) -> None:
+            deadline = wall.monotonic() + GATE_WAIT_S
+            while not condition(*look()):
+                assert wall.monotonic() < deadline, f"{what}: {seen[-5:]}"
+                wall.sleep(0.05)
+
+        def flushes() -> int:
+            return int(client.sync(client.scheduler.daskscope_info)["flushes"])
+
+        began = wall.monotonic()
+        if progress == "0.5s":
+            for done in range(1, 6):  # the group runs on, one task through at a time
+                _GATES[gate].release()
+                until(lambda stored, held, n=done: held == n, f"Dask ran {done}")
+                until(lambda stored, held, n=done: stored == n, f"{done} shown while running")
+        else:
+            for _ in range(3):
+                _GATES[gate].release()
+            until(lambda stored, held: held == 3, "Dask ran 3")
+            # four timed flushes after that: none writes the group half done
+            after = flushes() + 4
+            until(lambda stored, held: flushes() >= after, "four flushes")
+        for _ in range(6):
+            _GATES[gate].release()
+        assert client.gather(futures) == list(range(6))
+        until(lambda stored, held: stored == 6, "the group, done, written")
+    del _GATES[gate]
     # the store never runs ahead of Dask
-    assert all(stored <= held for stored, held in seen), seen
-    shown = {stored for stored, _ in seen}
-    if progress == "10s":  # done in about 6 s: first written once done
-        assert all(stored in (0, 6) and (not stored or held == 6) for stored, held in seen), seen
+    assert all(stored <= held for _, stored, held in seen), seen
+    if progress == "10s":
+        # half done: written only once 10 s had passed since it began (a loaded host)
+        early = [(t - began, n) for t, n, _ in seen if n not in (0, 6) and t - began < 10]
+        assert not early, early
+        assert any(n == 3 and t - began < 10 for t, _, n in seen) or seen[-1][0] - began >= 10
     else:
-        assert len(shown - {0}) >= 3, seen  # most tasks shown one by one as they end
+        assert {n for _, n, _ in seen} >= {1, 2, 3, 4, 5, 6}, seen
