@@ -33,6 +33,7 @@ FIRST_URL = f"sqlite:///{_DIR / 'first.db'}"
 SECOND_URL = f"sqlite:///{_DIR / 'second.db'}"
 PRELOAD = {"distributed.scheduler.preload": ["daskscope"]}
 recorded: dict[str, tuple[str, int]] = {}  # store URL -> (cluster id, keys submitted)
+pytestmark = pytest.mark.own_dask_config  # restored by the module's fixture below
 
 
 @pytest.fixture(scope="module", autouse=True)
