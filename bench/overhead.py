@@ -278,16 +278,38 @@ def client_map_job(n_futures: int) -> Job:
     return Job(run, n_futures * (n_futures - 1), f"client.map of {n_futures:,} futures")
 
 
+#: the notebook loop's cell, as a user types it
+NOTEBOOK_CELL = """\
+total = 0.0
+for i in range(n_computations):
+    total += float((da.ones(1000, chunks=100) * i).sum().compute())
+"""
+
+
 def notebook_loop_job(n_computations: int) -> Job:
     """``n_computations`` small array computations one after another, as a notebook
-    loop sends them: each waits for the last."""
+    loop sends them: each waits for the last. The loop runs as a notebook cell does:
+    its source is a cell of its own (in ``linecache``, as IPython keeps cells) and the
+    frames that run it are skipped by Dask's code capture (this file's, as it skips
+    IPython's), so what ``register()``'s code capture reads at each ``compute()`` is the
+    cell, the one frame it reads in a notebook."""
+    import linecache
+
     import dask.array as da
 
+    filename = f"<notebook-loop cell {n_computations}>"
+    linecache.cache[filename] = (len(NOTEBOOK_CELL), None, NOTEBOOK_CELL.splitlines(True), filename)
+    cell = compile(NOTEBOOK_CELL, filename, "exec")
+    ignored = [*dask.config.get("distributed.diagnostics.computations.ignore-files", [])]
+
     def run(client: Client) -> Any:
-        total = 0.0
-        for i in range(n_computations):
-            total += float((da.ones(1000, chunks=100) * i).sum().compute())
-        return total
+        namespace = {"__name__": "__main__", "da": da, "n_computations": n_computations}
+        skip_harness = {
+            "distributed.diagnostics.computations.ignore-files": [*ignored, Path(__file__).stem]
+        }
+        with dask.config.set(skip_harness):
+            exec(cell, namespace)
+        return namespace["total"]
 
     expected = float(sum(1000 * i for i in range(n_computations)))
     return Job(run, expected, f"a loop of {n_computations:,} small computations")

@@ -92,6 +92,11 @@ def subtree_metrics(span: Span) -> Metrics:
     return dict(span.cumulative_worker_metrics)
 
 
+def subtree_ids(span: Span) -> list[str]:
+    """The ids of the span and of every span below it."""
+    return [s.id for s in span.traverse_spans()]
+
+
 # -- workers -----------------------------------------------------------------------------
 
 

@@ -21,6 +21,32 @@ async def _heartbeat(dask_worker: Any) -> None:
     await dask_worker.heartbeat()
 
 
+def _measured_in(span_ids: list[str], dask_worker: Any) -> list[list[Any]]:
+    """What this worker measured in these spans since it started (its cumulative
+    digests, which its heartbeats hand over piece by piece), keyed as the scheduler keys
+    a span's metrics (the span id left out), as ``[[key parts], value]`` pairs."""
+    from distributed.spans import CONTEXTS_WITH_SPAN_ID
+
+    ids = set(span_ids)
+    out: dict[tuple[Any, ...], float] = {}
+    for key, value in dask_worker.digests_total.items():
+        if isinstance(key, tuple) and key[0] in CONTEXTS_WITH_SPAN_ID and key[1] in ids:
+            short = (key[0], *key[2:])
+            out[short] = out.get(short, 0.0) + value
+    return [[list(k), v] for k, v in out.items()]
+
+
+def _all_delivered(measured: dict[Any, list[list[Any]]], delivered: Any) -> bool:
+    """Whether the scheduler's span metrics hold at least what the workers measured
+    (up to rounding: the scheduler sums the same numbers in other groupings)."""
+    have = {tuple(k): v for k, v in delivered or ()}
+    wanted: dict[tuple[Any, ...], float] = {}
+    for pairs in measured.values():
+        for k, v in pairs:
+            wanted[tuple(k)] = wanted.get(tuple(k), 0.0) + v
+    return all(v <= have.get(k, 0.0) * (1 + 1e-9) + 1e-9 for k, v in wanted.items())
+
+
 class DaskBackend(Backend):
     name = "dask"
     # mypy takes a callable class attribute for a method (self bound): ignore that
@@ -72,8 +98,12 @@ class DaskBackend(Backend):
         return None if pairs is None else {tuple(k): v for k, v in pairs}
 
     def wait_for_metrics(self, span: Any, timeout: float) -> None:
-        """Ask every worker for a heartbeat now, until two rounds in a row change nothing
-        (a periodic heartbeat may be in flight beside ours), or ``timeout`` passes."""
+        """Ask every worker for a heartbeat now, until the scheduler holds all that the
+        workers had measured in the run's spans when the wait began and two rounds in a
+        row change nothing, or ``timeout`` passes. Quiet alone is not enough: a heartbeat
+        that took the metrics a moment before ours may still be on its way while ours
+        come back empty. (Tasks still running, e.g. after a failure ended the run, are
+        not waited for.)"""
         from distributed.metrics import time
 
         deadline = time() + timeout
@@ -84,12 +114,21 @@ class DaskBackend(Backend):
         last = watch()
         if last is None:  # no task ever ran for this run: nothing to wait for
             return
+        ids = self.client.run_on_scheduler(remote.span_subtree_ids, span)
+        measured = self.client.run(_measured_in, ids)
         quiet = 0
-        while time() < deadline and quiet < 2:
+        while time() < deadline:
             self.client.run(_heartbeat)
             now = watch()
             quiet = quiet + 1 if now == last else 0
             last = now
+            if quiet >= 2 and _all_delivered(measured, now[0]):
+                return
+        logger.warning(
+            "daskscope: not all of the workers' fine metrics reached the scheduler within "
+            "%.0f s (metrics_timeout): the run's fine metrics may read short",
+            timeout,
+        )
 
     def get_span_metrics(self, span: Any) -> SpanMetrics:
         finished_span = (self._finished or {}).get("span") or {}

@@ -334,6 +334,12 @@ def watch_metrics(collector_id: str, span_id: str, dask_scheduler: Any = None) -
     return [own, grown, chunks]
 
 
+def span_subtree_ids(span_id: str, dask_scheduler: Any = None) -> list[str]:
+    """The ids of the span and of the spans below it; [] when it has no tasks."""
+    span = dask_adapter.span(dask_scheduler, span_id)
+    return [] if span is None else dask_adapter.subtree_ids(span)
+
+
 def span_metrics(span_id: str, dask_scheduler: Any = None) -> list[list[Any]] | None:
     """The span's fine metrics (its whole subtree) as ``[[key parts], value]`` pairs:
     tuple keys do not survive the trip as dict keys. None: the span has no tasks."""
