@@ -15,7 +15,8 @@ shuffled with Dask's p2p shuffle, then summed by key), ``array-layers`` (an xarr
 array of 200 chained elementwise layers with a rolling mean every 20th and reductions,
 sent unoptimised so each layer is a group), ``delayed-fan-out`` (50,000 delayed calls
 summed by hundreds), ``client-map`` (``client.map`` of 100,000 futures, gathered) and
-``notebook-loop`` (500 small array computations one after another). ``--quick``: a
+``notebook-loop`` (500 small array computations one after another, run as a notebook
+cell). ``--quick``: a
 fifth of each size, one pair each. The tasks a run counts are those that ran (a
 scheduler plugin in both arms counts them and the hook's calls); after the variants'
 sections it prints one table of every shape against the budget (≤ 5 µs own work a
