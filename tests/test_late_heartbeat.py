@@ -94,8 +94,7 @@ def test_a_late_heartbeat_is_waited_for() -> None:
             assert client.submit(busy, 300_000).result() == busy(300_000)
             (taken,) = client.run(send_a_late_heartbeat).values()
             assert taken > 0  # the late heartbeat holds the task's metrics
-            span_id = collector._span
-        ids = client.run_on_scheduler(span_ids_below, span_id)
+        ids = client.run_on_scheduler(span_ids_below, collector.run.info["span_id"])
         (truth,) = client.run(measured_in, ids).values()
     cpu = truth["execute/thread-cpu/seconds"]
     assert cpu > 0
