@@ -116,19 +116,21 @@ class DaskBackend(Backend):
             return
         ids = self.client.run_on_scheduler(remote.span_subtree_ids, span)
         measured = self.client.run(_measured_in, ids)
-        quiet = 0
+        quiet, delivered = 0, False
         while time() < deadline:
             self.client.run(_heartbeat)
             now = watch()
             quiet = quiet + 1 if now == last else 0
             last = now
-            if quiet >= 2 and _all_delivered(measured, now[0]):
+            delivered = _all_delivered(measured, now[0])
+            if quiet >= 2 and delivered:
                 return
-        logger.warning(
-            "daskscope: not all of the workers' fine metrics reached the scheduler within "
-            "%.0f s (metrics_timeout): the run's fine metrics may read short",
-            timeout,
-        )
+        if not delivered:
+            logger.warning(
+                "daskscope: not all of the workers' fine metrics reached the scheduler "
+                "within %.0f s (metrics_timeout): the run's fine metrics may read short",
+                timeout,
+            )
 
     def get_span_metrics(self, span: Any) -> SpanMetrics:
         finished_span = (self._finished or {}).get("span") or {}
