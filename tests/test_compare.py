@@ -308,15 +308,15 @@ def test_identical_reruns_read_the_same(reruns: dict[str, Any]) -> None:
     # Dask's own timing too (a busy host wakes a sleeping thread late: 0.52 s against
     # 1.43 s of the same 12 sleeps was seen at load 5); then the verdict is what the
     # noise rule says of Dask's own figures. Wall time follows the load: not asserted
+    # (0.68 against 0.51 s was seen on a quiet fresh clone: 40 ms sleeps wake late).
+    # Every figure of the same seconds follows the same rule
     expected = verdict(*truth, "lower", unit="seconds")
     assert judged["span.duration_s"] == expected, (truth, spans.figures)
-    if expected != "same":
-        pytest.skip(f"the host stretched the identical sleeps: Dask timed {truth} s")
-    assert [p.verdict for p in spans.task_prefixes] == ["same"]
-    assert [r.verdict for r in spans.prefixes] == ["same"]
+    assert [p.verdict for p in spans.task_prefixes] == [expected]
+    assert [r.verdict for r in spans.prefixes] == [expected]
     assert spans.noise_runs == 0 and "no history" in spans.same
     cluster = {f.id: f for f in clusters.figures}
-    assert cluster["cluster.compute_seconds"].verdict == "same"
+    assert cluster["cluster.compute_seconds"].verdict == expected
     assert cluster["cluster.tasks_erred"].verdict == "same"
     assert cluster["cluster.utilisation"].verdict is None
 
