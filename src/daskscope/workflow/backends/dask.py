@@ -36,14 +36,19 @@ def _measured_in(span_ids: list[str], dask_worker: Any) -> list[list[Any]]:
     return [[list(k), v] for k, v in out.items()]
 
 
-def _all_delivered(measured: dict[Any, list[list[Any]]], delivered: Any) -> bool:
+def _summed(by_worker: dict[Any, list[list[Any]]]) -> dict[tuple[Any, ...], float]:
+    """The workers' ``[[key parts], value]`` pairs summed by key, over the workers."""
+    out: dict[tuple[Any, ...], float] = {}
+    for pairs in by_worker.values():
+        for k, v in pairs:
+            out[tuple(k)] = out.get(tuple(k), 0.0) + v
+    return out
+
+
+def _all_delivered(wanted: dict[tuple[Any, ...], float], delivered: Any) -> bool:
     """Whether the scheduler's span metrics hold at least what the workers measured
     (up to rounding: the scheduler sums the same numbers in other groupings)."""
     have = {tuple(k): v for k, v in delivered or ()}
-    wanted: dict[tuple[Any, ...], float] = {}
-    for pairs in measured.values():
-        for k, v in pairs:
-            wanted[tuple(k)] = wanted.get(tuple(k), 0.0) + v
     return all(v <= have.get(k, 0.0) * (1 + 1e-9) + 1e-9 for k, v in wanted.items())
 
 
@@ -115,7 +120,7 @@ class DaskBackend(Backend):
         if last is None:  # no task ever ran for this run: nothing to wait for
             return
         ids = self.client.run_on_scheduler(remote.span_subtree_ids, span)
-        measured = self.client.run(_measured_in, ids)
+        measured = _summed(self.client.run(_measured_in, ids))
         quiet, delivered = 0, False
         while time() < deadline:
             self.client.run(_heartbeat)
