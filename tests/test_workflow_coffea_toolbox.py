@@ -425,12 +425,25 @@ def randoms(n: int) -> Any:
     return np.random.default_rng(0).random(n)
 
 
+def _spill_seconds(worker: Any, stem: str) -> float:
+    """The worker's own figure: the seconds it digested for `stem` inside its tasks."""
+    return sum(
+        v for k, v in worker.digests_total.items()
+        if isinstance(k, tuple) and k[0] == "execute" and k[-2:] == (stem, "seconds")
+    )  # fmt: skip
+
+
 def test_overhead_plot_draws_the_spans_serialization() -> None:
     """A worker told to spill everything (de)serializes and (de)compresses what it keeps
     inside its tasks' span: the overhead plot draws those seconds per prefix, summing to
-    the run's figures (Dask's fine metrics); the bytes spilled are the array's."""
+    the run's figures, which are the worker's own (Dask's fine metrics); the bytes
+    spilled are the array's."""
+    import gc
+    import time
+
     import dask
     import numpy as np
+    from distributed import wait
 
     from daskscope.plots import overhead_by_prefix
 
@@ -444,13 +457,26 @@ def test_overhead_plot_draws_the_spans_serialization() -> None:
         Client(cluster) as spilling,
         MetricsCollector(spilling, store=False, worker_tracking_interval=None) as collector,
     ):  # fmt: skip
+        (worker,) = cluster.workers.values()
         big = spilling.submit(randoms, 1_000_000, pure=False)
+        wait(big)
+        # Dask reads a spilled value back from disk only when no one on the worker still
+        # holds it (its spill buffer keeps a weak reference); a `sum` queued while the
+        # array was still referenced read it from memory and deserialized nothing (seen
+        # in CI, 7 runs of 25 at load 6). So wait until the array is gone from memory.
+        deadline = time.monotonic() + 300
+        while len(worker.data.slow.cache) and time.monotonic() < deadline:
+            gc.collect()
+            time.sleep(0.05)
+        assert big.key not in worker.data.fast and not len(worker.data.slow.cache)
         total = spilling.submit(np.sum, big, pure=False).result()
         assert total == pytest.approx(np.sum(randoms(1_000_000)))
     m = collector.metrics
     # random doubles do not compress: what went to disk is at least the array
     assert m["spill_write_bytes"] >= randoms(1_000_000).nbytes
     stems = ("serialize", "deserialize", "compress", "decompress")
+    for stem in stems:  # the run's figures are the worker's, to the last digit
+        assert m[f"{stem}_seconds"] == pytest.approx(_spill_seconds(worker, stem))
     assert m["serialize_seconds"] > 0 and m["deserialize_seconds"] > 0
     figure = overhead_by_prefix(collector.run)
     assert not hasattr(figure, "daskscope_missing")
