@@ -124,6 +124,10 @@ def wait_then_count(event: str, start: int, stop: int) -> int:
     return count_chunk(start, stop)
 
 
+def _knows(key: str, dask_scheduler: Any) -> bool:
+    return key in dask_scheduler.tasks
+
+
 async def _heartbeat(dask_worker: Any) -> None:
     await dask_worker.heartbeat()
 
@@ -159,6 +163,12 @@ def test_runs_sharing_a_task_group_leave_the_later_runs_fine_metrics_out(
         with MetricsCollector(client, name="a", store=False) as a:
             go = Event("s-go", client=client)
             fa = client.submit(wait_then_count, "s-go", 0, 5, key="s-0")
+            # Dask gives a task group to the span that first made it: a's task must be
+            # on the scheduler before b's arrive (submit only sends it on its way)
+            deadline = time.monotonic() + 300
+            while not client.run_on_scheduler(_knows, "s-0"):
+                assert time.monotonic() < deadline, "the scheduler never received s-0"
+                time.sleep(0.05)
             with MetricsCollector(other, name="b", store=False) as b:
                 fb = other.map(count_chunk, [10, 20], [11, 21], key=["s-1", "s-2"])
                 other.gather(fb)
