@@ -79,6 +79,8 @@ async def main() -> None:
                     break
             now = census()
             halfway = now - before
+            shares = list(_span_shares(cluster.scheduler))  # [] without daskscope
+            tracked_shares = sum(gc.is_tracked(share) for share in shares)
             assert await result == expected
             gc.callbacks.remove(on_gc)
     gc_cpu = {generation: round(seconds, 2) for generation, seconds in sorted(cpu.items())}
@@ -92,6 +94,20 @@ async def main() -> None:
         print(f"  {count:>10,}  {name}")
     ours = {name: n for name, n in halfway.items() if name.startswith("daskscope.")}
     print("daskscope's own classes:", ours)
+    if args.arm == "with":
+        print(
+            f"span shares of live groups still tracked halfway: {tracked_shares:,} "
+            f"of {len(shares):,}"
+        )
+
+
+def _span_shares(scheduler: Any) -> Any:
+    """The recorder's span share of each live group (tuples, untracked once met by a
+    collection or three)."""
+    for plugin in scheduler.plugins.values():
+        spans = getattr(plugin, "spans", None)
+        if spans is not None and hasattr(spans, "shares"):
+            yield from spans.shares.values()
 
 
 if __name__ == "__main__":

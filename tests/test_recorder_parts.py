@@ -26,7 +26,7 @@ from daskscope.collector.http_sink import HttpSink
 from daskscope.collector.lifecycle import WorkerLifecycle
 from daskscope.collector.roster import WorkerRoster
 from daskscope.collector.snapshot import plain
-from daskscope.collector.spans import GroupShare, SpanTracker
+from daskscope.collector.spans import SpanTracker, group_share
 from daskscope.collector.store_sink import StoreSink
 from daskscope.collector.tracking import PROGRESS_SECONDS, ComputationTrack, Totals, WorkTracker
 from daskscope.config import CollectorSettings
@@ -917,18 +917,27 @@ def test_roster_samples_are_shared_while_fresh_and_only_rounds_are_stored(
 
 
 def test_what_the_recorder_keeps_of_a_live_group_is_not_tracked_by_the_collector() -> None:
-    """Copies of Dask's durations that live as long as their group (a span share, a
-    use's baseline) are dicts the garbage collector does not track: ``dict()`` of Dask's
-    defaultdict would be tracked, adding to every full pass over the scheduler's heap."""
+    """What lives as long as its group adds nothing to the garbage collector's full passes
+    over the scheduler's heap: a span's share of it is a tuple of atoms, and copies of
+    Dask's durations in a use (its baseline) are dicts the collector does not track
+    (``dict()`` of Dask's defaultdict would be tracked)."""
     tg = TaskGroup("add-1", TaskPrefix("add"))
     task = TaskState(("add-1", 0), None, "memory", tg, False)
     tg.add(task)
     tg.add_duration("compute", 1.0, 2.5)
     assert gc.is_tracked(dict(tg.all_durations))  # what a plain copy avoids
     assert plain(tg.all_durations) == {"compute": 1.5}
-    share = GroupShare.of(tg)
-    assert share.durations == {"compute": 1.5} and not gc.is_tracked(share.durations)
-    assert not gc.is_tracked(share.states)
+    share = group_share(tg)
+    states, _, durations, *_ = share
+    assert dict(states) == {s: n for s, n in tg.states.items() if n}
+    assert dict(durations) == {"compute": 1.5}
+    # a span's share of a group is a tuple of atoms: the collector untracks the inner
+    # tuples, then the outer one, within three collections (a class instance or a named
+    # tuple would stay tracked for good)
+    assert gc.is_tracked(share)
+    for _ in range(3):
+        gc.collect()
+    assert not gc.is_tracked(share)
     tracker = WorkTracker("c", max_code_chars=1000)
     use = tracker.task_finished(task, startstops(1.0))  # a group outside any graph
     assert use.base_durations == {"compute": 1.5} and not gc.is_tracked(use.base_durations)

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from distributed.scheduler import Scheduler, TaskGroup
     from distributed.spans import Span
 
-__all__ = ["GroupShare", "SpanFigures", "SpanTrack", "SpanTracker"]
+__all__ = ["GroupShare", "SpanFigures", "SpanTrack", "SpanTracker", "group_share"]
 
 #: A finished span's fine metrics still arrive with the workers' next heartbeats: keep
 #: comparing them for this long after it finished.
@@ -59,29 +59,28 @@ class SpanTrack:
     held: bool = True
 
 
-@dataclass(slots=True)
-class GroupShare:
-    """What one task group added to its span's figures when it was last read."""
+#: What one task group added to its span's figures when it was last read: (states,
+#: nbytes, durations, duration, start, stop, done), states and durations as (name,
+#: value) pairs. One lives as long as its group, so it is a plain tuple of atoms, which
+#: Python's garbage collector stops tracking after a collection or three (an
+#: inner tuple first, then the one holding it), most often young ones; a class
+#: instance, a named tuple or a dict in it would stay tracked and add to every full pass
+#: over the scheduler's heap (issue 28).
+GroupShare = tuple[
+    tuple[tuple[str, int], ...], int, tuple[tuple[str, float], ...], float, float, float, bool
+]
 
-    states: dict[str, int]
-    nbytes: int
-    durations: dict[str, float]
-    duration: float
-    start: float
-    stop: float
-    done: bool
 
-    @classmethod
-    def of(cls, tg: TaskGroup) -> GroupShare:
-        return cls(
-            {state: n for state, n in tg.states.items() if n},
-            tg.nbytes_total,
-            snapshot.plain(tg.all_durations),
-            tg.duration,
-            tg.start,
-            tg.stop,
-            tg.done,
-        )
+def group_share(tg: TaskGroup) -> GroupShare:
+    return (
+        tuple((state, n) for state, n in tg.states.items() if n),
+        tg.nbytes_total,
+        tuple(tg.all_durations.items()),
+        tg.duration,
+        tg.start,
+        tg.stop,
+        tg.done,
+    )
 
 
 @dataclass(slots=True)
@@ -102,24 +101,26 @@ class SpanFigures:
     def take(self, new: GroupShare, old: GroupShare | None) -> None:
         """Replace what a group added (``old``, None if nothing yet) by ``new``."""
         states, durations = self.states, self.durations
-        for state, n in new.states.items():
+        new_states, nbytes, new_durations, duration, start, stop, done = new
+        for state, n in new_states:
             states[state] = states.get(state, 0) + n
-        for activity, seconds in new.durations.items():
+        for activity, seconds in new_durations:
             durations[activity] = durations.get(activity, 0.0) + seconds
-        self.nbytes += new.nbytes
-        self.duration += new.duration
-        self.not_done += not new.done
+        self.nbytes += nbytes
+        self.duration += duration
+        self.not_done += not done
         if old is not None:
-            for state, n in old.states.items():
+            old_states, old_nbytes, old_durations, old_duration, _, _, old_done = old
+            for state, n in old_states:
                 states[state] -= n
-            for activity, seconds in old.durations.items():
+            for activity, seconds in old_durations:
                 durations[activity] -= seconds
-            self.nbytes -= old.nbytes
-            self.duration -= old.duration
-            self.not_done -= not old.done
-        if new.start and (not self.start or new.start < self.start):
-            self.start = new.start
-        self.stop = max(self.stop, new.stop)
+            self.nbytes -= old_nbytes
+            self.duration -= old_duration
+            self.not_done -= not old_done
+        if start and (not self.start or start < self.start):
+            self.start = start
+        self.stop = max(self.stop, stop)
 
     def add(self, other: SpanFigures) -> None:
         for state, n in other.states.items():
@@ -209,7 +210,7 @@ class SpanTracker:
         return touched
 
     def _read(self, tg: TaskGroup, figures: SpanFigures) -> None:
-        new = GroupShare.of(tg)
+        new = group_share(tg)
         figures.take(new, self.shares.get(tg))
         self.shares[tg] = new
         self.groups_read += 1
