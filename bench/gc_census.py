@@ -4,6 +4,7 @@ the objects the collector tracks, by type, halfway through the run (less the cen
 before it), and the collector's passes and their CPU by generation over the run.
 
     python bench/gc_census.py with|without [--tasks 100000] [--groups 20000] [--top 15]
+                              [--no-task-log]
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ async def main() -> None:
     parser.add_argument("--tasks", type=int, default=100_000)
     parser.add_argument("--groups", type=int, default=20_000)
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--no-task-log", action="store_true", help="with: keep no task log")
     args = parser.parse_args()
     graph, root, expected = many_groups_workload(args.tasks, args.groups)
     passes: collections.Counter[int] = collections.Counter()
@@ -63,7 +65,12 @@ async def main() -> None:
         ):
             if args.arm == "with":
                 url = f"sqlite:///{tmp}/store.db"
-                await daskscope.register(client, database=url, **RECORD_EVERYTHING)
+                await daskscope.register(
+                    client,
+                    database=url,
+                    **RECORD_EVERYTHING,
+                    task_log_enabled=not args.no_task_log,
+                )
             groups = cluster.scheduler.task_groups
             gc.collect()
             before = census()
