@@ -462,8 +462,8 @@ def test_overhead_plot_draws_the_spans_serialization() -> None:
         wait(big)
         # Dask reads a spilled value back from disk only when no one on the worker still
         # holds it (its spill buffer keeps a weak reference); a `sum` queued while the
-        # array was still referenced read it from memory and deserialized nothing (seen
-        # in CI, 7 runs of 25 at load 6). So wait until the array is gone from memory.
+        # array was still referenced read it from memory and deserialized nothing (CI
+        # saw it, and 7 runs of 25 beside four busy loops). So wait until it is gone.
         deadline = time.monotonic() + 300
         while len(worker.data.slow.cache) and time.monotonic() < deadline:
             gc.collect()

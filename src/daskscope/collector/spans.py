@@ -61,11 +61,11 @@ class SpanTrack:
 
 #: What one task group added to its span's figures when it was last read: (states,
 #: nbytes, durations, duration, start, stop, done), states and durations as (name,
-#: value) pairs. One lives as long as its group, so it is a plain tuple of atoms, which
-#: Python's garbage collector stops tracking after a collection or three (an
-#: inner tuple first, then the one holding it), most often young ones; a class
-#: instance, a named tuple or a dict in it would stay tracked and add to every full pass
-#: over the scheduler's heap (issue 28).
+#: value) pairs. One lives as long as its group, so it is a plain tuple of atoms: Python's
+#: garbage collector stops tracking it within a collection or three, most often young
+#: ones (inner tuples first, then the one holding them). A class instance, a named tuple
+#: or a dict in it would stay tracked and add to every full pass over the scheduler's
+#: heap (issue 28).
 GroupShare = tuple[
     tuple[tuple[str, int], ...], int, tuple[tuple[str, float], ...], float, float, float, bool
 ]
