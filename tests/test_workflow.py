@@ -179,6 +179,17 @@ def test_runs_sharing_a_task_group_leave_the_later_runs_fine_metrics_out(
     assert "fine metrics not measured" in caplog.text
 
 
+def test_runs_sharing_a_task_group_after_another_pair_of_runs(
+    client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same, right after the enclosing-run case on the same cluster: b's tasks all
+    joined a's group, so b has no span of its own. Its wait for the heartbeats once
+    took that for "nothing ran" and returned before a's span grew, and b's tasks went
+    unflagged (this order failed every time under ``-n 3``)."""
+    test_an_enclosing_run_growing_during_the_inner_run_is_not_shared(client)
+    test_runs_sharing_a_task_group_leave_the_later_runs_fine_metrics_out(client, caplog)
+
+
 class Counter:
     """A processor-like class: its instances carry the collector's route."""
 

@@ -329,7 +329,10 @@ def watch_metrics(collector_id: str, span_id: str, dask_scheduler: Any = None) -
         if now != before:
             grown.append([foreign_id, sorted(map(str, now.items()))])
     chunks = len(run.chunks) if run is not None else 0
-    if own is None and not grown and not chunks:
+    # a run whose tasks all joined other spans' groups has no span of its own, but it
+    # ran: their growth may still be on its way (an empty ``grown`` is not "nothing")
+    joined = bool(run.joined) if run is not None else False
+    if own is None and not grown and not chunks and not joined:
         return None
     return [own, grown, chunks]
 
