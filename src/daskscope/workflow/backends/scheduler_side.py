@@ -331,7 +331,7 @@ def watch_metrics(collector_id: str, span_id: str, dask_scheduler: Any = None) -
     chunks = len(run.chunks) if run is not None else 0
     # a run whose tasks all joined other spans' groups has no span of its own, but it
     # ran: their growth may still be on its way (an empty ``grown`` is not "nothing")
-    joined = bool(run.joined) if run is not None else False
+    joined = run is not None and bool(run.joined)
     if own is None and not grown and not chunks and not joined:
         return None
     return [own, grown, chunks]
