@@ -357,7 +357,8 @@ def test_memory_split_per_worker_against_its_limit(
     assert all(t.isdigit() for t in texts(page, f"{timeline} .y2tick text"))  # whole tasks
     assert titles[2:] == ["network (bytes/s)", "disk (bytes/s)"]
     assert all(_BINARY_TICK.match(t) for t in texts(page, f"{timeline} .y3tick text"))
-    short = [w.split("://")[-1] for w in workers]
+    # in the page's natural order, as the cards: ".../98" before ".../100"
+    short = sorted((w.split("://")[-1] for w in workers), key=natural)
     legend = texts(page, f"{timeline} .legendtext")
     # the workers, then what the departure marks mean (they closed with the cluster)
     assert legend == [*short, "read", "write", "worker left (closed, retired, restarted)"]
